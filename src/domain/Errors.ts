@@ -1,0 +1,71 @@
+/**
+ * Failures a caller can act on. Database failures are not here: they surface as `SqlError`
+ * from `@effect/sql`, with the driver's cause kept.
+ */
+import { Schema } from "effect"
+
+/** The id is already stored with another flow or body; nothing changed. */
+export class EnqueueConflict extends Schema.TaggedError<EnqueueConflict>()("EnqueueConflict", {
+  eventId: Schema.String,
+  storedFlowId: Schema.String,
+  storedSeq: Schema.Number,
+  message: Schema.String
+}) {}
+
+/** The clock reads earlier than the persisted tick; nothing changed. */
+export class ClockRegressed extends Schema.TaggedError<ClockRegressed>()("ClockRegressed", {
+  now: Schema.Number,
+  tick: Schema.Number
+}) {
+  override get message() {
+    return `clock regressed: now ${this.now} is below the persisted tick ${this.tick}`
+  }
+}
+
+/** No event has this id. */
+export class EventNotFound extends Schema.TaggedError<EventNotFound>()("EventNotFound", {
+  eventId: Schema.String
+}) {
+  override get message() {
+    return `no event with id ${JSON.stringify(this.eventId)}`
+  }
+}
+
+/** Redrive asked for an event that is not quarantined. */
+export class NotQuarantined extends Schema.TaggedError<NotQuarantined>()("NotQuarantined", {
+  eventId: Schema.String,
+  state: Schema.String
+}) {
+  override get message() {
+    return `event ${JSON.stringify(this.eventId)} is ${this.state}, not quarantined`
+  }
+}
+
+/** Redrive was based on another generation than the stored one (someone acted first). */
+export class GenerationMismatch extends Schema.TaggedError<GenerationMismatch>()("GenerationMismatch", {
+  eventId: Schema.String,
+  expected: Schema.Number,
+  actual: Schema.Number
+}) {
+  override get message() {
+    return `event ${JSON.stringify(this.eventId)} is at generation ${this.actual}, not ${this.expected}`
+  }
+}
+
+/** Redrive needs a non-blank reason for the audit trail. */
+export class MissingReason extends Schema.TaggedError<MissingReason>()("MissingReason", {
+  eventId: Schema.String
+}) {
+  override get message() {
+    return `redrive of ${JSON.stringify(this.eventId)} needs a non-blank reason`
+  }
+}
+
+/** An argument was malformed (id, body, token, reply, option); nothing was read or written. */
+export class InvalidInput extends Schema.TaggedError<InvalidInput>()("InvalidInput", {
+  operation: Schema.String,
+  message: Schema.String
+}) {}
+
+/** Errors of `redrive` other than database failures. */
+export type RedriveError = EventNotFound | NotQuarantined | GenerationMismatch | MissingReason

@@ -1,0 +1,200 @@
+/**
+ * The relay protocol as pure functions over records: which head is eligible, what a claim, a
+ * reply or a redrive does to an event. Every backend calls these inside its transactions, so
+ * the decisions are made in one place and tested without a database.
+ */
+import { Either, Match } from "effect"
+import { ClockRegressed, EnqueueConflict, EventNotFound, GenerationMismatch, MissingReason, NotQuarantined } from "./Errors.js"
+import type { RedriveError } from "./Errors.js"
+import type { EventId, FlowId } from "./Ids.js"
+import type { DeliveryReply, SettleOutcome } from "./Outcomes.js"
+import { backoff } from "./Policy.js"
+import type { RelayPolicy } from "./Policy.js"
+import type { ClockRecord, EventRecord, FlowRecord, Token } from "./Records.js"
+
+/**
+ * Stores `max(tick, now)`, or refuses a clock that went backwards. Every write calls it first,
+ * so a regressed caller changes nothing.
+ */
+export const advanceClock = (clock: ClockRecord, now: number): Either.Either<ClockRecord, ClockRegressed> =>
+  now < clock.tick ? Either.left(new ClockRegressed({ now, tick: clock.tick })) : Either.right({ ...clock, tick: now })
+
+/**
+ * The tick from which a head can be claimed: a ready head when its backoff ends, an inflight head
+ * when its lease expires. A quarantined or acked event is never claimable.
+ */
+export const eligibleAt = (event: EventRecord): number | null => {
+  switch (event.state) {
+    case "ready":
+      return event.nextAt
+    case "inflight":
+      return event.leaseUntil
+    default:
+      return null
+  }
+}
+
+/** Whether this head can be claimed at `now`. */
+export const isEligible = (head: EventRecord, now: number): boolean => {
+  const at = eligibleAt(head)
+  return at !== null && at <= now
+}
+
+/** Fair order of opportunities: least recently served first, ties by flow id. */
+export const compareTurn = (a: Pick<FlowRecord, "served" | "flowId">, b: Pick<FlowRecord, "served" | "flowId">): number =>
+  a.served !== b.served ? a.served - b.served : a.flowId < b.flowId ? -1 : a.flowId > b.flowId ? 1 : 0
+
+/**
+ * Picks the flow whose head is claimed next: the eligible head with the smallest
+ * `(served, flowId)`. `heads` holds each flow's head (lowest non-acked seq) only — a flow's later
+ * events are never candidates, whatever state its head is in.
+ */
+export const pickNext = <H extends { readonly flow: FlowRecord; readonly head: EventRecord }>(
+  heads: Iterable<H>,
+  now: number
+): H | undefined => {
+  let best: H | undefined
+  for (const candidate of heads) {
+    if (!isEligible(candidate.head, now)) continue
+    if (best === undefined || compareTurn(candidate.flow, best.flow) < 0) best = candidate
+  }
+  return best
+}
+
+/** The head after it is claimed at `now`: inflight under a new generation, one attempt spent. */
+export const claimEvent = (head: EventRecord, now: number, policy: RelayPolicy): EventRecord => ({
+  ...head,
+  state: "inflight",
+  generation: head.generation + 1,
+  attempts: head.attempts + 1,
+  lifetimeAttempts: head.lifetimeAttempts + 1,
+  leaseUntil: now + policy.leaseTicks
+})
+
+/** What a reply means for the sender: done, stop the flow, or try again. */
+export type Verdict =
+  | { readonly _tag: "Ack" }
+  | { readonly _tag: "Quarantine"; readonly reason: string }
+  | { readonly _tag: "Retry"; readonly reason: string }
+
+/** Classifies a receiver reply (SPEC §3 table). */
+export const verdictOf: (reply: DeliveryReply) => Verdict = Match.type<DeliveryReply>().pipe(
+  Match.tagsExhaustive({
+    Accepted: (): Verdict => ({ _tag: "Ack" }),
+    Duplicate: (): Verdict => ({ _tag: "Ack" }),
+    IdConflict: (): Verdict => ({ _tag: "Quarantine", reason: "id_conflict" }),
+    SequenceConflict: (): Verdict => ({ _tag: "Quarantine", reason: "sequence_conflict" }),
+    Rejected: ({ code }): Verdict => ({ _tag: "Quarantine", reason: code }),
+    Retry: ({ reason }): Verdict => ({ _tag: "Retry", reason }),
+    Gap: ({ expected }): Verdict => ({ _tag: "Retry", reason: `gap: receiver expects seq ${expected}` })
+  })
+)
+
+/** A settle decision: the outcome, and the event to store when it changes. */
+export interface SettleDecision {
+  readonly outcome: SettleOutcome
+  readonly next: EventRecord | undefined
+}
+
+const unchanged = (outcome: SettleOutcome): SettleDecision => ({ outcome, next: undefined })
+
+/**
+ * Applies a reply to the event a token was issued for. A token that is not the event's current
+ * claim is `Stale`; a lease that ran out is `Expired`; neither changes anything.
+ */
+export const settleEvent = (
+  event: EventRecord | undefined,
+  token: Token,
+  reply: DeliveryReply,
+  now: number,
+  policy: RelayPolicy
+): SettleDecision => {
+  if (event === undefined || event.generation !== token.generation || event.state !== "inflight") {
+    return unchanged({ _tag: "Stale" })
+  }
+  if (event.leaseUntil === null || now >= event.leaseUntil) return unchanged({ _tag: "Expired" })
+  const verdict = verdictOf(reply)
+  switch (verdict._tag) {
+    case "Ack":
+      return { outcome: { _tag: "Acked" }, next: { ...event, state: "acked", leaseUntil: null } }
+    case "Quarantine":
+      return quarantine(event, verdict.reason)
+    case "Retry": {
+      if (event.attempts >= policy.retryBudget) return quarantine(event, verdict.reason)
+      const nextAt = now + backoff(policy, event.attempts)
+      return { outcome: { _tag: "RetryScheduled", nextAt }, next: { ...event, state: "ready", nextAt, leaseUntil: null } }
+    }
+  }
+}
+
+const quarantine = (event: EventRecord, reason: string): SettleDecision => ({
+  outcome: { _tag: "Quarantined", reason },
+  next: { ...event, state: "quarantined", reason, leaseUntil: null }
+})
+
+/** An operator's request to release a quarantined head. */
+export interface RedriveRequest {
+  readonly eventId: EventId
+  readonly expectedGeneration: number
+  readonly reason: string
+}
+
+/** Whether a redrive reason says anything. */
+export const isBlankReason = (reason: string): boolean => reason.trim().length === 0
+
+/**
+ * The only exit from quarantine: ready again under a new generation with a fresh round of
+ * attempts. Id, flow, seq, body and lifetime attempts are kept.
+ */
+export const redriveEvent = (
+  event: EventRecord | undefined,
+  request: RedriveRequest,
+  now: number
+): Either.Either<EventRecord, RedriveError> => {
+  if (isBlankReason(request.reason)) return Either.left(new MissingReason({ eventId: request.eventId }))
+  if (event === undefined) return Either.left(new EventNotFound({ eventId: request.eventId }))
+  if (event.state !== "quarantined") return Either.left(new NotQuarantined({ eventId: event.eventId, state: event.state }))
+  if (event.generation !== request.expectedGeneration) {
+    return Either.left(
+      new GenerationMismatch({ eventId: event.eventId, expected: request.expectedGeneration, actual: event.generation })
+    )
+  }
+  return Either.right({
+    ...event,
+    state: "ready",
+    generation: event.generation + 1,
+    attempts: 0,
+    reason: null,
+    nextAt: now,
+    leaseUntil: null
+  })
+}
+
+/** What is stored under an id that is enqueued again. */
+export interface StoredIdentity {
+  readonly flowId: FlowId
+  readonly seq: number
+  readonly bodyText: string
+}
+
+/**
+ * Enqueue of an id that is already stored: the same flow and canonical body is the same event
+ * (`Existing`); anything else is a conflict. Either way nothing changes.
+ */
+export const reenqueue = (
+  stored: StoredIdentity,
+  eventId: EventId,
+  flowId: FlowId,
+  bodyText: string
+): Either.Either<{ readonly _tag: "Existing"; readonly seq: number }, EnqueueConflict> => {
+  if (stored.flowId === flowId && stored.bodyText === bodyText) return Either.right({ _tag: "Existing", seq: stored.seq })
+  const what = stored.flowId !== flowId ? `flow ${JSON.stringify(stored.flowId)}` : "another body"
+  return Either.left(
+    new EnqueueConflict({
+      eventId,
+      storedFlowId: stored.flowId,
+      storedSeq: stored.seq,
+      message: `event ${JSON.stringify(eventId)} is already stored with ${what} (seq ${stored.seq})`
+    })
+  )
+}

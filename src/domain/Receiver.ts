@@ -1,0 +1,33 @@
+/**
+ * The receiver's side of the protocol: dedup on the event id, order on the flow's seq.
+ */
+import type { DeliveryReply } from "./Outcomes.js"
+
+/** A stored receipt: the identity of an event the receiver applied. */
+export interface Receipt {
+  readonly eventId: string
+  readonly flowId: string
+  readonly seq: number
+  readonly bodyText: string
+}
+
+/** What the receiver does with a delivery: apply it, or answer without applying. */
+export type ReceiveDecision = { readonly _tag: "Apply" } | { readonly _tag: "Reply"; readonly reply: DeliveryReply }
+
+/**
+ * Decides a delivery from the receipt stored under its id (if any) and the last seq applied for
+ * its flow. Only `seq = last + 1` under a new id is applied; everything else is answered.
+ */
+export const decideReceive = (
+  delivery: Receipt,
+  stored: Receipt | undefined,
+  lastApplied: number
+): ReceiveDecision => {
+  if (stored !== undefined) {
+    const same = stored.flowId === delivery.flowId && stored.seq === delivery.seq && stored.bodyText === delivery.bodyText
+    return { _tag: "Reply", reply: same ? { _tag: "Duplicate" } : { _tag: "IdConflict" } }
+  }
+  if (delivery.seq <= lastApplied) return { _tag: "Reply", reply: { _tag: "SequenceConflict" } }
+  if (delivery.seq > lastApplied + 1) return { _tag: "Reply", reply: { _tag: "Gap", expected: lastApplied + 1 } }
+  return { _tag: "Apply" }
+}

@@ -1,0 +1,85 @@
+/**
+ * The stored records of the queue, as `snapshot` returns them (camelCase fields).
+ */
+import { Schema } from "effect"
+import { EventId, FlowId, Generation, Seq, Tick } from "./Ids.js"
+
+/** Lifecycle of an event. Only the head of a flow (lowest non-acked seq) ever changes state. */
+export const EventState = Schema.Literal("ready", "inflight", "acked", "quarantined")
+/** @see EventState */
+export type EventState = typeof EventState.Type
+
+/** Any JSON value; bodies are validated by `canonicalize` before they are stored. */
+export const JsonBody = Schema.Unknown
+
+/** One event as stored by the queue. */
+export const EventRecord = Schema.Struct({
+  eventId: EventId,
+  flowId: FlowId,
+  seq: Seq,
+  body: JsonBody,
+  state: EventState,
+  nextAt: Tick,
+  leaseUntil: Schema.NullOr(Tick),
+  generation: Generation,
+  attempts: Schema.Int,
+  lifetimeAttempts: Schema.Int,
+  reason: Schema.NullOr(Schema.String)
+})
+/** @see EventRecord */
+export type EventRecord = typeof EventRecord.Type
+
+/**
+ * One flow: the last seq it allocated and the ticket of its last claim (`served`).
+ * `headSeq` / `eligibleAt` cache the head's position and the tick it becomes claimable, so a claim
+ * never scans events; `eligibleAt` is null while the head is quarantined or the flow is drained.
+ */
+export const FlowRecord = Schema.Struct({
+  flowId: FlowId,
+  seq: Schema.Int,
+  served: Schema.Int,
+  headSeq: Schema.NullOr(Seq),
+  eligibleAt: Schema.NullOr(Tick)
+})
+/** @see FlowRecord */
+export type FlowRecord = typeof FlowRecord.Type
+
+/** One redrive decision, appended and never changed. */
+export const AuditRecord = Schema.Struct({
+  eventId: EventId,
+  reason: Schema.String,
+  generation: Generation,
+  tick: Tick
+})
+/** @see AuditRecord */
+export type AuditRecord = typeof AuditRecord.Type
+
+/** The persisted relay time and the global claim counter. */
+export const ClockRecord = Schema.Struct({ tick: Tick, ticket: Schema.Int })
+/** @see ClockRecord */
+export type ClockRecord = typeof ClockRecord.Type
+
+/** The whole queue store, for inspection and tests. */
+export const Snapshot = Schema.Struct({
+  clock: ClockRecord,
+  flows: Schema.Array(FlowRecord),
+  events: Schema.Array(EventRecord),
+  audit: Schema.Array(AuditRecord)
+})
+/** @see Snapshot */
+export type Snapshot = typeof Snapshot.Type
+
+/** Proof of one claim: settle only counts for the generation it was issued for. */
+export const Token = Schema.Struct({ eventId: EventId, generation: Generation })
+/** @see Token */
+export type Token = typeof Token.Type
+
+/** What a worker sends to a receiver. */
+export const Delivery = Schema.Struct({
+  eventId: EventId,
+  flowId: FlowId,
+  seq: Seq,
+  body: JsonBody
+})
+/** @see Delivery */
+export type Delivery = typeof Delivery.Type

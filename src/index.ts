@@ -1,0 +1,51 @@
+/**
+ * fair-relay: a durable relay that delivers events in order within each flow and fairly across
+ * flows, quarantining a failing head in place.
+ */
+
+/** The queue service (enqueue, claim, settle, redrive, snapshot). */
+export { RelayQueue } from "./services/RelayQueue.js"
+export type { EnqueueInput, RedriveInput, RelayQueueService, TokenInput } from "./services/RelayQueue.js"
+/** The receiver service. */
+export { Inbox } from "./services/Inbox.js"
+export type { ApplyResult, InboxBusiness, InboxService, ReceiptRecord } from "./services/Inbox.js"
+/** How a worker reaches a receiver. */
+export { DeliveryFailed, Transport } from "./services/Transport.js"
+export type { TransportService } from "./services/Transport.js"
+/** The worker: claim → deliver → settle. */
+export { Relay } from "./services/Relay.js"
+export type { RelayService, RunOptions, StepError, StepResult } from "./services/Relay.js"
+/** Fault injection points on the worker's path (tests, chaos). */
+export * as Faults from "./services/Faults.js"
+
+/** The queue on SQLite. */
+export * as SqliteRelayQueue from "./layers/SqliteRelayQueue.js"
+/** The receiver on SQLite. */
+export * as SqliteInbox from "./layers/SqliteInbox.js"
+
+/** Typed errors. */
+export {
+  ClockRegressed,
+  EnqueueConflict,
+  EventNotFound,
+  GenerationMismatch,
+  InvalidInput,
+  MissingReason,
+  NotQuarantined
+} from "./domain/Errors.js"
+export type { RedriveError } from "./domain/Errors.js"
+/** Outcome and reply schemas and types. */
+export * from "./domain/Outcomes.js"
+/** Stored records and their schemas. */
+export * from "./domain/Records.js"
+/** Ids and counters. */
+export { EventId, FlowId, Generation, MaxIdLength, Seq, Tick } from "./domain/Ids.js"
+/** The retry and lease policy. */
+export { backoff, defaultPolicy, makePolicy, RelayPolicy } from "./domain/Policy.js"
+/** Canonical JSON bodies. */
+export { canonicalize, DefaultMaxBodyBytes } from "./domain/Json.js"
+export type { CanonicalBody, Json } from "./domain/Json.js"
+/** The pure protocol decisions. */
+export * as Protocol from "./domain/Protocol.js"
+/** The seed's sample business (a per-flow counter). */
+export * as Counter from "./sample/Counter.js"

@@ -1,0 +1,29 @@
+/**
+ * The receiver on its own SQLite file (":memory:" allowed), separate from the queue's.
+ */
+import type { MigrationError } from "@effect/sql/Migrator"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Effect, Layer } from "effect"
+import type { Scope } from "effect"
+import { Inbox } from "../services/Inbox.js"
+import type { InboxBusiness, InboxService } from "../services/Inbox.js"
+import * as SqlInbox from "./internal/SqlInbox.js"
+import * as SqliteStore from "./internal/SqliteStore.js"
+
+/** Options of a SQLite inbox. */
+export interface SqliteInboxOptions extends SqliteStore.SqliteStoreOptions {
+  /** The business step run with each accepted delivery. */
+  readonly business: InboxBusiness
+}
+
+/** Opens (creating and migrating if needed) an inbox store for the lifetime of the scope. */
+export const make = (options: SqliteInboxOptions): Effect.Effect<InboxService, SqlError | MigrationError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const store = yield* SqliteStore.open(options, SqlInbox.migrations, SqlInbox.migrationsTable)
+    if (options.business.setup) yield* store.write(options.business.setup(store.sql))
+    return SqlInbox.make(store, options.business)
+  })
+
+/** A layer providing `Inbox` over one SQLite file. */
+export const layer = (options: SqliteInboxOptions): Layer.Layer<Inbox, SqlError | MigrationError> =>
+  Layer.scoped(Inbox, make(options))

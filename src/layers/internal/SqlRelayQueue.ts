@@ -1,0 +1,256 @@
+/**
+ * The queue over SQL, shared by every backend: schema, row mapping and the five operations.
+ * Decisions are the domain's (`Protocol`); this module only reads rows, asks, and writes back.
+ */
+import { SqlClient } from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Effect, Either } from "effect"
+import type { EventId, FlowId } from "../../domain/Ids.js"
+import { parseStored } from "../../domain/Json.js"
+import type { ClaimOutcome, EnqueueResult, Redriven, SettleOutcome } from "../../domain/Outcomes.js"
+import type { RelayPolicy } from "../../domain/Policy.js"
+import * as Protocol from "../../domain/Protocol.js"
+import type { AuditRecord, ClockRecord, EventRecord, EventState, FlowRecord } from "../../domain/Records.js"
+import * as Faults from "../../services/Faults.js"
+import * as RelayQueue from "../../services/RelayQueue.js"
+import { int, intOrNull } from "./Store.js"
+import type { Store } from "./Store.js"
+
+/** Embedded migrations of the queue store. */
+export const migrations: Record<string, Effect.Effect<void, SqlError, SqlClient>> = {
+  "1_relay_schema": Effect.gen(function*() {
+    const sql = yield* SqlClient
+    yield* sql`CREATE TABLE relay_clock (
+      id INTEGER PRIMARY KEY CHECK (id = 1),
+      tick BIGINT NOT NULL,
+      ticket BIGINT NOT NULL)`
+    yield* sql`INSERT INTO relay_clock (id, tick, ticket) VALUES (1, 0, 0)`
+    yield* sql`CREATE TABLE relay_flow (
+      flow_id TEXT PRIMARY KEY,
+      seq BIGINT NOT NULL,
+      served BIGINT NOT NULL,
+      head_seq BIGINT,
+      eligible_at BIGINT)`
+    // The claim is an ordered walk of this index over flows whose head can become eligible.
+    yield* sql`CREATE INDEX relay_flow_turn ON relay_flow (served, flow_id) WHERE eligible_at IS NOT NULL`
+    yield* sql`CREATE TABLE relay_event (
+      event_id TEXT PRIMARY KEY,
+      flow_id TEXT NOT NULL,
+      seq BIGINT NOT NULL,
+      body TEXT NOT NULL,
+      state TEXT NOT NULL CHECK (state IN ('ready', 'inflight', 'acked', 'quarantined')),
+      next_at BIGINT NOT NULL,
+      lease_until BIGINT,
+      generation BIGINT NOT NULL,
+      attempts BIGINT NOT NULL,
+      lifetime_attempts BIGINT NOT NULL,
+      reason TEXT,
+      UNIQUE (flow_id, seq))`
+    yield* sql.onDialectOrElse({
+      pg: () => sql`CREATE TABLE relay_audit (
+        id BIGSERIAL PRIMARY KEY, event_id TEXT NOT NULL, reason TEXT NOT NULL, generation BIGINT NOT NULL, tick BIGINT NOT NULL)`,
+      orElse: () => sql`CREATE TABLE relay_audit (
+        id INTEGER PRIMARY KEY AUTOINCREMENT, event_id TEXT NOT NULL, reason TEXT NOT NULL, generation BIGINT NOT NULL, tick BIGINT NOT NULL)`
+    })
+  })
+}
+
+/** Name of the queue store's migrations table. */
+export const migrationsTable = "relay_migrations"
+
+type Row = Record<string, unknown>
+
+const toEvent = (row: Row): EventRecord => ({
+  eventId: row.event_id as EventId,
+  flowId: row.flow_id as FlowId,
+  seq: int(row.seq),
+  body: parseStored(row.body as string),
+  state: row.state as EventState,
+  nextAt: int(row.next_at),
+  leaseUntil: intOrNull(row.lease_until),
+  generation: int(row.generation),
+  attempts: int(row.attempts),
+  lifetimeAttempts: int(row.lifetime_attempts),
+  reason: (row.reason as string | null) ?? null
+})
+
+const toFlow = (row: Row): FlowRecord => ({
+  flowId: row.flow_id as FlowId,
+  seq: int(row.seq),
+  served: int(row.served),
+  headSeq: intOrNull(row.head_seq),
+  eligibleAt: intOrNull(row.eligible_at)
+})
+
+const toAudit = (row: Row): AuditRecord => ({
+  eventId: row.event_id as EventId,
+  reason: row.reason as string,
+  generation: int(row.generation),
+  tick: int(row.tick)
+})
+
+/** Builds the queue service over an opened store. */
+export const make = (store: Store, policy: RelayPolicy): RelayQueue.RelayQueueService => {
+  const { sql } = store
+
+  const readClock = Effect.map(
+    sql<Row>`SELECT tick, ticket FROM relay_clock WHERE id = 1`,
+    (rows): ClockRecord => ({ tick: int(rows[0]!.tick), ticket: int(rows[0]!.ticket) })
+  )
+  const writeClock = (clock: ClockRecord) =>
+    sql`UPDATE relay_clock SET tick = ${clock.tick}, ticket = ${clock.ticket} WHERE id = 1`
+
+  /**
+   * One write operation: takes the write lock, checks the clock, runs `body` with the advanced
+   * clock and stores the clock `body` returns (claims advance the ticket). Fault points
+   * bracket the commit when the operation names them.
+   */
+  const writeOp = <A, E>(
+    name: string,
+    body: (clock: ClockRecord) => Effect.Effect<readonly [A, ClockRecord], E>,
+    faults?: { readonly before: Faults.FaultPoint; readonly after: Faults.FaultPoint }
+  ) =>
+    Effect.gen(function*() {
+      const now = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
+      const result = yield* store.write(
+        Effect.gen(function*() {
+          const clock = yield* Either.match(Protocol.advanceClock(yield* readClock, now), {
+            onLeft: Effect.fail,
+            onRight: Effect.succeed
+          })
+          const [value, after] = yield* body(clock)
+          yield* writeClock(after)
+          if (faults) yield* Faults.hit(faults.before)
+          return value
+        })
+      )
+      if (faults) yield* Faults.hit(faults.after)
+      return result
+    }).pipe(Effect.withSpan(`RelayQueue.${name}`))
+
+  const eventById = (eventId: string) =>
+    Effect.map(sql<Row>`SELECT * FROM relay_event WHERE event_id = ${eventId}`, (rows) =>
+      rows[0] === undefined ? undefined : toEvent(rows[0]))
+
+  const eventAt = (flowId: string, seq: number) =>
+    Effect.map(sql<Row>`SELECT * FROM relay_event WHERE flow_id = ${flowId} AND seq = ${seq}`, (rows) =>
+      rows[0] === undefined ? undefined : toEvent(rows[0]))
+
+  const updateEvent = (e: EventRecord) =>
+    sql`UPDATE relay_event SET state = ${e.state}, next_at = ${e.nextAt}, lease_until = ${e.leaseUntil},
+      generation = ${e.generation}, attempts = ${e.attempts}, lifetime_attempts = ${e.lifetimeAttempts},
+      reason = ${e.reason} WHERE event_id = ${e.eventId}`
+
+  /** Keeps the flow's cached head in step with the event that is (or was) its head. */
+  const syncHead = (head: EventRecord) =>
+    Effect.gen(function*() {
+      if (head.state !== "acked") {
+        return yield* sql`UPDATE relay_flow SET head_seq = ${head.seq}, eligible_at = ${Protocol.eligibleAt(head)}
+          WHERE flow_id = ${head.flowId}`
+      }
+      const next = yield* eventAt(head.flowId, head.seq + 1)
+      yield* sql`UPDATE relay_flow SET head_seq = ${next?.seq ?? null},
+        eligible_at = ${next === undefined ? null : Protocol.eligibleAt(next)} WHERE flow_id = ${head.flowId}`
+    })
+
+  const enqueue = (input: RelayQueue.EnqueueInput) =>
+    Effect.flatMap(RelayQueue.decodeEnqueue(input, policy), (command) =>
+      writeOp("enqueue", (clock) =>
+        Effect.gen(function*() {
+          const [stored] = yield* sql<Row>`SELECT flow_id, seq, body FROM relay_event WHERE event_id = ${command.eventId}`
+          if (stored !== undefined) {
+            const identity = { flowId: stored.flow_id as FlowId, seq: int(stored.seq), bodyText: stored.body as string }
+            const existing = yield* Either.match(
+              Protocol.reenqueue(identity, command.eventId, command.flowId, command.body.text),
+              { onLeft: Effect.fail, onRight: Effect.succeed }
+            )
+            return [existing as EnqueueResult, clock] as const
+          }
+          const [flow] = yield* sql<Row>`SELECT seq, head_seq FROM relay_flow WHERE flow_id = ${command.flowId}`
+          const seq = flow === undefined ? 1 : int(flow.seq) + 1
+          if (flow === undefined) {
+            yield* sql`INSERT INTO relay_flow (flow_id, seq, served, head_seq, eligible_at)
+              VALUES (${command.flowId}, ${seq}, 0, ${seq}, ${clock.tick})`
+          } else if (flow.head_seq === null) {
+            yield* sql`UPDATE relay_flow SET seq = ${seq}, head_seq = ${seq}, eligible_at = ${clock.tick}
+              WHERE flow_id = ${command.flowId}`
+          } else {
+            yield* sql`UPDATE relay_flow SET seq = ${seq} WHERE flow_id = ${command.flowId}`
+          }
+          yield* sql`INSERT INTO relay_event (event_id, flow_id, seq, body, state, next_at, lease_until,
+              generation, attempts, lifetime_attempts, reason)
+            VALUES (${command.eventId}, ${command.flowId}, ${seq}, ${command.body.text}, 'ready', ${clock.tick}, NULL,
+              0, 0, 0, NULL)`
+          return [{ _tag: "Enqueued", seq } as EnqueueResult, clock] as const
+        })))
+
+  const claim = writeOp(
+    "claim",
+    (clock) =>
+      Effect.gen(function*() {
+        const [turn] = yield* sql<Row>`SELECT flow_id, head_seq FROM relay_flow
+          WHERE eligible_at IS NOT NULL AND eligible_at <= ${clock.tick}
+          ORDER BY served, flow_id LIMIT 1`
+        if (turn === undefined) return [{ _tag: "Idle" } as ClaimOutcome, clock] as const
+        const head = yield* eventAt(turn.flow_id as string, int(turn.head_seq))
+        if (head === undefined || !Protocol.isEligible(head, clock.tick)) {
+          return yield* Effect.dieMessage(`flow ${String(turn.flow_id)} caches a head that is not eligible`)
+        }
+        const claimed = Protocol.claimEvent(head, clock.tick, policy)
+        const ticket = clock.ticket + 1
+        yield* updateEvent(claimed)
+        yield* sql`UPDATE relay_flow SET served = ${ticket}, eligible_at = ${claimed.leaseUntil}
+          WHERE flow_id = ${claimed.flowId}`
+        const outcome: ClaimOutcome = {
+          _tag: "Claimed",
+          token: { eventId: claimed.eventId, generation: claimed.generation },
+          event: claimed,
+          leaseUntil: claimed.leaseUntil!
+        }
+        return [outcome, { ...clock, ticket }] as const
+      }),
+    { before: "claim:before-commit", after: "claim:after-commit" }
+  )
+
+  const settle = (token: RelayQueue.TokenInput, reply: unknown) =>
+    Effect.flatMap(RelayQueue.decodeSettle(token, reply), ([token, reply]) =>
+      writeOp(
+        "settle",
+        (clock) =>
+          Effect.gen(function*() {
+            const decision = Protocol.settleEvent(yield* eventById(token.eventId), token, reply, clock.tick, policy)
+            if (decision.next !== undefined) {
+              yield* updateEvent(decision.next)
+              yield* syncHead(decision.next)
+            }
+            return [decision.outcome as SettleOutcome, clock] as const
+          }),
+        { before: "settle:before-commit", after: "settle:after-commit" }
+      ))
+
+  const redrive = (input: RelayQueue.RedriveInput) =>
+    Effect.flatMap(RelayQueue.decodeRedrive(input), (request) =>
+      writeOp("redrive", (clock) =>
+        Effect.gen(function*() {
+          const next = yield* Either.match(
+            Protocol.redriveEvent(yield* eventById(request.eventId), request, clock.tick),
+            { onLeft: Effect.fail, onRight: Effect.succeed }
+          )
+          yield* updateEvent(next)
+          yield* syncHead(next)
+          yield* sql`INSERT INTO relay_audit (event_id, reason, generation, tick)
+            VALUES (${next.eventId}, ${request.reason}, ${next.generation}, ${clock.tick})`
+          return [{ _tag: "Redriven", generation: next.generation } as Redriven, clock] as const
+        })))
+
+  const snapshot = store.read(
+    Effect.all({
+      clock: readClock,
+      flows: Effect.map(sql<Row>`SELECT * FROM relay_flow ORDER BY flow_id`, (rows) => rows.map(toFlow)),
+      events: Effect.map(sql<Row>`SELECT * FROM relay_event ORDER BY flow_id, seq`, (rows) => rows.map(toEvent)),
+      audit: Effect.map(sql<Row>`SELECT * FROM relay_audit ORDER BY id`, (rows) => rows.map(toAudit))
+    })
+  ).pipe(Effect.withSpan("RelayQueue.snapshot"))
+
+  return { enqueue, claim, settle, redrive, snapshot }
+}

@@ -1,0 +1,80 @@
+/**
+ * Opening a SQLite store: one connection per store (each store owns its client), WAL with
+ * `synchronous=FULL`, a busy timeout, and `BEGIN IMMEDIATE` write transactions.
+ */
+import * as Reactivity from "@effect/experimental/Reactivity"
+import * as Migrator from "@effect/sql/Migrator"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { SqlError } from "@effect/sql/SqlError"
+import type { Connection } from "@effect/sql/SqlConnection"
+import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
+import { Cause, Context, Effect, Option, Scope } from "effect"
+import type { Store } from "./Store.js"
+
+/** Options common to every SQLite store. */
+export interface SqliteStoreOptions {
+  /** Path of the database file, or ":memory:". */
+  readonly filename: string
+  /** How long a write waits for another process's write lock before failing with SQLITE_BUSY (default 5000 ms). */
+  readonly busyTimeoutMillis?: number | undefined
+}
+
+/** Default busy timeout. */
+export const DefaultBusyTimeoutMillis = 5_000
+
+// The ambient transaction of another client (say, the application's own database) must never be
+// borrowed by ours: every store operation starts from a context without one.
+const isolated = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.mapInputContext(effect, (context: Context.Context<R>) => Context.omit(SqlClient.TransactionConnection)(context) as Context.Context<R>)
+
+// `makeWithTransaction` turns a failed COMMIT or ROLLBACK into a defect. A database failure is an
+// error the caller must see as one, so turn it back into a typed `SqlError`.
+const commitFailuresAsErrors = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
+  Effect.catchSomeDefect(effect, (defect) => (defect instanceof SqlError ? Option.some(Effect.fail(defect)) : Option.none()))
+
+const transaction = (client: SqlClient.SqlClient, begin: string) => {
+  const run = (conn: Connection, statement: string) =>
+    conn.executeUnprepared(statement, [], undefined)
+  const withTransaction = SqlClient.makeWithTransaction({
+    transactionTag: SqlClient.TransactionConnection,
+    spanAttributes: [["db.system.name", "sqlite"]],
+    acquireConnection: Effect.flatMap(Scope.make(), (scope) =>
+      Effect.map(Scope.extend(client.reserve, scope), (conn) => [scope, conn] as const)),
+    begin: (conn) => run(conn, begin),
+    savepoint: (conn, id) => run(conn, `SAVEPOINT fair_relay_${id}`),
+    // A COMMIT that fails leaves SQLite's transaction open on our only connection; roll it back
+    // so the next operation does not find itself inside a dead transaction.
+    commit: (conn) => run(conn, "COMMIT").pipe(Effect.tapError(() => Effect.ignore(run(conn, "ROLLBACK")))),
+    rollback: (conn) => run(conn, "ROLLBACK"),
+    rollbackSavepoint: (conn, id) => run(conn, `ROLLBACK TO SAVEPOINT fair_relay_${id}`)
+  })
+  return <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
+    isolated(commitFailuresAsErrors(withTransaction(effect)))
+}
+
+const openFailed = (filename: string) => (cause: Cause.Cause<never>) =>
+  Effect.fail(new SqlError({ cause: Cause.squash(cause), message: `cannot open SQLite store ${JSON.stringify(filename)}` }))
+
+/**
+ * Opens a SQLite store and applies its migrations (recorded in `migrationsTable`) inside one
+ * write transaction, so concurrent processes opening the same new file do not race.
+ */
+export const open = (
+  options: SqliteStoreOptions,
+  migrations: Record<string, Effect.Effect<void, SqlError, SqlClient.SqlClient>>,
+  migrationsTable: string
+): Effect.Effect<Store, SqlError | Migrator.MigrationError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const sql = yield* SqliteClient.make({ filename: options.filename }).pipe(
+      Effect.provide(Reactivity.layer),
+      Effect.catchAllDefect((defect) => openFailed(options.filename)(Cause.die(defect)))
+    )
+    const busy = options.busyTimeoutMillis ?? DefaultBusyTimeoutMillis
+    yield* sql.unsafe(`PRAGMA busy_timeout = ${Math.max(0, Math.floor(busy))}`)
+    yield* sql`PRAGMA synchronous = FULL`
+    const store: Store = { sql, write: transaction(sql, "BEGIN IMMEDIATE"), read: transaction(sql, "BEGIN") }
+    yield* store.write(
+      Migrator.make({})({ loader: Migrator.fromRecord(migrations), table: migrationsTable })
+    ).pipe(Effect.provideService(SqlClient.SqlClient, sql))
+    return store
+  })

@@ -1,0 +1,61 @@
+/**
+ * The receiver: it dedups deliveries on the event id, applies each flow in seq order, and runs
+ * the user's business step inside the same transaction as the receipt, so an effect exists if
+ * and only if its receipt does.
+ */
+import type { SqlClient } from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Context } from "effect"
+import type { Effect } from "effect"
+import type { InvalidInput } from "../domain/Errors.js"
+import type { DeliveryReply } from "../domain/Outcomes.js"
+import type { Delivery } from "../domain/Records.js"
+
+/** The business step's answer: applied, or refused permanently with a code. */
+export type ApplyResult = { readonly _tag: "Applied" } | { readonly _tag: "Refused"; readonly code: string }
+
+/** The step applied the delivery. */
+export const applied: ApplyResult = { _tag: "Applied" }
+
+/** The step refuses the delivery permanently; the receiver answers `Rejected{code}` and stores nothing. */
+export const refuse = (code: string): ApplyResult => ({ _tag: "Refused", code })
+
+/**
+ * What a receiver does with the events it accepts. `apply` runs inside the receipt's transaction
+ * on the inbox's own client: write the effect through `sql`, and do nothing there that a rollback
+ * cannot undo (no e-mail, no remote call).
+ */
+export interface InboxBusiness {
+  /** Creates the business tables; runs once when the inbox opens (must be idempotent). */
+  readonly setup?: ((sql: SqlClient) => Effect.Effect<void, SqlError>) | undefined
+  /** Applies one delivery, in seq order of its flow, exactly once. */
+  readonly apply: (delivery: Delivery, sql: SqlClient) => Effect.Effect<ApplyResult, SqlError>
+}
+
+/** A receipt as `receipts` lists it. */
+export interface ReceiptRecord {
+  readonly eventId: string
+  readonly flowId: string
+  readonly seq: number
+  readonly body: unknown
+}
+
+/** The inbox operations. */
+export interface InboxService {
+  /** Receives one delivery, in one transaction of the receiver's store. */
+  readonly receive: (delivery: Delivery) => Effect.Effect<DeliveryReply, InvalidInput | SqlError>
+  /** All receipts, by flow and seq. */
+  readonly receipts: Effect.Effect<ReadonlyArray<ReceiptRecord>, SqlError>
+  /** The last applied seq of each flow. */
+  readonly progress: Effect.Effect<ReadonlyMap<string, number>, SqlError>
+  /** Reads the business state with the inbox's client, in one read transaction. */
+  readonly read: <A, E>(query: (sql: SqlClient) => Effect.Effect<A, E>) => Effect.Effect<A, E | SqlError>
+}
+
+/** The receiver service. */
+export class Inbox extends Context.Tag("fair-relay/Inbox")<Inbox, InboxService>() {
+  /** @see applied */
+  static readonly applied = applied
+  /** @see refuse */
+  static readonly refuse = refuse
+}

@@ -1,0 +1,106 @@
+/**
+ * The queue contract: enqueue, claim, settle, redrive and inspect. Backends (`SqliteRelayQueue`,
+ * later PostgreSQL) implement it; the input checks every backend shares live here.
+ */
+import type { SqlError } from "@effect/sql/SqlError"
+import { Context, Effect, Either, ParseResult, Schema } from "effect"
+import type { ClockRegressed, EnqueueConflict, RedriveError } from "../domain/Errors.js"
+import { InvalidInput, MissingReason } from "../domain/Errors.js"
+import { EventId, FlowId, Generation } from "../domain/Ids.js"
+import { canonicalize } from "../domain/Json.js"
+import type { CanonicalBody } from "../domain/Json.js"
+import { DeliveryReply } from "../domain/Outcomes.js"
+import type { ClaimOutcome, EnqueueResult, Redriven, SettleOutcome } from "../domain/Outcomes.js"
+import { isBlankReason } from "../domain/Protocol.js"
+import type { RedriveRequest } from "../domain/Protocol.js"
+import type { RelayPolicy } from "../domain/Policy.js"
+import type { Snapshot, Token } from "../domain/Records.js"
+
+/** A new event as a caller writes it. */
+export interface EnqueueInput {
+  readonly eventId: string
+  readonly flowId: string
+  readonly body: unknown
+}
+
+/** A claim token as a caller passes it back. */
+export interface TokenInput {
+  readonly eventId: string
+  readonly generation: number
+}
+
+/** An operator's redrive as a caller writes it. */
+export interface RedriveInput {
+  readonly eventId: string
+  readonly expectedGeneration: number
+  readonly reason: string
+}
+
+/** The queue operations. Every write runs in one transaction holding the write lock from its start. */
+export interface RelayQueueService {
+  /** Stores a new event at the next seq of its flow, or recognises one already stored. */
+  readonly enqueue: (
+    input: EnqueueInput
+  ) => Effect.Effect<EnqueueResult, EnqueueConflict | ClockRegressed | InvalidInput | SqlError>
+  /** Claims the eligible head with the smallest `(served, flowId)`, or reports `Idle`. */
+  readonly claim: Effect.Effect<ClaimOutcome, ClockRegressed | SqlError>
+  /** Records a receiver's reply for a claim. */
+  readonly settle: (
+    token: TokenInput,
+    reply: DeliveryReply
+  ) => Effect.Effect<SettleOutcome, ClockRegressed | InvalidInput | SqlError>
+  /** Releases a quarantined head under a new generation, with an audited reason. */
+  readonly redrive: (input: RedriveInput) => Effect.Effect<Redriven, RedriveError | ClockRegressed | InvalidInput | SqlError>
+  /** The whole store, read in one transaction. */
+  readonly snapshot: Effect.Effect<Snapshot, SqlError>
+}
+
+/** The queue service. */
+export class RelayQueue extends Context.Tag("fair-relay/RelayQueue")<RelayQueue, RelayQueueService>() {}
+
+const invalid = (operation: string) => (error: ParseResult.ParseError) =>
+  new InvalidInput({ operation, message: ParseResult.TreeFormatter.formatErrorSync(error) })
+
+/** A validated enqueue. */
+export interface EnqueueCommand {
+  readonly eventId: EventId
+  readonly flowId: FlowId
+  readonly body: CanonicalBody
+}
+
+const EnqueueFields = Schema.Struct({ eventId: EventId, flowId: FlowId, body: Schema.Unknown })
+
+/** Validates an enqueue: ids, and a JSON body within the policy's size limit. */
+export const decodeEnqueue = (input: unknown, policy: RelayPolicy): Effect.Effect<EnqueueCommand, InvalidInput> =>
+  Schema.decodeUnknown(EnqueueFields)(input).pipe(
+    Effect.mapError(invalid("enqueue")),
+    Effect.flatMap(({ body, eventId, flowId }) =>
+      Either.match(canonicalize(body, policy.maxBodyBytes), {
+        onLeft: (message) => Effect.fail(new InvalidInput({ operation: "enqueue", message })),
+        onRight: (canonical) => Effect.succeed({ eventId, flowId, body: canonical })
+      })
+    )
+  )
+
+const TokenFields = Schema.Struct({ eventId: EventId, generation: Generation })
+
+/** Validates a settle: a well-formed token and a reply with a known tag. */
+export const decodeSettle = (
+  token: unknown,
+  reply: unknown
+): Effect.Effect<readonly [Token, DeliveryReply], InvalidInput> =>
+  Effect.all([Schema.decodeUnknown(TokenFields)(token), Schema.decodeUnknown(DeliveryReply)(reply)]).pipe(
+    Effect.mapError(invalid("settle"))
+  )
+
+const RedriveFields = Schema.Struct({ eventId: EventId, expectedGeneration: Generation, reason: Schema.String })
+
+/** Validates a redrive; a blank reason is `MissingReason` before anything is read. */
+export const decodeRedrive = (input: unknown): Effect.Effect<RedriveRequest, InvalidInput | MissingReason> =>
+  Schema.decodeUnknown(RedriveFields)(input).pipe(
+    Effect.mapError(invalid("redrive")),
+    Effect.filterOrFail(
+      (request) => !isBlankReason(request.reason),
+      (request) => new MissingReason({ eventId: request.eventId })
+    )
+  )

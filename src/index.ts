@@ -17,6 +17,8 @@ export { Relay } from "./services/Relay.js"
 export type { RelayService, RunOptions, StepError, StepResult } from "./services/Relay.js"
 /** Fault injection points on the worker's path (tests, chaos). */
 export * as Faults from "./services/Faults.js"
+/** A logical clock for deterministic runs. */
+export * as TickClock from "./services/TickClock.js"
 
 /** The queue on SQLite. */
 export * as SqliteRelayQueue from "./layers/SqliteRelayQueue.js"

@@ -1,0 +1,2 @@
+import { Effect } from "effect"
+console.log(typeof Effect)

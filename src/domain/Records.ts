@@ -83,3 +83,5 @@ export const Delivery = Schema.Struct({
 })
 /** @see Delivery */
 export type Delivery = typeof Delivery.Type
+/** A delivery as a caller writes it (plain strings, validated on receipt). */
+export type DeliveryInput = typeof Delivery.Encoded

@@ -9,7 +9,7 @@ import { Context } from "effect"
 import type { Effect } from "effect"
 import type { InvalidInput } from "../domain/Errors.js"
 import type { DeliveryReply } from "../domain/Outcomes.js"
-import type { Delivery } from "../domain/Records.js"
+import type { Delivery, DeliveryInput } from "../domain/Records.js"
 
 /** The business step's answer: applied, or refused permanently with a code. */
 export type ApplyResult = { readonly _tag: "Applied" } | { readonly _tag: "Refused"; readonly code: string }
@@ -43,7 +43,7 @@ export interface ReceiptRecord {
 /** The inbox operations. */
 export interface InboxService {
   /** Receives one delivery, in one transaction of the receiver's store. */
-  readonly receive: (delivery: Delivery) => Effect.Effect<DeliveryReply, InvalidInput | SqlError>
+  readonly receive: (delivery: DeliveryInput) => Effect.Effect<DeliveryReply, InvalidInput | SqlError>
   /** All receipts, by flow and seq. */
   readonly receipts: Effect.Effect<ReadonlyArray<ReceiptRecord>, SqlError>
   /** The last applied seq of each flow. */

@@ -3,7 +3,7 @@
  */
 import { Context, Effect, Layer, Schema } from "effect"
 import type { DeliveryReply } from "../domain/Outcomes.js"
-import type { Delivery } from "../domain/Records.js"
+import type { DeliveryInput } from "../domain/Records.js"
 import { Inbox } from "./Inbox.js"
 
 /** A delivery that got no reply: the receiver could not be reached or failed. The cause is kept. */
@@ -16,7 +16,7 @@ export class DeliveryFailed extends Schema.TaggedError<DeliveryFailed>()("Delive
 /** The transport operations. */
 export interface TransportService {
   /** Sends one event to the receiver and returns its reply. */
-  readonly deliver: (delivery: Delivery) => Effect.Effect<DeliveryReply, DeliveryFailed>
+  readonly deliver: (delivery: DeliveryInput) => Effect.Effect<DeliveryReply, DeliveryFailed>
 }
 
 /** A transport that calls an `Inbox` in the same process. */

@@ -9,6 +9,7 @@ import { canonicalize, parseStored } from "../../domain/Json.js"
 import type { DeliveryReply } from "../../domain/Outcomes.js"
 import { decideReceive } from "../../domain/Receiver.js"
 import { Delivery } from "../../domain/Records.js"
+import type { DeliveryInput } from "../../domain/Records.js"
 import * as Faults from "../../services/Faults.js"
 import type { InboxBusiness, InboxService } from "../../services/Inbox.js"
 import { int } from "./Store.js"
@@ -45,7 +46,7 @@ const decodeDelivery = Schema.decodeUnknown(Delivery)
 export const make = (store: Store, business: InboxBusiness): InboxService => {
   const { sql } = store
 
-  const receive = (input: Delivery) =>
+  const receive = (input: DeliveryInput) =>
     Effect.gen(function*() {
       const delivery = yield* Effect.mapError(
         decodeDelivery(input),

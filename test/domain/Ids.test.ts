@@ -1,6 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Arbitrary, Either, Schema } from "effect"
-import * as fc from "fast-check"
+import { Arbitrary, Either, Schema, FastCheck as fc } from "effect"
 import { EventId, FlowId, Generation, MaxIdLength, Seq, Tick } from "../../src/domain/Ids.js"
 
 const accepts = (schema: Schema.Schema<any, any>, s: unknown) => Either.isRight(Schema.decodeUnknownEither(schema)(s))
@@ -12,8 +11,8 @@ const controlCharacters = ["\u0000", "\u0001", "\t", "\n", "\r", "\u001b", "\u00
 const safeChar = fc.constantFrom(..."ABCXYZabcxyz0189-_.:/@#αβ账😀".split(/(?:)/u))
 
 describe.each([
-  ["EventId", EventId],
-  ["FlowId", FlowId]
+  ["EventId", EventId as unknown as Schema.Schema<string>],
+  ["FlowId", FlowId as unknown as Schema.Schema<string>]
 ] as const)("%s", (_name, schema) => {
   it("accepts ordinary ids, up to 200 characters", () => {
     expect(MaxIdLength).toBe(200)
@@ -51,7 +50,7 @@ describe.each([
     [fc.array(safeChar, { minLength: 1, maxLength: 100 })],
     ([chars]) => {
       const id = chars.join("").slice(0, MaxIdLength)
-      expect(accepts(schema, id)).toBe(id.length <= MaxIdLength)
+      expect(accepts(schema, id)).toBe(true)
     }
   )
 

@@ -1,6 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Either } from "effect"
-import * as fc from "fast-check"
+import { Either, FastCheck as fc } from "effect"
 import { canonicalize, DefaultMaxBodyBytes, parseStored } from "../../src/domain/Json.js"
 import { leftOf, rightOf } from "./fixtures.js"
 
@@ -73,6 +72,18 @@ describe("canonicalize", () => {
     o["b"] = 2
     o["a"] = 1
     expect(rightOf(canonicalize(o)).text).toBe('{"a":1,"b":2}')
+  })
+
+  it("keeps a \"__proto__\" key that came from JSON.parse as an ordinary key", () => {
+    const body = rightOf(canonicalize(JSON.parse('{"z":1,"__proto__":{"x":2}}')))
+    expect(body.text).toBe('{"__proto__":{"x":2},"z":1}')
+  })
+
+  it("rejects absurdly deep nesting with a message instead of throwing", () => {
+    let deep: unknown = 0
+    for (let i = 0; i < 10_000; i++) deep = [deep]
+    expect(() => canonicalize(deep)).not.toThrow()
+    expect(isRejected(deep)).toBe(true)
   })
 
   it("accepts the same object referenced twice (sharing is not a cycle)", () => {

@@ -1,2 +1,0 @@
-import { Effect } from "effect"
-console.log(typeof Effect)

@@ -5,7 +5,8 @@
 
 /** The queue service (enqueue, claim, settle, redrive, snapshot). */
 export { RelayQueue } from "./services/RelayQueue.js"
-export type { EnqueueInput, RedriveInput, RelayQueueService, TokenInput } from "./services/RelayQueue.js"
+export { MaxBatchSize } from "./services/RelayQueue.js"
+export type { EnqueueInput, RedriveInput, RelayQueueService, SettleInput, TokenInput } from "./services/RelayQueue.js"
 /** The receiver service. */
 export { Inbox } from "./services/Inbox.js"
 export type { ApplyResult, InboxBusiness, InboxService, ReceiptRecord } from "./services/Inbox.js"
@@ -14,7 +15,7 @@ export { DeliveryFailed, Transport } from "./services/Transport.js"
 export type { TransportService } from "./services/Transport.js"
 /** The worker: claim → deliver → settle. */
 export { Relay } from "./services/Relay.js"
-export type { RelayService, RunOptions, StepError, StepResult } from "./services/Relay.js"
+export type { BatchResult, RelayService, RunOptions, StepError, StepResult } from "./services/Relay.js"
 /** Fault injection points on the worker's path (tests, chaos). */
 export * as Faults from "./services/Faults.js"
 /** A logical clock for deterministic runs. */

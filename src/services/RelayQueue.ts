@@ -10,7 +10,7 @@ import { EventId, FlowId, Generation } from "../domain/Ids.js"
 import { canonicalize } from "../domain/Json.js"
 import type { CanonicalBody } from "../domain/Json.js"
 import { DeliveryReply } from "../domain/Outcomes.js"
-import type { ClaimOutcome, EnqueueResult, Redriven, SettleOutcome } from "../domain/Outcomes.js"
+import type { Claimed, ClaimOutcome, EnqueueResult, Redriven, SettleOutcome } from "../domain/Outcomes.js"
 import { isBlankReason } from "../domain/Protocol.js"
 import type { RedriveRequest } from "../domain/Protocol.js"
 import type { RelayPolicy } from "../domain/Policy.js"
@@ -29,6 +29,15 @@ export interface TokenInput {
   readonly generation: number
 }
 
+/** One item of `settleBatch`. */
+export interface SettleInput {
+  readonly token: TokenInput
+  readonly reply: DeliveryReply
+}
+
+/** Largest batch a single transaction takes. */
+export const MaxBatchSize = 10_000
+
 /** An operator's redrive as a caller writes it. */
 export interface RedriveInput {
   readonly eventId: string
@@ -44,11 +53,20 @@ export interface RelayQueueService {
   ) => Effect.Effect<EnqueueResult, EnqueueConflict | ClockRegressed | InvalidInput | SqlError>
   /** Claims the eligible head with the smallest `(served, flowId)`, or reports `Idle`. */
   readonly claim: Effect.Effect<ClaimOutcome, ClockRegressed | SqlError>
+  /**
+   * Claims up to `limit` eligible heads in one transaction, at most one per flow, in the order
+   * `limit` single claims would take them (each takes its own ticket). Empty when idle.
+   */
+  readonly claimBatch: (limit: number) => Effect.Effect<ReadonlyArray<typeof Claimed.Type>, ClockRegressed | InvalidInput | SqlError>
   /** Records a receiver's reply for a claim. */
   readonly settle: (
     token: TokenInput,
     reply: DeliveryReply
   ) => Effect.Effect<SettleOutcome, ClockRegressed | InvalidInput | SqlError>
+  /** Records many replies in one transaction, one outcome per item, in order. */
+  readonly settleBatch: (
+    items: ReadonlyArray<SettleInput>
+  ) => Effect.Effect<ReadonlyArray<SettleOutcome>, ClockRegressed | InvalidInput | SqlError>
   /** Releases a quarantined head under a new generation, with an audited reason. */
   readonly redrive: (input: RedriveInput) => Effect.Effect<Redriven, RedriveError | ClockRegressed | InvalidInput | SqlError>
   /** The whole store, read in one transaction. */
@@ -103,4 +121,19 @@ export const decodeRedrive = (input: unknown): Effect.Effect<RedriveRequest, Inv
       (request) => !isBlankReason(request.reason),
       (request) => new MissingReason({ eventId: request.eventId })
     )
+  )
+
+/** Validates a batch size: an integer from 1 to `MaxBatchSize`. */
+export const decodeBatchSize = (limit: unknown): Effect.Effect<number, InvalidInput> =>
+  Schema.decodeUnknown(Schema.Int.pipe(Schema.between(1, MaxBatchSize)))(limit).pipe(Effect.mapError(invalid("claimBatch")))
+
+/** Validates every item of a settle batch; one malformed item refuses the whole batch. */
+export const decodeSettleBatch = (
+  items: unknown
+): Effect.Effect<ReadonlyArray<readonly [Token, DeliveryReply]>, InvalidInput> =>
+  Schema.decodeUnknown(
+    Schema.Array(Schema.Struct({ token: TokenFields, reply: DeliveryReply })).pipe(Schema.maxItems(MaxBatchSize))
+  )(items).pipe(
+    Effect.mapError(invalid("settleBatch")),
+    Effect.map((decoded) => decoded.map(({ reply, token }) => [token, reply] as const))
   )

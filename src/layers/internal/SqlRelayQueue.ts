@@ -7,10 +7,10 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Either } from "effect"
 import type { EventId, FlowId } from "../../domain/Ids.js"
 import { parseStored } from "../../domain/Json.js"
-import type { ClaimOutcome, EnqueueResult, Redriven, SettleOutcome } from "../../domain/Outcomes.js"
+import type { Claimed, ClaimOutcome, DeliveryReply, EnqueueResult, Redriven, SettleOutcome } from "../../domain/Outcomes.js"
 import type { RelayPolicy } from "../../domain/Policy.js"
 import * as Protocol from "../../domain/Protocol.js"
-import type { AuditRecord, ClockRecord, EventRecord, EventState, FlowRecord } from "../../domain/Records.js"
+import type { AuditRecord, ClockRecord, EventRecord, EventState, FlowRecord, Token } from "../../domain/Records.js"
 import * as Faults from "../../services/Faults.js"
 import * as RelayQueue from "../../services/RelayQueue.js"
 import { int, intOrNull } from "./Store.js"
@@ -184,48 +184,72 @@ export const make = (store: Store, policy: RelayPolicy): RelayQueue.RelayQueueSe
           return [{ _tag: "Enqueued", seq } as EnqueueResult, clock] as const
         })))
 
-  const claim = writeOp(
-    "claim",
-    (clock) =>
-      Effect.gen(function*() {
-        const [turn] = yield* sql<Row>`SELECT flow_id, head_seq FROM relay_flow
-          WHERE eligible_at IS NOT NULL AND eligible_at <= ${clock.tick}
-          ORDER BY served, flow_id LIMIT 1`
-        if (turn === undefined) return [{ _tag: "Idle" } as ClaimOutcome, clock] as const
+  /** Claims up to `limit` eligible heads in turn order, one per flow, each with its own ticket. */
+  const claimUpTo = (limit: number, clock: ClockRecord) =>
+    Effect.gen(function*() {
+      const turns = yield* sql<Row>`SELECT flow_id, head_seq FROM relay_flow
+        WHERE eligible_at IS NOT NULL AND eligible_at <= ${clock.tick}
+        ORDER BY served, flow_id LIMIT ${limit}`
+      const claims: Array<typeof Claimed.Type> = []
+      let ticket = clock.ticket
+      for (const turn of turns) {
         const head = yield* eventAt(turn.flow_id as string, int(turn.head_seq))
         if (head === undefined || !Protocol.isEligible(head, clock.tick)) {
           return yield* Effect.dieMessage(`flow ${String(turn.flow_id)} caches a head that is not eligible`)
         }
         const claimed = Protocol.claimEvent(head, clock.tick, policy)
-        const ticket = clock.ticket + 1
+        ticket += 1
         yield* updateEvent(claimed)
         yield* sql`UPDATE relay_flow SET served = ${ticket}, eligible_at = ${claimed.leaseUntil}
           WHERE flow_id = ${claimed.flowId}`
-        const outcome: ClaimOutcome = {
+        claims.push({
           _tag: "Claimed",
           token: { eventId: claimed.eventId, generation: claimed.generation },
           event: claimed,
           leaseUntil: claimed.leaseUntil!
-        }
-        return [outcome, { ...clock, ticket }] as const
-      }),
-    { before: "claim:before-commit", after: "claim:after-commit" }
+        })
+      }
+      return [claims, { ...clock, ticket }] as const
+    })
+
+  const claimFaults = { before: "claim:before-commit", after: "claim:after-commit" } as const
+
+  const claim = writeOp(
+    "claim",
+    (clock) =>
+      Effect.map(claimUpTo(1, clock), ([claims, after]) => [claims[0] ?? ({ _tag: "Idle" } as ClaimOutcome), after] as const),
+    claimFaults
   )
+
+  const claimBatch = (limit: number) =>
+    Effect.flatMap(RelayQueue.decodeBatchSize(limit), (n) => writeOp("claimBatch", (clock) => claimUpTo(n, clock), claimFaults))
+
+  const settleOne = (token: Token, reply: DeliveryReply, clock: ClockRecord) =>
+    Effect.gen(function*() {
+      const decision = Protocol.settleEvent(yield* eventById(token.eventId), token, reply, clock.tick, policy)
+      if (decision.next !== undefined) {
+        yield* updateEvent(decision.next)
+        yield* syncHead(decision.next)
+      }
+      return decision.outcome
+    })
+
+  const settleFaults = { before: "settle:before-commit", after: "settle:after-commit" } as const
 
   const settle = (token: RelayQueue.TokenInput, reply: unknown) =>
     Effect.flatMap(RelayQueue.decodeSettle(token, reply), ([token, reply]) =>
+      writeOp("settle", (clock) => Effect.map(settleOne(token, reply, clock), (outcome) => [outcome, clock] as const), settleFaults))
+
+  const settleBatch = (items: ReadonlyArray<RelayQueue.SettleInput>) =>
+    Effect.flatMap(RelayQueue.decodeSettleBatch(items), (decoded) =>
       writeOp(
-        "settle",
+        "settleBatch",
         (clock) =>
-          Effect.gen(function*() {
-            const decision = Protocol.settleEvent(yield* eventById(token.eventId), token, reply, clock.tick, policy)
-            if (decision.next !== undefined) {
-              yield* updateEvent(decision.next)
-              yield* syncHead(decision.next)
-            }
-            return [decision.outcome as SettleOutcome, clock] as const
-          }),
-        { before: "settle:before-commit", after: "settle:after-commit" }
+          Effect.map(
+            Effect.forEach(decoded, ([token, reply]) => settleOne(token, reply, clock)),
+            (outcomes) => [outcomes as ReadonlyArray<SettleOutcome>, clock] as const
+          ),
+        settleFaults
       ))
 
   const redrive = (input: RelayQueue.RedriveInput) =>
@@ -252,5 +276,5 @@ export const make = (store: Store, policy: RelayPolicy): RelayQueue.RelayQueueSe
     })
   ).pipe(Effect.withSpan("RelayQueue.snapshot"))
 
-  return { enqueue, claim, settle, redrive, snapshot }
+  return { enqueue, claim, claimBatch, settle, settleBatch, redrive, snapshot }
 }

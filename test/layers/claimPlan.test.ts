@@ -1,0 +1,77 @@
+/**
+ * The claim path never scans the event table: every statement it really issues (captured from
+ * the `sql.execute` spans) is planned by SQLite as an index search, whatever the backlog.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import Database from "better-sqlite3"
+import { Effect, Tracer } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import * as SqliteRelayQueue from "../../src/layers/SqliteRelayQueue.js"
+
+/** Runs `effect` with a tracer that records the text of every SQL statement executed. */
+const capturingSql = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.gen(function*() {
+    const statements: Array<string> = []
+    const native = yield* Effect.tracer
+    const tracer = Tracer.make({
+      span: (...args) => {
+        const span = native.span(...args)
+        const attribute = span.attribute.bind(span)
+        span.attribute = (key, value) => {
+          if (key === "db.query.text") statements.push(String(value))
+          attribute(key, value)
+        }
+        return span
+      },
+      context: (f, fiber) => native.context(f, fiber)
+    })
+    const result = yield* Effect.withTracer(effect, tracer)
+    return [result, statements] as const
+  })
+
+const explain = (file: string, statement: string): ReadonlyArray<string> => {
+  const db = new Database(file, { readonly: true })
+  try {
+    const prepared = db.prepare(`EXPLAIN QUERY PLAN ${statement}`)
+    const params = Array.from({ length: (statement.match(/\?/g) ?? []).length }, () => null)
+    return prepared.all(...params).map((row) => (row as { detail: string }).detail)
+  } finally {
+    db.close()
+  }
+}
+
+describe("claim query plan", () => {
+  it.scoped("claim, claimBatch and settle search indexes and never scan events or sort", () =>
+    Effect.gen(function*() {
+      const dir = yield* Effect.acquireRelease(
+        Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "fair-relay-plan-"))),
+        (d) => Effect.sync(() => fs.rmSync(d, { recursive: true, force: true }))
+      )
+      const file = path.join(dir, "queue.db")
+      const queue = yield* SqliteRelayQueue.make({ filename: file })
+      for (let f = 0; f < 50; f++) {
+        for (let i = 0; i < 20; i++) yield* queue.enqueue({ eventId: `e-${f}-${i}`, flowId: `f-${f}`, body: { i } })
+      }
+      const [claimed, claimSql] = yield* capturingSql(queue.claim)
+      const [batch, batchSql] = yield* capturingSql(queue.claimBatch(8))
+      expect(claimed._tag).toBe("Claimed")
+      expect(batch).toHaveLength(8)
+      const token = claimed._tag === "Claimed" ? claimed.token : { eventId: "", generation: 0 }
+      const [, settleSql] = yield* capturingSql(queue.settle(token, { _tag: "Accepted" }))
+
+      const statements = [...claimSql, ...batchSql, ...settleSql].filter((s) => /^\s*(SELECT|UPDATE)/i.test(s))
+      expect(statements.some((s) => /FROM relay_flow/.test(s) && /ORDER BY served/.test(s))).toBe(true)
+      expect(statements.some((s) => /UPDATE relay_event/.test(s))).toBe(true)
+      for (const statement of statements) {
+        const plan = explain(file, statement)
+        expect(plan.length, statement).toBeGreaterThan(0)
+        for (const step of plan) {
+          expect(step, statement).not.toMatch(/^SCAN relay_event/)
+          expect(step, statement).not.toMatch(/TEMP B-TREE/)
+          if (/^SCAN relay_flow/.test(step)) expect(step, statement).toMatch(/USING (COVERING )?INDEX relay_flow_turn/)
+        }
+      }
+    }))
+})

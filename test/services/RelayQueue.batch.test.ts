@@ -1,0 +1,101 @@
+/**
+ * Batches keep the protocol: `claimBatch(n)` takes what n single claims would, `settleBatch`
+ * gives what single settles would.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Effect } from "effect"
+import type { Claimed } from "../../src/domain/Outcomes.js"
+import { at, makeWorld } from "../support/world.js"
+import type { World } from "../support/world.js"
+
+// A mixed store: flows with several events, one quarantined head, one head in backoff.
+const seed = (w: World) =>
+  Effect.gen(function*() {
+    yield* w.inbox.receive({ eventId: "Q1", flowId: "Z", seq: 1, body: { delta: 1 } })
+    for (const flow of ["A", "B", "C", "D", "E"]) {
+      for (let i = 1; i <= 3; i++) yield* w.queue.enqueue({ eventId: `${flow}${i}`, flowId: flow, body: { delta: i } })
+    }
+    yield* w.queue.enqueue({ eventId: "Q1", flowId: "Q", body: { delta: 1 } })
+    yield* w.queue.enqueue({ eventId: "R1", flowId: "R", body: { delta: 1 } })
+    // A1 acked; Q1 quarantined (id conflict); R1 retried (back off until 2).
+    for (let i = 0; i < 7; i++) {
+      const claimed = yield* w.claim
+      const reply = claimed.event.flowId === "R" ? { _tag: "Retry", reason: "unavailable" } as const : yield* w.deliver(claimed)
+      yield* w.queue.settle(claimed.token, reply)
+    }
+  })
+
+const ids = (claims: ReadonlyArray<typeof Claimed.Type>) => claims.map((c) => c.event.eventId)
+
+describe("claimBatch", () => {
+  for (const n of [1, 3, 5, 50]) {
+    it.scoped(`claimBatch(${n}) claims exactly what ${n} single claims would`, () =>
+      Effect.gen(function*() {
+        const single = yield* makeWorld()
+        const batched = yield* makeWorld()
+        yield* seed(single)
+        yield* seed(batched)
+        yield* at(3)
+        const one: Array<string> = []
+        for (let i = 0; i < n; i++) {
+          const outcome = yield* single.queue.claim
+          if (outcome._tag === "Claimed") one.push(outcome.event.eventId)
+        }
+        const many = yield* batched.queue.claimBatch(n)
+        expect(ids(many)).toEqual(one)
+        expect(new Set(many.map((c) => c.event.flowId)).size).toBe(many.length)
+        expect(yield* batched.queue.snapshot).toEqual(yield* single.queue.snapshot)
+      }))
+  }
+
+  it.scoped("claimBatch is empty when nothing is eligible and refuses a size outside 1..10000", () =>
+    Effect.gen(function*() {
+      const w = yield* makeWorld()
+      expect(yield* w.queue.claimBatch(4)).toEqual([])
+      for (const bad of [0, -1, 1.5, 10_001]) {
+        const exit = yield* Effect.exit(w.queue.claimBatch(bad))
+        expect(exit).toMatchObject({ _tag: "Failure", cause: { error: { _tag: "InvalidInput" } } })
+      }
+    }))
+})
+
+describe("settleBatch", () => {
+  it.scoped("one outcome per item, the same as single settles, stale items included", () =>
+    Effect.gen(function*() {
+      const single = yield* makeWorld({ maxDelta: 2 })
+      const batched = yield* makeWorld({ maxDelta: 2 })
+      const replies = (w: World) =>
+        Effect.gen(function*() {
+          for (const flow of ["A", "B", "C", "D"]) {
+            for (let i = 1; i <= 2; i++) yield* w.queue.enqueue({ eventId: `${flow}${i}`, flowId: flow, body: { delta: i + (flow === "C" ? 5 : 0) } })
+          }
+          const claims = yield* w.queue.claimBatch(4)
+          const items = yield* Effect.forEach(claims, (claimed) =>
+            claimed.event.flowId === "D"
+              ? Effect.succeed({ token: claimed.token, reply: { _tag: "Retry", reason: "unavailable" } as const })
+              : Effect.map(w.deliver(claimed), (reply) => ({ token: claimed.token, reply })))
+          // A forged generation and a repeated token: both Stale.
+          return [...items, { token: { eventId: "A1", generation: 9 }, reply: { _tag: "Accepted" } as const }, items[1]!]
+        })
+      const singleItems = yield* replies(single)
+      const batchItems = yield* replies(batched)
+      const one = yield* Effect.forEach(singleItems, (item) => single.queue.settle(item.token, item.reply))
+      const many = yield* batched.queue.settleBatch(batchItems)
+      expect(many).toEqual(one)
+      expect(many.map((o) => o._tag)).toEqual(["Acked", "Acked", "Quarantined", "RetryScheduled", "Stale", "Stale"])
+      expect(yield* batched.queue.snapshot).toEqual(yield* single.queue.snapshot)
+    }))
+
+  it.scoped("one malformed item refuses the whole batch and settles nothing", () =>
+    Effect.gen(function*() {
+      const w = yield* makeWorld()
+      yield* w.queue.enqueue({ eventId: "A1", flowId: "A", body: { delta: 1 } })
+      const claimed = yield* w.claim
+      const before = yield* w.queue.snapshot
+      const exit = yield* Effect.exit(
+        w.queue.settleBatch([{ token: claimed.token, reply: { _tag: "Accepted" } }, { token: claimed.token, reply: { _tag: "Nope" } as never }])
+      )
+      expect(exit).toMatchObject({ _tag: "Failure", cause: { error: { _tag: "InvalidInput" } } })
+      expect(yield* w.queue.snapshot).toEqual(before)
+    }))
+})

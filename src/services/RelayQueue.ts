@@ -51,6 +51,13 @@ export interface RelayQueueService {
   readonly enqueue: (
     input: EnqueueInput
   ) => Effect.Effect<EnqueueResult, EnqueueConflict | ClockRegressed | InvalidInput | SqlError>
+  /**
+   * Enqueues many events in one transaction, in order (events of one flow get consecutive seqs).
+   * All or nothing: one conflict or invalid item refuses the whole batch.
+   */
+  readonly enqueueBatch: (
+    inputs: ReadonlyArray<EnqueueInput>
+  ) => Effect.Effect<ReadonlyArray<EnqueueResult>, EnqueueConflict | ClockRegressed | InvalidInput | SqlError>
   /** Claims the eligible head with the smallest `(served, flowId)`, or reports `Idle`. */
   readonly claim: Effect.Effect<ClaimOutcome, ClockRegressed | SqlError>
   /**
@@ -98,6 +105,21 @@ export const decodeEnqueue = (input: unknown, policy: RelayPolicy): Effect.Effec
         onRight: (canonical) => Effect.succeed({ eventId, flowId, body: canonical })
       })
     )
+  )
+
+/** Validates every item of an enqueue batch; the first invalid item refuses the batch. */
+export const decodeEnqueueBatch = (
+  inputs: unknown,
+  policy: RelayPolicy
+): Effect.Effect<ReadonlyArray<EnqueueCommand>, InvalidInput> =>
+  Effect.flatMap(
+    Schema.decodeUnknown(Schema.Array(Schema.Unknown).pipe(Schema.maxItems(MaxBatchSize)))(inputs).pipe(
+      Effect.mapError(invalid("enqueueBatch"))
+    ),
+    (items) =>
+      Effect.forEach(items, (item, i) =>
+        Effect.mapError(decodeEnqueue(item, policy), (error) =>
+          new InvalidInput({ operation: "enqueueBatch", message: `item ${i}: ${error.message}` })))
   )
 
 const TokenFields = Schema.Struct({ eventId: EventId, generation: Generation })

@@ -99,3 +99,35 @@ describe("settleBatch", () => {
       expect(yield* w.queue.snapshot).toEqual(before)
     }))
 })
+
+describe("enqueueBatch", () => {
+  it.scoped("stores what single enqueues would, in order", () =>
+    Effect.gen(function*() {
+      const single = yield* makeWorld()
+      const batched = yield* makeWorld()
+      const inputs = ["A", "B", "A", "C", "A"].map((flowId, i) => ({ eventId: `e${i}`, flowId, body: { delta: i + 1 } }))
+      const one = yield* Effect.forEach(inputs, (input) => single.queue.enqueue(input))
+      const many = yield* batched.queue.enqueueBatch([...inputs, inputs[0]!])
+      expect(many).toEqual([...one, { _tag: "Existing", seq: 1 }])
+      expect(many.map((r) => r.seq)).toEqual([1, 1, 2, 1, 3, 1])
+      expect(yield* batched.queue.snapshot).toEqual(yield* single.queue.snapshot)
+    }))
+
+  it.scoped("one conflicting or invalid item refuses the whole batch and stores nothing", () =>
+    Effect.gen(function*() {
+      const w = yield* makeWorld()
+      yield* w.queue.enqueue({ eventId: "A1", flowId: "A", body: { delta: 1 } })
+      const before = yield* w.queue.snapshot
+      const conflict = yield* Effect.exit(w.queue.enqueueBatch([
+        { eventId: "B1", flowId: "B", body: { delta: 1 } },
+        { eventId: "A1", flowId: "A", body: { delta: 2 } }
+      ]))
+      expect(conflict).toMatchObject({ _tag: "Failure", cause: { error: { _tag: "EnqueueConflict" } } })
+      const invalid = yield* Effect.exit(w.queue.enqueueBatch([
+        { eventId: "B1", flowId: "B", body: { delta: 1 } },
+        { eventId: "", flowId: "B", body: { delta: 1 } }
+      ]))
+      expect(invalid).toMatchObject({ _tag: "Failure", cause: { error: { _tag: "InvalidInput" } } })
+      expect(yield* w.queue.snapshot).toEqual(before)
+    }))
+})

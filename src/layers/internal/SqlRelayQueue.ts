@@ -153,36 +153,42 @@ export const make = (store: Store, policy: RelayPolicy): RelayQueue.RelayQueueSe
         eligible_at = ${next === undefined ? null : Protocol.eligibleAt(next)} WHERE flow_id = ${head.flowId}`
     })
 
+  const enqueueOne = (command: RelayQueue.EnqueueCommand, clock: ClockRecord) =>
+    Effect.gen(function*() {
+      const [stored] = yield* sql<Row>`SELECT flow_id, seq, body FROM relay_event WHERE event_id = ${command.eventId}`
+      if (stored !== undefined) {
+        const identity = { flowId: stored.flow_id as FlowId, seq: int(stored.seq), bodyText: stored.body as string }
+        return yield* Either.match(Protocol.reenqueue(identity, command.eventId, command.flowId, command.body.text), {
+          onLeft: Effect.fail,
+          onRight: (existing): Effect.Effect<EnqueueResult> => Effect.succeed(existing)
+        })
+      }
+      const [flow] = yield* sql<Row>`SELECT seq, head_seq FROM relay_flow WHERE flow_id = ${command.flowId}`
+      const seq = flow === undefined ? 1 : int(flow.seq) + 1
+      if (flow === undefined) {
+        yield* sql`INSERT INTO relay_flow (flow_id, seq, served, head_seq, eligible_at)
+          VALUES (${command.flowId}, ${seq}, 0, ${seq}, ${clock.tick})`
+      } else if (flow.head_seq === null) {
+        yield* sql`UPDATE relay_flow SET seq = ${seq}, head_seq = ${seq}, eligible_at = ${clock.tick}
+          WHERE flow_id = ${command.flowId}`
+      } else {
+        yield* sql`UPDATE relay_flow SET seq = ${seq} WHERE flow_id = ${command.flowId}`
+      }
+      yield* sql`INSERT INTO relay_event (event_id, flow_id, seq, body, state, next_at, lease_until,
+          generation, attempts, lifetime_attempts, reason)
+        VALUES (${command.eventId}, ${command.flowId}, ${seq}, ${command.body.text}, 'ready', ${clock.tick}, NULL,
+          0, 0, 0, NULL)`
+      return { _tag: "Enqueued", seq } as EnqueueResult
+    })
+
   const enqueue = (input: RelayQueue.EnqueueInput) =>
     Effect.flatMap(RelayQueue.decodeEnqueue(input, policy), (command) =>
-      writeOp("enqueue", (clock) =>
-        Effect.gen(function*() {
-          const [stored] = yield* sql<Row>`SELECT flow_id, seq, body FROM relay_event WHERE event_id = ${command.eventId}`
-          if (stored !== undefined) {
-            const identity = { flowId: stored.flow_id as FlowId, seq: int(stored.seq), bodyText: stored.body as string }
-            const existing = yield* Either.match(
-              Protocol.reenqueue(identity, command.eventId, command.flowId, command.body.text),
-              { onLeft: Effect.fail, onRight: Effect.succeed }
-            )
-            return [existing as EnqueueResult, clock] as const
-          }
-          const [flow] = yield* sql<Row>`SELECT seq, head_seq FROM relay_flow WHERE flow_id = ${command.flowId}`
-          const seq = flow === undefined ? 1 : int(flow.seq) + 1
-          if (flow === undefined) {
-            yield* sql`INSERT INTO relay_flow (flow_id, seq, served, head_seq, eligible_at)
-              VALUES (${command.flowId}, ${seq}, 0, ${seq}, ${clock.tick})`
-          } else if (flow.head_seq === null) {
-            yield* sql`UPDATE relay_flow SET seq = ${seq}, head_seq = ${seq}, eligible_at = ${clock.tick}
-              WHERE flow_id = ${command.flowId}`
-          } else {
-            yield* sql`UPDATE relay_flow SET seq = ${seq} WHERE flow_id = ${command.flowId}`
-          }
-          yield* sql`INSERT INTO relay_event (event_id, flow_id, seq, body, state, next_at, lease_until,
-              generation, attempts, lifetime_attempts, reason)
-            VALUES (${command.eventId}, ${command.flowId}, ${seq}, ${command.body.text}, 'ready', ${clock.tick}, NULL,
-              0, 0, 0, NULL)`
-          return [{ _tag: "Enqueued", seq } as EnqueueResult, clock] as const
-        })))
+      writeOp("enqueue", (clock) => Effect.map(enqueueOne(command, clock), (result) => [result, clock] as const)))
+
+  const enqueueBatch = (inputs: ReadonlyArray<RelayQueue.EnqueueInput>) =>
+    Effect.flatMap(RelayQueue.decodeEnqueueBatch(inputs, policy), (commands) =>
+      writeOp("enqueueBatch", (clock) =>
+        Effect.map(Effect.forEach(commands, (command) => enqueueOne(command, clock)), (results) => [results, clock] as const)))
 
   /** Claims up to `limit` eligible heads in turn order, one per flow, each with its own ticket. */
   const claimUpTo = (limit: number, clock: ClockRecord) =>
@@ -276,5 +282,5 @@ export const make = (store: Store, policy: RelayPolicy): RelayQueue.RelayQueueSe
     })
   ).pipe(Effect.withSpan("RelayQueue.snapshot"))
 
-  return { enqueue, claim, claimBatch, settle, settleBatch, redrive, snapshot }
+  return { enqueue, enqueueBatch, claim, claimBatch, settle, settleBatch, redrive, snapshot }
 }

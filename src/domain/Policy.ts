@@ -39,4 +39,5 @@ export const makePolicy = (overrides: Partial<RelayPolicy> | undefined): Either.
 
 /** Delay before the next try after the `attempts`-th claim of a round failed: min(cap, base·2^(attempts−1)). */
 export const backoff = (policy: RelayPolicy, attempts: number): number =>
-  Math.min(policy.backoffCap, policy.backoffBase * 2 ** Math.max(0, attempts - 1))
+  // Past 2^52 every delay is capped anyway; clamping the exponent keeps 0·2^k from becoming 0·∞ = NaN.
+  Math.min(policy.backoffCap, policy.backoffBase * 2 ** Math.min(52, Math.max(0, attempts - 1)))

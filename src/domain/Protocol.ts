@@ -40,9 +40,26 @@ export const isEligible = (head: EventRecord, now: number): boolean => {
   return at !== null && at <= now
 }
 
+/**
+ * Orders ids by Unicode code point, which is the byte order of their UTF-8 encoding: the order
+ * SQLite's BINARY collation and PostgreSQL's "C" collation use. (JS `<` compares UTF-16 code
+ * units, which disagrees above U+FFFF.)
+ */
+export const compareIds = (a: string, b: string): number => {
+  const left = a[Symbol.iterator]()
+  const right = b[Symbol.iterator]()
+  for (;;) {
+    const x = left.next()
+    const y = right.next()
+    if (x.done || y.done) return x.done && y.done ? 0 : x.done ? -1 : 1
+    const d = x.value.codePointAt(0)! - y.value.codePointAt(0)!
+    if (d !== 0) return d < 0 ? -1 : 1
+  }
+}
+
 /** Fair order of opportunities: least recently served first, ties by flow id. */
 export const compareTurn = (a: Pick<FlowRecord, "served" | "flowId">, b: Pick<FlowRecord, "served" | "flowId">): number =>
-  a.served !== b.served ? a.served - b.served : a.flowId < b.flowId ? -1 : a.flowId > b.flowId ? 1 : 0
+  a.served !== b.served ? a.served - b.served : compareIds(a.flowId, b.flowId)
 
 /**
  * Picks the flow whose head is claimed next: the eligible head with the smallest

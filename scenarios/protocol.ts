@@ -265,21 +265,40 @@ const clockRegression: Scenario = {
     })
 }
 
+/** Scenario 12's workload under an admission policy. */
+const arrivals = (ctx: Context, admission: "seed" | "tail") =>
+  Effect.gen(function*() {
+    const w = yield* ctx.world({ policy: { admission } })
+    yield* enqueueAll(w, [["A1", "A", 1], ["A2", "A", 2]])
+    const order = yield* steps(w, 1)
+    for (const flow of ["B", "C", "D"]) {
+      yield* w.queue.enqueue({ eventId: `${flow}1`, flowId: flow, body: { delta: 1 } })
+      order.push(...(yield* steps(w, 1)))
+    }
+    order.push(...(yield* steps(w, 1)))
+    return order
+  })
+
 const newFlowsOvertake: Scenario = {
   name: "new_flows_overtake",
   title: "A has A1, A2; B1, C1, D1 arrive one by one after A1 is dispatched (seed admission)",
   run: (ctx) =>
     Effect.gen(function*() {
-      const w = yield* ctx.world()
-      yield* enqueueAll(w, [["A1", "A", 1], ["A2", "A", 2]])
-      const order = yield* steps(w, 1)
-      for (const flow of ["B", "C", "D"]) {
-        yield* w.queue.enqueue({ eventId: `${flow}1`, flowId: flow, body: { delta: 1 } })
-        order.push(...(yield* steps(w, 1)))
-      }
-      order.push(...(yield* steps(w, 1)))
+      const order = yield* arrivals(ctx, "seed")
       ctx.say(`dispatched ${arrow(order)} (the documented limit of served = 0 for new flows)`)
       ctx.check("dispatch order", ["A1", "B1", "C1", "D1", "A2"], order)
+      ctx.fact("dispatched", order)
+    })
+}
+
+const newFlowsTail: Scenario = {
+  name: "new_flows_tail",
+  title: "the same arrivals under admission \"tail\": newcomers queue behind A",
+  run: (ctx) =>
+    Effect.gen(function*() {
+      const order = yield* arrivals(ctx, "tail")
+      ctx.say(`dispatched ${arrow(order)} (each arrival takes the next ticket, behind every waiting flow)`)
+      ctx.check("A2 is not overtaken", ["A1", "A2", "B1", "C1", "D1"], order)
       ctx.fact("dispatched", order)
     })
 }
@@ -343,5 +362,6 @@ export const protocolScenarios: ReadonlyArray<readonly [number, Scenario]> = [
   [12, newFlowsOvertake],
   [19, atomicEnqueue],
   [20, atomicReceive],
-  [21, atomicRedrive]
+  [21, atomicRedrive],
+  [22, newFlowsTail]
 ]

@@ -17,18 +17,26 @@ export const RelayPolicy = Schema.Struct({
   /** Largest backoff delay. */
   backoffCap: Schema.Int.pipe(Schema.nonNegative()),
   /** Largest canonical body accepted by enqueue, in bytes. */
-  maxBodyBytes: positiveInt
+  maxBodyBytes: positiveInt,
+  /**
+   * Where a flow enters the rotation when it gets its first event (or its first after being
+   * drained): "seed" at `served = 0`, ahead of everyone (the article's behaviour, which lets a
+   * stream of new flows overtake an old one forever); "tail" behind every flow already in the
+   * rotation (it takes the next ticket as its `served`), which bounds every flow's wait.
+   */
+  admission: Schema.Literal("seed", "tail")
 })
 /** @see RelayPolicy */
 export type RelayPolicy = typeof RelayPolicy.Type
 
-/** The seed policy: lease 5, budget 3, base 2, cap 8, bodies up to 1 MiB. */
+/** The seed policy: lease 5, budget 3, base 2, cap 8, bodies up to 1 MiB, seed admission. */
 export const defaultPolicy: RelayPolicy = {
   leaseTicks: 5,
   retryBudget: 3,
   backoffBase: 2,
   backoffCap: 8,
-  maxBodyBytes: DefaultMaxBodyBytes
+  maxBodyBytes: DefaultMaxBodyBytes,
+  admission: "seed"
 }
 
 /** Fills in the defaults and validates a partial policy given by a user. */

@@ -78,6 +78,38 @@ export const pickNext = <H extends { readonly flow: FlowRecord; readonly head: E
   return best
 }
 
+/** A flow's place in the rotation: its turn value, weight, and claims used of its current turn. */
+export interface Turn {
+  readonly served: number
+  readonly weight: number
+  readonly burst: number
+}
+
+/**
+ * A flow's turn after one of its claims took `ticket`. A flow of weight w keeps its place for w
+ * claims in a row (a burst) and then moves behind everyone, so over a round it gets w
+ * opportunities for each one of a weight-1 flow. Weight 1 is the seed rule: `served = ticket`.
+ */
+export const turnAfterClaim = (turn: Turn, ticket: number): Turn =>
+  turn.burst + 1 >= turn.weight
+    ? { ...turn, served: ticket, burst: 0 }
+    : { ...turn, burst: turn.burst + 1 }
+
+/**
+ * Where a flow enters the rotation when it gets a head again (new, or drained before): the seed
+ * keeps `served` (0 for a new flow); "tail" takes the next ticket so it goes behind every flow
+ * already waiting. Returns the flow's `served` and the clock after admission.
+ */
+export const admit = (
+  policy: RelayPolicy,
+  clock: ClockRecord,
+  served: number
+): { readonly served: number; readonly clock: ClockRecord } => {
+  if (policy.admission === "seed") return { served, clock }
+  const ticket = clock.ticket + 1
+  return { served: ticket, clock: { ...clock, ticket } }
+}
+
 /** The head after it is claimed at `now`: inflight under a new generation, one attempt spent. */
 export const claimEvent = (head: EventRecord, now: number, policy: RelayPolicy): EventRecord => ({
   ...head,

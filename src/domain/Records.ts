@@ -30,7 +30,8 @@ export const EventRecord = Schema.Struct({
 export type EventRecord = typeof EventRecord.Type
 
 /**
- * One flow: the last seq it allocated and the ticket of its last claim (`served`).
+ * One flow: the last seq it allocated and its place in the rotation (`served`: the ticket of the
+ * claim that ended its last turn, or its admission value).
  * `headSeq` / `eligibleAt` cache the head's position and the tick it becomes claimable, so a claim
  * never scans events; `eligibleAt` is null while the head is quarantined or the flow is drained.
  */
@@ -39,7 +40,11 @@ export const FlowRecord = Schema.Struct({
   seq: Schema.Int,
   served: Schema.Int,
   headSeq: Schema.NullOr(Seq),
-  eligibleAt: Schema.NullOr(Tick)
+  eligibleAt: Schema.NullOr(Tick),
+  /** Opportunities per round relative to a weight-1 flow. */
+  weight: Schema.Int.pipe(Schema.positive()),
+  /** Claims already used of the flow's current turn (always 0 at weight 1). */
+  burst: Schema.Int.pipe(Schema.nonNegative())
 })
 /** @see FlowRecord */
 export type FlowRecord = typeof FlowRecord.Type

@@ -21,6 +21,14 @@ export interface EnqueueInput {
   readonly eventId: string
   readonly flowId: string
   readonly body: unknown
+  /** Sets the flow's weight (integer ≥ 1; a new flow defaults to 1). */
+  readonly weight?: number | undefined
+}
+
+/** A flow's weight as a caller sets it. */
+export interface FlowWeightInput {
+  readonly flowId: string
+  readonly weight: number
 }
 
 /** A claim token as a caller passes it back. */
@@ -58,6 +66,11 @@ export interface RelayQueueService {
   readonly enqueueBatch: (
     inputs: ReadonlyArray<EnqueueInput>
   ) => Effect.Effect<ReadonlyArray<EnqueueResult>, EnqueueConflict | ClockRegressed | InvalidInput | SqlError>
+  /**
+   * Sets a flow's weight: over a round it gets `weight` opportunities for each one of a weight-1
+   * flow. Creates the flow (without events) if it does not exist yet.
+   */
+  readonly setFlowWeight: (input: FlowWeightInput) => Effect.Effect<void, ClockRegressed | InvalidInput | SqlError>
   /** Claims the eligible head with the smallest `(served, flowId)`, or reports `Idle`. */
   readonly claim: Effect.Effect<ClaimOutcome, ClockRegressed | SqlError>
   /**
@@ -91,18 +104,29 @@ export interface EnqueueCommand {
   readonly eventId: EventId
   readonly flowId: FlowId
   readonly body: CanonicalBody
+  readonly weight?: number | undefined
 }
 
-const EnqueueFields = Schema.Struct({ eventId: EventId, flowId: FlowId, body: Schema.Unknown })
+/** Largest flow weight. */
+export const MaxWeight = 1_000_000
+
+const Weight = Schema.Int.pipe(Schema.between(1, MaxWeight))
+
+const EnqueueFields = Schema.Struct({
+  eventId: EventId,
+  flowId: FlowId,
+  body: Schema.Unknown,
+  weight: Schema.optional(Schema.UndefinedOr(Weight))
+})
 
 /** Validates an enqueue: ids, and a JSON body within the policy's size limit. */
 export const decodeEnqueue = (input: unknown, policy: RelayPolicy): Effect.Effect<EnqueueCommand, InvalidInput> =>
   Schema.decodeUnknown(EnqueueFields)(input).pipe(
     Effect.mapError(invalid("enqueue")),
-    Effect.flatMap(({ body, eventId, flowId }) =>
+    Effect.flatMap(({ body, eventId, flowId, weight }) =>
       Either.match(canonicalize(body, policy.maxBodyBytes), {
         onLeft: (message) => Effect.fail(new InvalidInput({ operation: "enqueue", message })),
-        onRight: (canonical) => Effect.succeed({ eventId, flowId, body: canonical })
+        onRight: (canonical) => Effect.succeed({ eventId, flowId, body: canonical, weight })
       })
     )
   )
@@ -159,3 +183,7 @@ export const decodeSettleBatch = (
     Effect.mapError(invalid("settleBatch")),
     Effect.map((decoded) => decoded.map(({ reply, token }) => [token, reply] as const))
   )
+
+/** Validates a flow weight: an integer from 1 to `MaxWeight`. */
+export const decodeFlowWeight = (input: unknown): Effect.Effect<{ readonly flowId: FlowId; readonly weight: number }, InvalidInput> =>
+  Schema.decodeUnknown(Schema.Struct({ flowId: FlowId, weight: Weight }))(input).pipe(Effect.mapError(invalid("setFlowWeight")))

@@ -13,7 +13,8 @@ const policyArb = fc.record({
   retryBudget: fc.integer({ min: 1, max: 64 }),
   backoffBase: fc.integer({ min: 0, max: 10_000 }),
   backoffCap: fc.integer({ min: 0, max: 10_000 }),
-  maxBodyBytes: fc.integer({ min: 1, max: DefaultMaxBodyBytes })
+  maxBodyBytes: fc.integer({ min: 1, max: DefaultMaxBodyBytes }),
+  admission: fc.constantFrom("seed" as const, "tail" as const)
 })
 
 describe("defaultPolicy", () => {

@@ -31,6 +31,8 @@ export const flowRecord = (flowId: string, served: number, overrides: Partial<Fl
   served,
   headSeq: 1,
   eligibleAt: 0,
+  weight: 1,
+  burst: 0,
   ...overrides
 })
 

@@ -52,6 +52,11 @@ export const migrations: Record<string, Effect.Effect<void, SqlError, SqlClient>
       orElse: () => sql`CREATE TABLE relay_audit (
         id INTEGER PRIMARY KEY AUTOINCREMENT, event_id TEXT NOT NULL, reason TEXT NOT NULL, generation BIGINT NOT NULL, tick BIGINT NOT NULL)`
     })
+  }),
+  "2_flow_weights": Effect.gen(function*() {
+    const sql = yield* SqlClient
+    yield* sql`ALTER TABLE relay_flow ADD COLUMN weight BIGINT NOT NULL DEFAULT 1`
+    yield* sql`ALTER TABLE relay_flow ADD COLUMN burst BIGINT NOT NULL DEFAULT 0`
   })
 }
 
@@ -79,7 +84,9 @@ const toFlow = (row: Row): FlowRecord => ({
   seq: int(row.seq),
   served: int(row.served),
   headSeq: intOrNull(row.head_seq),
-  eligibleAt: intOrNull(row.eligible_at)
+  eligibleAt: intOrNull(row.eligible_at),
+  weight: int(row.weight),
+  burst: int(row.burst)
 })
 
 const toAudit = (row: Row): AuditRecord => ({
@@ -158,55 +165,90 @@ export const make = (store: Store, policy: RelayPolicy): RelayQueue.RelayQueueSe
       const [stored] = yield* sql<Row>`SELECT flow_id, seq, body FROM relay_event WHERE event_id = ${command.eventId}`
       if (stored !== undefined) {
         const identity = { flowId: stored.flow_id as FlowId, seq: int(stored.seq), bodyText: stored.body as string }
-        return yield* Either.match(Protocol.reenqueue(identity, command.eventId, command.flowId, command.body.text), {
+        const existing = yield* Either.match(Protocol.reenqueue(identity, command.eventId, command.flowId, command.body.text), {
           onLeft: Effect.fail,
-          onRight: (existing): Effect.Effect<EnqueueResult> => Effect.succeed(existing)
+          onRight: Effect.succeed
         })
+        return [existing as EnqueueResult, clock] as const
       }
-      const [flow] = yield* sql<Row>`SELECT seq, head_seq FROM relay_flow WHERE flow_id = ${command.flowId}`
+      const [flow] = yield* sql<Row>`SELECT seq, head_seq, served FROM relay_flow WHERE flow_id = ${command.flowId}`
       const seq = flow === undefined ? 1 : int(flow.seq) + 1
+      let after = clock
       if (flow === undefined) {
-        yield* sql`INSERT INTO relay_flow (flow_id, seq, served, head_seq, eligible_at)
-          VALUES (${command.flowId}, ${seq}, 0, ${seq}, ${clock.tick})`
+        const admitted = Protocol.admit(policy, clock, 0)
+        after = admitted.clock
+        yield* sql`INSERT INTO relay_flow (flow_id, seq, served, head_seq, eligible_at, weight, burst)
+          VALUES (${command.flowId}, ${seq}, ${admitted.served}, ${seq}, ${clock.tick}, ${command.weight ?? 1}, 0)`
       } else if (flow.head_seq === null) {
-        yield* sql`UPDATE relay_flow SET seq = ${seq}, head_seq = ${seq}, eligible_at = ${clock.tick}
-          WHERE flow_id = ${command.flowId}`
+        const admitted = Protocol.admit(policy, clock, int(flow.served))
+        after = admitted.clock
+        yield* sql`UPDATE relay_flow SET seq = ${seq}, head_seq = ${seq}, eligible_at = ${clock.tick},
+          served = ${admitted.served}, burst = 0 WHERE flow_id = ${command.flowId}`
       } else {
         yield* sql`UPDATE relay_flow SET seq = ${seq} WHERE flow_id = ${command.flowId}`
       }
+      if (flow !== undefined && command.weight !== undefined) yield* setWeight(command.flowId, command.weight)
       yield* sql`INSERT INTO relay_event (event_id, flow_id, seq, body, state, next_at, lease_until,
           generation, attempts, lifetime_attempts, reason)
         VALUES (${command.eventId}, ${command.flowId}, ${seq}, ${command.body.text}, 'ready', ${clock.tick}, NULL,
           0, 0, 0, NULL)`
-      return { _tag: "Enqueued", seq } as EnqueueResult
+      return [{ _tag: "Enqueued", seq } as EnqueueResult, after] as const
     })
+
+  const setWeight = (flowId: string, weight: number) =>
+    sql`UPDATE relay_flow SET weight = ${weight}, burst = 0 WHERE flow_id = ${flowId}`
 
   const enqueue = (input: RelayQueue.EnqueueInput) =>
     Effect.flatMap(RelayQueue.decodeEnqueue(input, policy), (command) =>
-      writeOp("enqueue", (clock) => Effect.map(enqueueOne(command, clock), (result) => [result, clock] as const)))
+      writeOp("enqueue", (clock) => enqueueOne(command, clock)))
 
   const enqueueBatch = (inputs: ReadonlyArray<RelayQueue.EnqueueInput>) =>
     Effect.flatMap(RelayQueue.decodeEnqueueBatch(inputs, policy), (commands) =>
       writeOp("enqueueBatch", (clock) =>
-        Effect.map(Effect.forEach(commands, (command) => enqueueOne(command, clock)), (results) => [results, clock] as const)))
+        Effect.gen(function*() {
+          const results: Array<EnqueueResult> = []
+          let current = clock
+          for (const command of commands) {
+            const [result, after] = yield* enqueueOne(command, current)
+            results.push(result)
+            current = after
+          }
+          return [results as ReadonlyArray<EnqueueResult>, current] as const
+        })))
+
+  const setFlowWeight = (input: RelayQueue.FlowWeightInput) =>
+    Effect.flatMap(RelayQueue.decodeFlowWeight(input), ({ flowId, weight }) =>
+      writeOp("setFlowWeight", (clock) =>
+        Effect.gen(function*() {
+          const [flow] = yield* sql<Row>`SELECT flow_id FROM relay_flow WHERE flow_id = ${flowId}`
+          if (flow !== undefined) {
+            yield* setWeight(flowId, weight)
+            return [undefined, clock] as const
+          }
+          // A flow named before its first event: it enters the rotation with that event.
+          yield* sql`INSERT INTO relay_flow (flow_id, seq, served, head_seq, eligible_at, weight, burst)
+            VALUES (${flowId}, 0, 0, NULL, NULL, ${weight}, 0)`
+          return [undefined, clock] as const
+        })))
 
   /** Claims up to `limit` eligible heads in turn order, one per flow, each with its own ticket. */
   const claimUpTo = (limit: number, clock: ClockRecord) =>
     Effect.gen(function*() {
-      const turns = yield* sql<Row>`SELECT flow_id, head_seq FROM relay_flow
+      const turns = yield* sql<Row>`SELECT flow_id, head_seq, served, weight, burst FROM relay_flow
         WHERE eligible_at IS NOT NULL AND eligible_at <= ${clock.tick}
         ORDER BY served, flow_id LIMIT ${limit}`
       const claims: Array<typeof Claimed.Type> = []
       let ticket = clock.ticket
-      for (const turn of turns) {
-        const head = yield* eventAt(turn.flow_id as string, int(turn.head_seq))
+      for (const turn_ of turns) {
+        const head = yield* eventAt(turn_.flow_id as string, int(turn_.head_seq))
         if (head === undefined || !Protocol.isEligible(head, clock.tick)) {
-          return yield* Effect.dieMessage(`flow ${String(turn.flow_id)} caches a head that is not eligible`)
+          return yield* Effect.dieMessage(`flow ${String(turn_.flow_id)} caches a head that is not eligible`)
         }
         const claimed = Protocol.claimEvent(head, clock.tick, policy)
         ticket += 1
+        const turn = Protocol.turnAfterClaim({ served: int(turn_.served), weight: int(turn_.weight), burst: int(turn_.burst) }, ticket)
         yield* updateEvent(claimed)
-        yield* sql`UPDATE relay_flow SET served = ${ticket}, eligible_at = ${claimed.leaseUntil}
+        yield* sql`UPDATE relay_flow SET served = ${turn.served}, burst = ${turn.burst}, eligible_at = ${claimed.leaseUntil}
           WHERE flow_id = ${claimed.flowId}`
         claims.push({
           _tag: "Claimed",
@@ -282,5 +324,5 @@ export const make = (store: Store, policy: RelayPolicy): RelayQueue.RelayQueueSe
     })
   ).pipe(Effect.withSpan("RelayQueue.snapshot"))
 
-  return { enqueue, enqueueBatch, claim, claimBatch, settle, settleBatch, redrive, snapshot }
+  return { enqueue, enqueueBatch, setFlowWeight, claim, claimBatch, settle, settleBatch, redrive, snapshot }
 }

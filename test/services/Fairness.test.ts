@@ -1,0 +1,171 @@
+/**
+ * Fairness beyond the seed: with `admission: "tail"`, arrivals never overtake a waiting flow, so
+ * every continuously eligible flow waits a bounded number of claims; weights give shares.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, FastCheck as fc } from "effect"
+import type { DeliveryReply } from "../../src/domain/Outcomes.js"
+import type { Snapshot } from "../../src/domain/Records.js"
+import { makeWorld } from "../support/world.js"
+import type { World } from "../support/world.js"
+
+/** Flows with a head that can be claimed now (time stands at 0 and nothing stays in flight). */
+const eligibleFlows = (snapshot: Snapshot): Set<string> => {
+  const heads = new Map<string, Snapshot["events"][number]>()
+  for (const e of snapshot.events) if (e.state !== "acked" && !heads.has(e.flowId)) heads.set(e.flowId, e)
+  return new Set([...heads.values()].filter((h) => h.state === "ready" && h.nextAt <= 0).map((h) => h.flowId))
+}
+
+const activeFlows = (snapshot: Snapshot): Set<string> => new Set(snapshot.events.filter((e) => e.state !== "acked").map((e) => e.flowId))
+
+type Op =
+  | { readonly _tag: "enqueue"; readonly flow: number }
+  | { readonly _tag: "step"; readonly reply: "ack" | "retry" | "reject" }
+  | { readonly _tag: "redrive" }
+
+const opArb: fc.Arbitrary<Op> = fc.oneof(
+  { arbitrary: fc.record({ _tag: fc.constant("enqueue" as const), flow: fc.integer({ min: 0, max: 30 }) }), weight: 4 },
+  { arbitrary: fc.record({ _tag: fc.constant("step" as const), reply: fc.constantFrom("ack" as const, "ack" as const, "retry" as const, "reject" as const) }), weight: 6 },
+  { arbitrary: fc.constant({ _tag: "redrive" as const }), weight: 1 }
+)
+
+/**
+ * Runs `ops` and measures, for every claim of a flow F that stayed eligible since its previous
+ * claim, the claims of other flows in between; returns them with the bound for each: the total
+ * weight of the other flows that had unacked events when F was last claimed.
+ */
+const measureWaits = (w: World, ops: ReadonlyArray<Op>, weights: ReadonlyMap<string, number>) =>
+  Effect.gen(function*() {
+    const waits: Array<{ readonly flow: string; readonly wait: number; readonly bound: number }> = []
+    const last = new Map<string, { index: number; bound: number; continuous: boolean }>()
+    let claims = 0
+    let next = 0
+    // A flow that stops being eligible at any moment (drained, in backoff, quarantined) starts over.
+    const observe = Effect.map(w.queue.snapshot, (snapshot) => {
+      const eligible = eligibleFlows(snapshot)
+      for (const [flow, state] of last) if (!eligible.has(flow)) state.continuous = false
+      return snapshot
+    })
+    for (const op of ops) {
+      if (op._tag === "enqueue") {
+        const flowId = `f${op.flow}`
+        yield* w.queue.enqueue({ eventId: `e${next++}`, flowId, body: { delta: 1 }, weight: weights.get(flowId) ?? 1 })
+      } else if (op._tag === "redrive") {
+        const quarantined = (yield* w.queue.snapshot).events.find((e) => e.state === "quarantined")
+        if (quarantined) {
+          yield* w.queue.redrive({ eventId: quarantined.eventId, expectedGeneration: quarantined.generation, reason: "test" })
+        }
+      } else {
+        const before = yield* observe
+        const eligible = eligibleFlows(before)
+        const claimed = yield* w.queue.claim
+        if (claimed._tag === "Idle") {
+          expect(eligible.size).toBe(0)
+          continue
+        }
+        const flow = claimed.event.flowId
+        expect(eligible.has(flow)).toBe(true)
+        const previous = last.get(flow)
+        if (previous?.continuous) waits.push({ flow, wait: claims - previous.index - 1, bound: previous.bound })
+        const others = [...activeFlows(before)].filter((f) => f !== flow)
+        last.set(flow, { index: claims, bound: others.reduce((sum, f) => sum + (weights.get(f) ?? 1), 0), continuous: true })
+        claims++
+        const reply: DeliveryReply = op.reply === "ack"
+          ? { _tag: "Accepted" }
+          : op.reply === "retry"
+          ? { _tag: "Retry", reason: "unavailable" }
+          : { _tag: "Rejected", code: "refused" }
+        yield* w.queue.settle(claimed.token, reply)
+      }
+      yield* observe
+    }
+    return waits
+  })
+
+describe("tail admission", () => {
+  it.scoped.prop(
+    "no continuously eligible flow waits more claims than the other flows' total weight at its last claim",
+    [fc.array(opArb, { minLength: 20, maxLength: 120 }), fc.array(fc.integer({ min: 1, max: 3 }), { minLength: 31, maxLength: 31 })],
+    ([ops, weightList]) =>
+      Effect.gen(function*() {
+        const weights = new Map(weightList.map((weight, i) => [`f${i}`, weight]))
+        const w = yield* makeWorld({ policy: { admission: "tail", backoffBase: 0, retryBudget: 1_000, leaseTicks: 1_000 } })
+        const waits = yield* measureWaits(w, ops, weights)
+        for (const { bound, flow, wait } of waits) expect(wait, `flow ${flow}`).toBeLessThanOrEqual(bound)
+      }),
+    { fastCheck: { numRuns: 40 } }
+  )
+
+  it.scoped("arrivals go behind a waiting flow: the scenario-12 workload dispatches A1 A2 B1 C1 D1", () =>
+    Effect.gen(function*() {
+      const w = yield* makeWorld({ policy: { admission: "tail" } })
+      yield* w.queue.enqueue({ eventId: "A1", flowId: "A", body: { delta: 1 } })
+      yield* w.queue.enqueue({ eventId: "A2", flowId: "A", body: { delta: 1 } })
+      const order = [(yield* w.step)!.eventId]
+      for (const flow of ["B", "C", "D"]) {
+        yield* w.queue.enqueue({ eventId: `${flow}1`, flowId: flow, body: { delta: 1 } })
+        order.push((yield* w.step)!.eventId)
+      }
+      order.push((yield* w.step)!.eventId)
+      expect(order).toEqual(["A1", "A2", "B1", "C1", "D1"])
+    }))
+
+  it.scoped("under seed admission a stream of new flows overtakes an old flow as long as it lasts", () =>
+    Effect.gen(function*() {
+      const w = yield* makeWorld()
+      yield* w.queue.enqueue({ eventId: "A1", flowId: "A", body: { delta: 1 } })
+      yield* w.queue.enqueue({ eventId: "A2", flowId: "A", body: { delta: 1 } })
+      expect((yield* w.step)!.eventId).toBe("A1")
+      for (let i = 0; i < 50; i++) {
+        yield* w.queue.enqueue({ eventId: `N${i}`, flowId: `N${i}`, body: { delta: 1 } })
+        expect((yield* w.step)!.eventId).toBe(`N${i}`)
+      }
+      expect((yield* w.step)!.eventId).toBe("A2")
+    }))
+})
+
+describe("weights", () => {
+  it.scoped.prop(
+    "over every round a flow of weight w gets w opportunities for each one of a weight-1 flow (±1)",
+    [fc.array(fc.integer({ min: 1, max: 5 }), { minLength: 2, maxLength: 6 }), fc.integer({ min: 2, max: 6 })],
+    ([weightList, rounds]) =>
+      Effect.gen(function*() {
+        const w = yield* makeWorld()
+        const flows = weightList.map((weight, i) => ({ flowId: `w${i}`, weight }))
+        const roundLength = weightList.reduce((a, b) => a + b, 0)
+        for (const { flowId, weight } of flows) {
+          for (let i = 0; i < weight * rounds + 1; i++) {
+            yield* w.queue.enqueue({ eventId: `${flowId}-${i}`, flowId, body: { delta: 1 }, ...(i === 0 ? { weight } : {}) })
+          }
+        }
+        for (let round = 0; round < rounds; round++) {
+          const counts = new Map<string, number>()
+          for (let i = 0; i < roundLength; i++) {
+            const step = yield* w.step
+            counts.set(step!.eventId.split("-")[0]!, (counts.get(step!.eventId.split("-")[0]!) ?? 0) + 1)
+          }
+          for (const { flowId, weight } of flows) {
+            expect(Math.abs((counts.get(flowId) ?? 0) - weight), `round ${round} ${flowId}`).toBeLessThanOrEqual(1)
+          }
+        }
+      }),
+    { fastCheck: { numRuns: 40 } }
+  )
+
+  it.scoped("setFlowWeight changes a flow's share and refuses weights outside 1..1000000", () =>
+    Effect.gen(function*() {
+      const w = yield* makeWorld()
+      for (const flow of ["A", "B"]) {
+        for (let i = 0; i < 6; i++) yield* w.queue.enqueue({ eventId: `${flow}${i}`, flowId: flow, body: { delta: 1 } })
+      }
+      yield* w.queue.setFlowWeight({ flowId: "A", weight: 2 })
+      const order: Array<string> = []
+      for (let i = 0; i < 6; i++) order.push((yield* w.step)!.eventId[0]!)
+      expect(order.join("")).toBe("AABAAB")
+      for (const weight of [0, -1, 1.5, 1_000_001]) {
+        const exit = yield* Effect.exit(w.queue.setFlowWeight({ flowId: "A", weight }))
+        expect(exit).toMatchObject({ _tag: "Failure", cause: { error: { _tag: "InvalidInput" } } })
+      }
+      expect((yield* w.queue.snapshot).flows.find((f) => f.flowId === "A")?.weight).toBe(2)
+    }))
+})

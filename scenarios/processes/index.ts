@@ -1,0 +1,10 @@
+/**
+ * Real-OS-process scenarios: the claim race (SPEC §5 scenario 3), the immediate-transaction
+ * write race, and the six crash points (scenarios 13–18). Each function returns structured
+ * observations and prints nothing; callers (the tests, the demo) decide what to check or show.
+ */
+export * from "./claimRace.js"
+export * from "./crashPoint.js"
+export * from "./writeRace.js"
+export { spawnChild } from "./spawn.js"
+export type { Child, ChildExit, ChildMessage } from "./spawn.js"

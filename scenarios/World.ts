@@ -7,7 +7,7 @@ import { Effect, Ref } from "effect"
 import type { ClockRegressed, InvalidInput } from "../src/domain/Errors.js"
 import type { Scope } from "effect"
 import * as Counter from "../src/sample/Counter.js"
-import type { InboxService } from "../src/services/Inbox.js"
+import type { InboxBusiness, InboxService } from "../src/services/Inbox.js"
 import type { RelayQueueService } from "../src/services/RelayQueue.js"
 import type { Claimed, DeliveryReply, SettleOutcome } from "../src/domain/Outcomes.js"
 import * as SqliteInbox from "../src/layers/SqliteInbox.js"
@@ -31,19 +31,34 @@ export interface World {
 /** What a world operation can fail with. */
 export type Failure = ClockRegressed | InvalidInput | SqlError
 
+/** How to open the two stores of a world: a backend. */
+export interface Stores {
+  readonly queue: (policy: Partial<RelayPolicy> | undefined) => Effect.Effect<RelayQueueService, unknown, Scope.Scope>
+  readonly inbox: (business: InboxBusiness) => Effect.Effect<InboxService, unknown, Scope.Scope>
+}
+
+/** Both stores on SQLite (":memory:" unless files are named). */
+export const sqliteStores = (queueFile = ":memory:", inboxFile = ":memory:"): Stores => ({
+  queue: (policy) => SqliteRelayQueue.make({ filename: queueFile, policy }),
+  inbox: (business) => SqliteInbox.make({ filename: inboxFile, business })
+})
+
 export interface WorldOptions {
+  /** The backend (default: SQLite, in the named files or in memory). */
+  readonly stores?: Stores
   readonly queueFile?: string
   readonly inboxFile?: string
   readonly maxDelta?: number
   readonly policy?: Partial<RelayPolicy>
 }
 
-/** Opens both stores (":memory:" by default) for the scope of the test. */
+/** Opens both stores for the scope of the caller. */
 export const makeWorld = (options: WorldOptions = {}): Effect.Effect<World, unknown, Scope.Scope> =>
   Effect.gen(function*() {
-    const queue = yield* SqliteRelayQueue.make({ filename: options.queueFile ?? ":memory:", policy: options.policy })
+    const stores = options.stores ?? sqliteStores(options.queueFile, options.inboxFile)
+    const queue = yield* stores.queue(options.policy)
     const maxDelta = yield* Ref.make(options.maxDelta ?? 1000)
-    const inbox = yield* SqliteInbox.make({ filename: options.inboxFile ?? ":memory:", business: Counter.business(maxDelta) })
+    const inbox = yield* stores.inbox(Counter.business(maxDelta))
     const claim = Effect.flatMap(queue.claim, (outcome) =>
       outcome._tag === "Claimed" ? Effect.succeed(outcome) : Effect.dieMessage("expected a claim, got Idle"))
     const deliver = (claimed: typeof Claimed.Type) =>

@@ -18,11 +18,7 @@ export interface SqliteInboxOptions extends SqliteStore.SqliteStoreOptions {
 
 /** Opens (creating and migrating if needed) an inbox store for the lifetime of the scope. */
 export const make = (options: SqliteInboxOptions): Effect.Effect<InboxService, SqlError | MigrationError, Scope.Scope> =>
-  Effect.gen(function*() {
-    const store = yield* SqliteStore.open(options, SqlInbox.migrations, SqlInbox.migrationsTable)
-    if (options.business.setup) yield* store.write(options.business.setup(store.sql))
-    return SqlInbox.make(store, options.business)
-  })
+  Effect.flatMap(SqliteStore.open(options, SqlInbox.migrations, SqlInbox.migrationsTable), (store) => SqlInbox.make(store, options.business))
 
 /** A layer providing `Inbox` over one SQLite file. */
 export const layer = (options: SqliteInboxOptions): Layer.Layer<Inbox, SqlError | MigrationError> =>

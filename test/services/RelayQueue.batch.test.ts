@@ -5,7 +5,9 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import type { Claimed } from "../../src/domain/Outcomes.js"
-import { at, makeWorld } from "../support/world.js"
+import { backends, skippedBackends } from "../support/backends.js"
+import type { Backend } from "../support/backends.js"
+import { at } from "../support/world.js"
 import type { World } from "../support/world.js"
 
 // A mixed store: flows with several events, one quarantined head, one head in backoff.
@@ -27,107 +29,114 @@ const seed = (w: World) =>
 
 const ids = (claims: ReadonlyArray<typeof Claimed.Type>) => claims.map((c) => c.event.eventId)
 
-describe("claimBatch", () => {
-  for (const n of [1, 3, 5, 50]) {
-    it.scoped(`claimBatch(${n}) claims exactly what ${n} single claims would`, () =>
+
+const suite = (backend: Backend) => {
+  describe("claimBatch", () => {
+    for (const n of [1, 3, 5, 50]) {
+      it.scoped(`claimBatch(${n}) claims exactly what ${n} single claims would`, () =>
+        Effect.gen(function*() {
+          const single = yield* backend.world()
+          const batched = yield* backend.world()
+          yield* seed(single)
+          yield* seed(batched)
+          yield* at(3)
+          const one: Array<string> = []
+          for (let i = 0; i < n; i++) {
+            const outcome = yield* single.queue.claim
+            if (outcome._tag === "Claimed") one.push(outcome.event.eventId)
+          }
+          const many = yield* batched.queue.claimBatch(n)
+          expect(ids(many)).toEqual(one)
+          expect(new Set(many.map((c) => c.event.flowId)).size).toBe(many.length)
+          expect(yield* batched.queue.snapshot).toEqual(yield* single.queue.snapshot)
+        }))
+    }
+
+    it.scoped("claimBatch is empty when nothing is eligible and refuses a size outside 1..10000", () =>
       Effect.gen(function*() {
-        const single = yield* makeWorld()
-        const batched = yield* makeWorld()
-        yield* seed(single)
-        yield* seed(batched)
-        yield* at(3)
-        const one: Array<string> = []
-        for (let i = 0; i < n; i++) {
-          const outcome = yield* single.queue.claim
-          if (outcome._tag === "Claimed") one.push(outcome.event.eventId)
+        const w = yield* backend.world()
+        expect(yield* w.queue.claimBatch(4)).toEqual([])
+        for (const bad of [0, -1, 1.5, 10_001]) {
+          const exit = yield* Effect.exit(w.queue.claimBatch(bad))
+          expect(exit).toMatchObject({ _tag: "Failure", cause: { error: { _tag: "InvalidInput" } } })
         }
-        const many = yield* batched.queue.claimBatch(n)
-        expect(ids(many)).toEqual(one)
-        expect(new Set(many.map((c) => c.event.flowId)).size).toBe(many.length)
+      }))
+  })
+
+  describe("settleBatch", () => {
+    it.scoped("one outcome per item, the same as single settles, stale items included", () =>
+      Effect.gen(function*() {
+        const single = yield* backend.world({ maxDelta: 2 })
+        const batched = yield* backend.world({ maxDelta: 2 })
+        const replies = (w: World) =>
+          Effect.gen(function*() {
+            for (const flow of ["A", "B", "C", "D"]) {
+              for (let i = 1; i <= 2; i++) yield* w.queue.enqueue({ eventId: `${flow}${i}`, flowId: flow, body: { delta: i + (flow === "C" ? 5 : 0) } })
+            }
+            const claims = yield* w.queue.claimBatch(4)
+            const items = yield* Effect.forEach(claims, (claimed) =>
+              claimed.event.flowId === "D"
+                ? Effect.succeed({ token: claimed.token, reply: { _tag: "Retry", reason: "unavailable" } as const })
+                : Effect.map(w.deliver(claimed), (reply) => ({ token: claimed.token, reply })))
+            // A forged generation and a repeated token: both Stale.
+            return [...items, { token: { eventId: "A1", generation: 9 }, reply: { _tag: "Accepted" } as const }, items[1]!]
+          })
+        const singleItems = yield* replies(single)
+        const batchItems = yield* replies(batched)
+        const one = yield* Effect.forEach(singleItems, (item) => single.queue.settle(item.token, item.reply))
+        const many = yield* batched.queue.settleBatch(batchItems)
+        expect(many).toEqual(one)
+        expect(many.map((o) => o._tag)).toEqual(["Acked", "Acked", "Quarantined", "RetryScheduled", "Stale", "Stale"])
         expect(yield* batched.queue.snapshot).toEqual(yield* single.queue.snapshot)
       }))
-  }
 
-  it.scoped("claimBatch is empty when nothing is eligible and refuses a size outside 1..10000", () =>
-    Effect.gen(function*() {
-      const w = yield* makeWorld()
-      expect(yield* w.queue.claimBatch(4)).toEqual([])
-      for (const bad of [0, -1, 1.5, 10_001]) {
-        const exit = yield* Effect.exit(w.queue.claimBatch(bad))
+    it.scoped("one malformed item refuses the whole batch and settles nothing", () =>
+      Effect.gen(function*() {
+        const w = yield* backend.world()
+        yield* w.queue.enqueue({ eventId: "A1", flowId: "A", body: { delta: 1 } })
+        const claimed = yield* w.claim
+        const before = yield* w.queue.snapshot
+        const exit = yield* Effect.exit(
+          w.queue.settleBatch([{ token: claimed.token, reply: { _tag: "Accepted" } }, { token: claimed.token, reply: { _tag: "Nope" } as never }])
+        )
         expect(exit).toMatchObject({ _tag: "Failure", cause: { error: { _tag: "InvalidInput" } } })
-      }
-    }))
-})
+        expect(yield* w.queue.snapshot).toEqual(before)
+      }))
+  })
 
-describe("settleBatch", () => {
-  it.scoped("one outcome per item, the same as single settles, stale items included", () =>
-    Effect.gen(function*() {
-      const single = yield* makeWorld({ maxDelta: 2 })
-      const batched = yield* makeWorld({ maxDelta: 2 })
-      const replies = (w: World) =>
-        Effect.gen(function*() {
-          for (const flow of ["A", "B", "C", "D"]) {
-            for (let i = 1; i <= 2; i++) yield* w.queue.enqueue({ eventId: `${flow}${i}`, flowId: flow, body: { delta: i + (flow === "C" ? 5 : 0) } })
-          }
-          const claims = yield* w.queue.claimBatch(4)
-          const items = yield* Effect.forEach(claims, (claimed) =>
-            claimed.event.flowId === "D"
-              ? Effect.succeed({ token: claimed.token, reply: { _tag: "Retry", reason: "unavailable" } as const })
-              : Effect.map(w.deliver(claimed), (reply) => ({ token: claimed.token, reply })))
-          // A forged generation and a repeated token: both Stale.
-          return [...items, { token: { eventId: "A1", generation: 9 }, reply: { _tag: "Accepted" } as const }, items[1]!]
-        })
-      const singleItems = yield* replies(single)
-      const batchItems = yield* replies(batched)
-      const one = yield* Effect.forEach(singleItems, (item) => single.queue.settle(item.token, item.reply))
-      const many = yield* batched.queue.settleBatch(batchItems)
-      expect(many).toEqual(one)
-      expect(many.map((o) => o._tag)).toEqual(["Acked", "Acked", "Quarantined", "RetryScheduled", "Stale", "Stale"])
-      expect(yield* batched.queue.snapshot).toEqual(yield* single.queue.snapshot)
-    }))
+  describe("enqueueBatch", () => {
+    it.scoped("stores what single enqueues would, in order", () =>
+      Effect.gen(function*() {
+        const single = yield* backend.world()
+        const batched = yield* backend.world()
+        const inputs = ["A", "B", "A", "C", "A"].map((flowId, i) => ({ eventId: `e${i}`, flowId, body: { delta: i + 1 } }))
+        const one = yield* Effect.forEach(inputs, (input) => single.queue.enqueue(input))
+        const many = yield* batched.queue.enqueueBatch([...inputs, inputs[0]!])
+        expect(many).toEqual([...one, { _tag: "Existing", seq: 1 }])
+        expect(many.map((r) => r.seq)).toEqual([1, 1, 2, 1, 3, 1])
+        expect(yield* batched.queue.snapshot).toEqual(yield* single.queue.snapshot)
+      }))
 
-  it.scoped("one malformed item refuses the whole batch and settles nothing", () =>
-    Effect.gen(function*() {
-      const w = yield* makeWorld()
-      yield* w.queue.enqueue({ eventId: "A1", flowId: "A", body: { delta: 1 } })
-      const claimed = yield* w.claim
-      const before = yield* w.queue.snapshot
-      const exit = yield* Effect.exit(
-        w.queue.settleBatch([{ token: claimed.token, reply: { _tag: "Accepted" } }, { token: claimed.token, reply: { _tag: "Nope" } as never }])
-      )
-      expect(exit).toMatchObject({ _tag: "Failure", cause: { error: { _tag: "InvalidInput" } } })
-      expect(yield* w.queue.snapshot).toEqual(before)
-    }))
-})
+    it.scoped("one conflicting or invalid item refuses the whole batch and stores nothing", () =>
+      Effect.gen(function*() {
+        const w = yield* backend.world()
+        yield* w.queue.enqueue({ eventId: "A1", flowId: "A", body: { delta: 1 } })
+        const before = yield* w.queue.snapshot
+        const conflict = yield* Effect.exit(w.queue.enqueueBatch([
+          { eventId: "B1", flowId: "B", body: { delta: 1 } },
+          { eventId: "A1", flowId: "A", body: { delta: 2 } }
+        ]))
+        expect(conflict).toMatchObject({ _tag: "Failure", cause: { error: { _tag: "EnqueueConflict" } } })
+        const invalid = yield* Effect.exit(w.queue.enqueueBatch([
+          { eventId: "B1", flowId: "B", body: { delta: 1 } },
+          { eventId: "", flowId: "B", body: { delta: 1 } }
+        ]))
+        expect(invalid).toMatchObject({ _tag: "Failure", cause: { error: { _tag: "InvalidInput" } } })
+        expect(yield* w.queue.snapshot).toEqual(before)
+      }))
+  })
 
-describe("enqueueBatch", () => {
-  it.scoped("stores what single enqueues would, in order", () =>
-    Effect.gen(function*() {
-      const single = yield* makeWorld()
-      const batched = yield* makeWorld()
-      const inputs = ["A", "B", "A", "C", "A"].map((flowId, i) => ({ eventId: `e${i}`, flowId, body: { delta: i + 1 } }))
-      const one = yield* Effect.forEach(inputs, (input) => single.queue.enqueue(input))
-      const many = yield* batched.queue.enqueueBatch([...inputs, inputs[0]!])
-      expect(many).toEqual([...one, { _tag: "Existing", seq: 1 }])
-      expect(many.map((r) => r.seq)).toEqual([1, 1, 2, 1, 3, 1])
-      expect(yield* batched.queue.snapshot).toEqual(yield* single.queue.snapshot)
-    }))
+}
 
-  it.scoped("one conflicting or invalid item refuses the whole batch and stores nothing", () =>
-    Effect.gen(function*() {
-      const w = yield* makeWorld()
-      yield* w.queue.enqueue({ eventId: "A1", flowId: "A", body: { delta: 1 } })
-      const before = yield* w.queue.snapshot
-      const conflict = yield* Effect.exit(w.queue.enqueueBatch([
-        { eventId: "B1", flowId: "B", body: { delta: 1 } },
-        { eventId: "A1", flowId: "A", body: { delta: 2 } }
-      ]))
-      expect(conflict).toMatchObject({ _tag: "Failure", cause: { error: { _tag: "EnqueueConflict" } } })
-      const invalid = yield* Effect.exit(w.queue.enqueueBatch([
-        { eventId: "B1", flowId: "B", body: { delta: 1 } },
-        { eventId: "", flowId: "B", body: { delta: 1 } }
-      ]))
-      expect(invalid).toMatchObject({ _tag: "Failure", cause: { error: { _tag: "InvalidInput" } } })
-      expect(yield* w.queue.snapshot).toEqual(before)
-    }))
-})
+for (const backend of backends) describe(backend.name, () => suite(backend))
+for (const name of skippedBackends) describe.skip(name, () => it("contract suite", () => {}))

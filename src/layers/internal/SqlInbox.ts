@@ -12,20 +12,21 @@ import { Delivery } from "../../domain/Records.js"
 import type { DeliveryInput } from "../../domain/Records.js"
 import * as Faults from "../../services/Faults.js"
 import type { InboxBusiness, InboxService } from "../../services/Inbox.js"
-import { int } from "./Store.js"
+import { idType, int } from "./Store.js"
 import type { Store } from "./Store.js"
 
 /** Embedded migrations of the inbox store. */
 export const migrations: Record<string, Effect.Effect<void, SqlError, SqlClient>> = {
   "1_inbox_schema": Effect.gen(function*() {
     const sql = yield* SqlClient
+    const id = idType(sql)
     yield* sql`CREATE TABLE inbox_receipt (
-      event_id TEXT PRIMARY KEY,
-      flow_id TEXT NOT NULL,
+      event_id ${id} PRIMARY KEY,
+      flow_id ${id} NOT NULL,
       seq BIGINT NOT NULL,
       body TEXT NOT NULL,
       UNIQUE (flow_id, seq))`
-    yield* sql`CREATE TABLE inbox_progress (flow_id TEXT PRIMARY KEY, last_seq BIGINT NOT NULL)`
+    yield* sql`CREATE TABLE inbox_progress (flow_id ${id} PRIMARY KEY, last_seq BIGINT NOT NULL)`
   })
 }
 
@@ -42,8 +43,11 @@ class Refusal {
 
 const decodeDelivery = Schema.decodeUnknown(Delivery)
 
-/** Builds the inbox service over an opened store. */
-export const make = (store: Store, business: InboxBusiness): InboxService => {
+/** Builds the inbox service over an opened store, after the business step's own setup. */
+export const make = (store: Store, business: InboxBusiness): Effect.Effect<InboxService, SqlError> =>
+  Effect.as(business.setup ? store.write(business.setup(store.sql)) : Effect.void, service(store, business))
+
+const service = (store: Store, business: InboxBusiness): InboxService => {
   const { sql } = store
 
   const receive = (input: DeliveryInput) =>

@@ -13,20 +13,21 @@ import * as Protocol from "../../domain/Protocol.js"
 import type { AuditRecord, ClockRecord, EventRecord, EventState, FlowRecord, Token } from "../../domain/Records.js"
 import * as Faults from "../../services/Faults.js"
 import * as RelayQueue from "../../services/RelayQueue.js"
-import { int, intOrNull } from "./Store.js"
+import { idType, int, intOrNull } from "./Store.js"
 import type { Store } from "./Store.js"
 
 /** Embedded migrations of the queue store. */
 export const migrations: Record<string, Effect.Effect<void, SqlError, SqlClient>> = {
   "1_relay_schema": Effect.gen(function*() {
     const sql = yield* SqlClient
+    const id = idType(sql)
     yield* sql`CREATE TABLE relay_clock (
       id INTEGER PRIMARY KEY CHECK (id = 1),
       tick BIGINT NOT NULL,
       ticket BIGINT NOT NULL)`
     yield* sql`INSERT INTO relay_clock (id, tick, ticket) VALUES (1, 0, 0)`
     yield* sql`CREATE TABLE relay_flow (
-      flow_id TEXT PRIMARY KEY,
+      flow_id ${id} PRIMARY KEY,
       seq BIGINT NOT NULL,
       served BIGINT NOT NULL,
       head_seq BIGINT,
@@ -34,8 +35,8 @@ export const migrations: Record<string, Effect.Effect<void, SqlError, SqlClient>
     // The claim is an ordered walk of this index over flows whose head can become eligible.
     yield* sql`CREATE INDEX relay_flow_turn ON relay_flow (served, flow_id) WHERE eligible_at IS NOT NULL`
     yield* sql`CREATE TABLE relay_event (
-      event_id TEXT PRIMARY KEY,
-      flow_id TEXT NOT NULL,
+      event_id ${id} PRIMARY KEY,
+      flow_id ${id} NOT NULL,
       seq BIGINT NOT NULL,
       body TEXT NOT NULL,
       state TEXT NOT NULL CHECK (state IN ('ready', 'inflight', 'acked', 'quarantined')),

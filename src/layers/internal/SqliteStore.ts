@@ -8,7 +8,8 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
 import type { Connection } from "@effect/sql/SqlConnection"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
-import { Cause, Context, Effect, Option, Scope } from "effect"
+import { Cause, Effect, Scope } from "effect"
+import { commitFailuresAsErrors, isolated } from "./Store.js"
 import type { Store } from "./Store.js"
 
 /** Options common to every SQLite store. */
@@ -21,16 +22,6 @@ export interface SqliteStoreOptions {
 
 /** Default busy timeout. */
 export const DefaultBusyTimeoutMillis = 5_000
-
-// The ambient transaction of another client (say, the application's own database) must never be
-// borrowed by ours: every store operation starts from a context without one.
-const isolated = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-  Effect.mapInputContext(effect, (context: Context.Context<R>) => Context.omit(SqlClient.TransactionConnection)(context) as Context.Context<R>)
-
-// `makeWithTransaction` turns a failed COMMIT or ROLLBACK into a defect. A database failure is an
-// error the caller must see as one, so turn it back into a typed `SqlError`.
-const commitFailuresAsErrors = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
-  Effect.catchSomeDefect(effect, (defect) => (defect instanceof SqlError ? Option.some(Effect.fail(defect)) : Option.none()))
 
 const transaction = (client: SqlClient.SqlClient, begin: string) => {
   const run = (conn: Connection, statement: string) =>

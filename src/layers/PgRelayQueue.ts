@@ -1,0 +1,44 @@
+/**
+ * The queue on PostgreSQL, for many worker processes on many machines. Same contract and
+ * outcomes as `SqliteRelayQueue`; see docs/postgres.md for the locking design.
+ */
+import type { MigrationError } from "@effect/sql/Migrator"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Config, Effect, Either, Layer } from "effect"
+import type { ConfigError } from "effect/ConfigError"
+import type { Scope } from "effect"
+import { InvalidInput } from "../domain/Errors.js"
+import { makePolicy } from "../domain/Policy.js"
+import type { RelayPolicy } from "../domain/Policy.js"
+import { RelayQueue } from "../services/RelayQueue.js"
+import type { RelayQueueService } from "../services/RelayQueue.js"
+import * as PgStore from "./internal/PgStore.js"
+import * as SqlRelayQueue from "./internal/SqlRelayQueue.js"
+
+/** Options of a PostgreSQL queue store. */
+export interface PgRelayQueueOptions extends PgStore.PgStoreOptions {
+  /** Overrides of the seed policy. */
+  readonly policy?: Partial<RelayPolicy> | undefined
+}
+
+/** Errors of opening a queue store. */
+export type OpenError = SqlError | MigrationError | InvalidInput
+
+/** Opens (creating and migrating if needed) a queue store for the lifetime of the scope. */
+export const make = (options: PgRelayQueueOptions): Effect.Effect<RelayQueueService, OpenError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const policy = yield* Either.match(makePolicy(options.policy), {
+      onLeft: (message) => Effect.fail(new InvalidInput({ operation: "PgRelayQueue.make", message: `policy: ${message}` })),
+      onRight: Effect.succeed
+    })
+    const store = yield* PgStore.open(options, SqlRelayQueue.migrations, SqlRelayQueue.migrationsTable, "relay_queue")
+    return SqlRelayQueue.make(store, policy)
+  })
+
+/** A layer providing `RelayQueue` over a PostgreSQL database. */
+export const layer = (options: PgRelayQueueOptions): Layer.Layer<RelayQueue, OpenError> => Layer.scoped(RelayQueue, make(options))
+
+/** Like `layer`, reading its options from `Config`. */
+export const layerConfig = (
+  config: Config.Config.Wrap<PgRelayQueueOptions>
+): Layer.Layer<RelayQueue, OpenError | ConfigError> => Layer.scoped(RelayQueue, Effect.flatMap(Config.unwrap(config), make))

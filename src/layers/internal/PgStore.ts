@@ -1,0 +1,64 @@
+/**
+ * Opening a PostgreSQL store. Every write transaction first takes a transaction-scoped advisory
+ * lock for the store, so writes to one store are serialized exactly as SQLite's single writer
+ * serializes them: a claim sees every committed claim before it, the `(served, flow_id)` order is
+ * global, and no two workers can claim the same head.
+ */
+import * as Reactivity from "@effect/experimental/Reactivity"
+import * as Migrator from "@effect/sql/Migrator"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { SqlError } from "@effect/sql/SqlError"
+import * as PgClient from "@effect/sql-pg/PgClient"
+import { Cause, Effect, Redacted } from "effect"
+import type { Scope } from "effect"
+import { commitFailuresAsErrors, isolated } from "./Store.js"
+import type { Store } from "./Store.js"
+
+/** Options common to every PostgreSQL store. */
+export interface PgStoreOptions {
+  /** Connection URL, e.g. postgres://user@127.0.0.1:5432/db. */
+  readonly url: string | Redacted.Redacted
+  /** Largest number of pooled connections (default 10). */
+  readonly maxConnections?: number | undefined
+}
+
+/**
+ * Opens a PostgreSQL store and applies its migrations under the store's lock, so concurrent
+ * processes opening a new database do not race.
+ */
+export const open = (
+  options: PgStoreOptions,
+  migrations: Record<string, Effect.Effect<void, SqlError, SqlClient.SqlClient>>,
+  migrationsTable: string,
+  lockName: string
+): Effect.Effect<Store, SqlError | Migrator.MigrationError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const sql = yield* PgClient.make({
+      url: Redacted.isRedacted(options.url) ? options.url : Redacted.make(options.url),
+      maxConnections: options.maxConnections ?? 10,
+      applicationName: "fair-relay"
+    }).pipe(
+      Effect.provide(Reactivity.layer),
+      Effect.catchAllDefect((defect) =>
+        Effect.fail(new SqlError({ cause: Cause.squash(Cause.die(defect)), message: "cannot open PostgreSQL store" })))
+    )
+    // The lock key is per schema and store kind: two stores of one database in different schemas
+    // do not wait for each other.
+    const lock = sql`SELECT pg_advisory_xact_lock(hashtext(current_schema() || ${`/${lockName}`}))`
+    const write = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+      isolated(commitFailuresAsErrors(sql.withTransaction(Effect.zipRight(lock, effect))))
+    const read = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+      isolated(commitFailuresAsErrors(sql.withTransaction(
+        Effect.zipRight(sql`SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY`, effect)
+      )))
+    const store: Store = { sql, write, read }
+    yield* write(
+      Effect.gen(function*() {
+        // Created here so that the migrator finds it: a failed probe would abort the transaction.
+        yield* sql`CREATE TABLE IF NOT EXISTS ${sql(migrationsTable)} (
+          migration_id integer PRIMARY KEY, created_at timestamptz NOT NULL DEFAULT now(), name text NOT NULL)`
+        yield* Migrator.make({})({ loader: Migrator.fromRecord(migrations), table: migrationsTable })
+      })
+    ).pipe(Effect.provideService(SqlClient.SqlClient, sql))
+    return store
+  })

@@ -25,6 +25,10 @@ export * as TickClock from "./services/TickClock.js"
 export * as SqliteRelayQueue from "./layers/SqliteRelayQueue.js"
 /** The receiver on SQLite. */
 export * as SqliteInbox from "./layers/SqliteInbox.js"
+/** The queue on PostgreSQL. */
+export * as PgRelayQueue from "./layers/PgRelayQueue.js"
+/** The receiver on PostgreSQL. */
+export * as PgInbox from "./layers/PgInbox.js"
 
 /** Typed errors. */
 export {

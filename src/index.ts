@@ -5,17 +5,23 @@
 
 /** The queue service (enqueue, claim, settle, redrive, snapshot). */
 export { RelayQueue } from "./services/RelayQueue.js"
-export { MaxBatchSize } from "./services/RelayQueue.js"
-export type { EnqueueInput, RedriveInput, RelayQueueService, SettleInput, TokenInput } from "./services/RelayQueue.js"
+export { MaxBatchSize, MaxWeight } from "./services/RelayQueue.js"
+export type { EnqueueInput, FlowWeightInput, QueueStats, RedriveInput, RelayQueueService, SettleInput, TokenInput } from "./services/RelayQueue.js"
 /** The receiver service. */
 export { Inbox } from "./services/Inbox.js"
 export type { ApplyResult, InboxBusiness, InboxService, ReceiptRecord } from "./services/Inbox.js"
 /** How a worker reaches a receiver. */
 export { DeliveryFailed, Transport } from "./services/Transport.js"
 export type { TransportService } from "./services/Transport.js"
-/** The worker: claim → deliver → settle. */
-export { Relay } from "./services/Relay.js"
+/** The worker: claim → deliver → settle, and the worker daemon. */
+export { Relay, RelayConfigError, runConfig } from "./services/Relay.js"
 export type { BatchResult, RelayService, RunOptions, StepError, StepResult } from "./services/Relay.js"
+/** Every metric of the relay. */
+export * as Metrics from "./services/Metrics.js"
+/** A Transport over HTTP (@effect/platform HttpClient). */
+export * as HttpTransport from "./http/HttpTransport.js"
+/** The receiver's HTTP handler and a Node server for it. */
+export * as HttpInbox from "./http/HttpInbox.js"
 /** Fault injection points on the worker's path (tests, chaos). */
 export * as Faults from "./services/Faults.js"
 /** A logical clock for deterministic runs. */
@@ -48,7 +54,8 @@ export * from "./domain/Records.js"
 /** Ids and counters. */
 export { EventId, FlowId, Generation, MaxIdLength, Seq, Tick } from "./domain/Ids.js"
 /** The retry and lease policy. */
-export { backoff, defaultPolicy, makePolicy, RelayPolicy } from "./domain/Policy.js"
+export { backoff, defaultPolicy, makePolicy, RelayPolicy, retryDelay } from "./domain/Policy.js"
+export type { PolicyInput } from "./domain/Policy.js"
 /** Canonical JSON bodies. */
 export { canonicalize, DefaultMaxBodyBytes } from "./domain/Json.js"
 export type { CanonicalBody, Json } from "./domain/Json.js"

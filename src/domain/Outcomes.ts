@@ -17,8 +17,12 @@ export type EnqueueResult = typeof EnqueueResult.Type
 
 /** A head was claimed: deliver `event`, then settle with `token` before `leaseUntil`. */
 export const Claimed = Schema.TaggedStruct("Claimed", { token: Token, event: EventRecord, leaseUntil: Tick })
-/** No head is eligible now. */
-export const Idle = Schema.TaggedStruct("Idle", {})
+/**
+ * No head is eligible now. `wakeAt`, when present, is the earliest tick at which a head becomes
+ * eligible (a backoff ends or a lease expires); absent when only an enqueue or a redrive can
+ * make work.
+ */
+export const Idle = Schema.TaggedStruct("Idle", { wakeAt: Schema.optional(Tick) })
 /** Result of `claim`. */
 export const ClaimOutcome = Schema.Union(Claimed, Idle)
 /** @see ClaimOutcome */

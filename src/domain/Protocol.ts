@@ -8,16 +8,24 @@ import { ClockRegressed, EnqueueConflict, EventNotFound, GenerationMismatch, Mis
 import type { RedriveError } from "./Errors.js"
 import type { EventId, FlowId } from "./Ids.js"
 import type { DeliveryReply, SettleOutcome } from "./Outcomes.js"
-import { backoff } from "./Policy.js"
+import { retryDelay } from "./Policy.js"
 import type { RelayPolicy } from "./Policy.js"
 import type { ClockRecord, EventRecord, FlowRecord, Token } from "./Records.js"
 
 /**
- * Stores `max(tick, now)`, or refuses a clock that went backwards. Every write calls it first,
- * so a regressed caller changes nothing.
+ * Stores `max(tick, now)`. A clock that went backwards is refused in "strict" mode (so the caller
+ * changes nothing) and clamped to the persisted tick in "clamp" mode (`clamped` says so).
  */
-export const advanceClock = (clock: ClockRecord, now: number): Either.Either<ClockRecord, ClockRegressed> =>
-  now < clock.tick ? Either.left(new ClockRegressed({ now, tick: clock.tick })) : Either.right({ ...clock, tick: now })
+export const advanceClock = (
+  clock: ClockRecord,
+  now: number,
+  mode: RelayPolicy["clock"] = "strict"
+): Either.Either<{ readonly clock: ClockRecord; readonly clamped: boolean }, ClockRegressed> => {
+  if (now >= clock.tick) return Either.right({ clock: { ...clock, tick: now }, clamped: false })
+  return mode === "clamp"
+    ? Either.right({ clock, clamped: true })
+    : Either.left(new ClockRegressed({ now, tick: clock.tick }))
+}
 
 /**
  * The tick from which a head can be claimed: a ready head when its backoff ends, an inflight head
@@ -149,14 +157,16 @@ const unchanged = (outcome: SettleOutcome): SettleDecision => ({ outcome, next: 
 
 /**
  * Applies a reply to the event a token was issued for. A token that is not the event's current
- * claim is `Stale`; a lease that ran out is `Expired`; neither changes anything.
+ * claim is `Stale`; a lease that ran out is `Expired`; neither changes anything. `draw` in [0, 1)
+ * is the random draw used by full jitter.
  */
 export const settleEvent = (
   event: EventRecord | undefined,
   token: Token,
   reply: DeliveryReply,
   now: number,
-  policy: RelayPolicy
+  policy: RelayPolicy,
+  draw = 1
 ): SettleDecision => {
   if (event === undefined || event.generation !== token.generation || event.state !== "inflight") {
     return unchanged({ _tag: "Stale" })
@@ -170,7 +180,7 @@ export const settleEvent = (
       return quarantine(event, verdict.reason)
     case "Retry": {
       if (event.attempts >= policy.retryBudget) return quarantine(event, verdict.reason)
-      const nextAt = now + backoff(policy, event.attempts)
+      const nextAt = now + retryDelay(policy, event.attempts, draw)
       return { outcome: { _tag: "RetryScheduled", nextAt }, next: { ...event, state: "ready", nextAt, leaseUntil: null } }
     }
   }

@@ -9,7 +9,7 @@ import type { ConfigError } from "effect/ConfigError"
 import type { Scope } from "effect"
 import { InvalidInput } from "../domain/Errors.js"
 import { makePolicy } from "../domain/Policy.js"
-import type { RelayPolicy } from "../domain/Policy.js"
+import type { PolicyInput } from "../domain/Policy.js"
 import { RelayQueue } from "../services/RelayQueue.js"
 import type { RelayQueueService } from "../services/RelayQueue.js"
 import * as PgStore from "./internal/PgStore.js"
@@ -18,7 +18,7 @@ import * as SqlRelayQueue from "./internal/SqlRelayQueue.js"
 /** Options of a PostgreSQL queue store. */
 export interface PgRelayQueueOptions extends PgStore.PgStoreOptions {
   /** Overrides of the seed policy. */
-  readonly policy?: Partial<RelayPolicy> | undefined
+  readonly policy?: PolicyInput | undefined
 }
 
 /** Errors of opening a queue store. */

@@ -9,7 +9,7 @@ import type { ConfigError } from "effect/ConfigError"
 import type { Scope } from "effect"
 import { InvalidInput } from "../domain/Errors.js"
 import { makePolicy } from "../domain/Policy.js"
-import type { RelayPolicy } from "../domain/Policy.js"
+import type { PolicyInput } from "../domain/Policy.js"
 import { RelayQueue } from "../services/RelayQueue.js"
 import type { RelayQueueService } from "../services/RelayQueue.js"
 import * as SqlRelayQueue from "./internal/SqlRelayQueue.js"
@@ -18,7 +18,7 @@ import * as SqliteStore from "./internal/SqliteStore.js"
 /** Options of a SQLite queue store. */
 export interface SqliteRelayQueueOptions extends SqliteStore.SqliteStoreOptions {
   /** Overrides of the seed policy (lease 5, budget 3, base 2, cap 8, 1 MiB bodies). */
-  readonly policy?: Partial<RelayPolicy> | undefined
+  readonly policy?: PolicyInput | undefined
 }
 
 /** Errors of opening a queue store. */

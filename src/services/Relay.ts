@@ -1,17 +1,19 @@
 /**
- * The worker: claim a head, deliver it without holding the queue's lock, settle the reply.
+ * The worker: claim a head, deliver it without holding the queue's lock, settle the reply —
+ * once (`step`), in batches (`stepBatch`), or as a daemon of N concurrent workers (`run`).
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Context, Duration, Effect, Layer } from "effect"
+import { Cause, Config, Context, Deferred, Duration, Effect, Fiber, Layer, Metric, Schema } from "effect"
 import type { ClockRegressed, InvalidInput } from "../domain/Errors.js"
 import type { Claimed, DeliveryReply, SettleOutcome } from "../domain/Outcomes.js"
+import * as Metrics from "./Metrics.js"
 import { RelayQueue } from "./RelayQueue.js"
 import { Transport } from "./Transport.js"
 import type { DeliveryFailed } from "./Transport.js"
 
 /** What one step did. */
 export type StepResult =
-  | { readonly _tag: "Idle" }
+  | { readonly _tag: "Idle"; readonly wakeAt?: number | undefined }
   | {
     readonly _tag: "Delivered"
     readonly claimed: typeof Claimed.Type
@@ -19,37 +21,110 @@ export type StepResult =
     readonly outcome: SettleOutcome
   }
 
-/** Errors of a step: the queue's, or a delivery that got no reply (no settle is written then). */
-export type StepError = ClockRegressed | InvalidInput | SqlError | DeliveryFailed
-
 /** What one batched step did: replies settled, and deliveries that got no reply (left to their lease). */
 export interface BatchResult {
   readonly delivered: ReadonlyArray<Extract<StepResult, { readonly _tag: "Delivered" }>>
   readonly failed: ReadonlyArray<{ readonly claimed: typeof Claimed.Type; readonly error: DeliveryFailed }>
 }
 
-/** Options of the polling loop. */
+/** Errors of a step: the queue's, or a delivery that got no reply (no settle is written then). */
+export type StepError = ClockRegressed | InvalidInput | SqlError | DeliveryFailed
+
+/** Options of the worker daemon. */
 export interface RunOptions {
-  /** How long to sleep after an idle claim (default 100 ms). */
-  readonly idleDelay?: Duration.DurationInput | undefined
+  /** Concurrent workers (fibers) in this process (default 1). */
+  readonly workers?: number | undefined
   /** Claim and settle this many heads per transaction (default 1: single steps). */
   readonly batchSize?: number | undefined
+  /** Longest sleep when nothing is eligible; a local enqueue wakes workers at once (default 1 s). */
+  readonly pollInterval?: Duration.DurationInput | undefined
+  /** A delivery without a reply by then is settled as `Retry` (default 30 s). Must be shorter than the lease. */
+  readonly deliveryTimeout?: Duration.DurationInput | undefined
+  /** On interruption, how long in-flight steps may finish before they are interrupted (default 10 s). */
+  readonly shutdownGrace?: Duration.DurationInput | undefined
+  /** How often the queue-depth gauges are sampled (default 10 s; `null`: never). Sampling counts events by state. */
+  readonly metricsInterval?: Duration.DurationInput | null | undefined
 }
+
+/** Options that cannot work together; nothing was started. */
+export class RelayConfigError extends Schema.TaggedError<RelayConfigError>()("RelayConfigError", {
+  message: Schema.String
+}) {}
 
 /** The worker operations. */
 export interface RelayService {
-  /** One claim → deliver → settle. */
+  /** One claim → deliver → settle; a delivery failure fails the step (nothing is settled). */
   readonly step: Effect.Effect<StepResult, StepError>
   /** Claims up to `size` heads in one transaction, delivers them, settles the replies in one transaction. */
   readonly stepBatch: (size: number) => Effect.Effect<BatchResult, Exclude<StepError, DeliveryFailed>>
-  /** Steps forever, sleeping `idleDelay` whenever nothing is eligible. */
-  readonly run: (options?: RunOptions) => Effect.Effect<never, StepError>
+  /**
+   * Runs N workers until interrupted. Delivery timeouts and transport failures are settled as
+   * `Retry` (with the cause logged); queue errors are logged and retried after a poll interval.
+   * Interruption stops claiming, lets in-flight steps finish within the grace period, then
+   * interrupts them (an interrupted delivery writes no settle: its lease lapses).
+   */
+  readonly run: (options?: RunOptions) => Effect.Effect<never, RelayConfigError>
 }
+
+/** `RunOptions` from configuration (environment variables by default), e.g. `FAIR_RELAY_WORKERS=4`. */
+export const runConfig: Config.Config<RunOptions> = Config.all({
+  workers: Config.integer("FAIR_RELAY_WORKERS").pipe(Config.withDefault(1)),
+  batchSize: Config.integer("FAIR_RELAY_BATCH_SIZE").pipe(Config.withDefault(1)),
+  pollInterval: Config.duration("FAIR_RELAY_POLL_INTERVAL").pipe(Config.withDefault(Duration.seconds(1))),
+  deliveryTimeout: Config.duration("FAIR_RELAY_DELIVERY_TIMEOUT").pipe(Config.withDefault(Duration.seconds(30))),
+  shutdownGrace: Config.duration("FAIR_RELAY_SHUTDOWN_GRACE").pipe(Config.withDefault(Duration.seconds(10)))
+})
+
+interface Settings {
+  readonly workers: number
+  readonly batchSize: number
+  readonly pollInterval: Duration.Duration
+  readonly deliveryTimeout: Duration.Duration
+  readonly shutdownGrace: Duration.Duration
+  readonly metricsInterval: Duration.Duration | null
+}
+
+const settingsOf = (options: RunOptions | undefined, leaseTicks: number): Effect.Effect<Settings, RelayConfigError> =>
+  Effect.gen(function*() {
+    const fail = (message: string) => Effect.fail(new RelayConfigError({ message }))
+    const duration = (name: string, value: Duration.DurationInput | undefined, fallback: Duration.Duration) =>
+      Effect.suspend(() => {
+        if (value === undefined) return Effect.succeed(fallback)
+        const decoded = Duration.decodeUnknown(value)
+        return decoded._tag === "Some" && Duration.isFinite(decoded.value)
+          ? Effect.succeed(decoded.value)
+          : fail(`${name} must be a finite duration, got ${String(value)}`)
+      })
+    const count = (name: string, value: number | undefined, fallback: number) =>
+      value === undefined ? Effect.succeed(fallback) : Number.isInteger(value) && value >= 1 && value <= 10_000
+      ? Effect.succeed(value)
+      : fail(`${name} must be an integer from 1 to 10000, got ${value}`)
+    const settings: Settings = {
+      workers: yield* count("workers", options?.workers, 1),
+      batchSize: yield* count("batchSize", options?.batchSize, 1),
+      pollInterval: yield* duration("pollInterval", options?.pollInterval, Duration.seconds(1)),
+      deliveryTimeout: yield* duration("deliveryTimeout", options?.deliveryTimeout, Duration.seconds(30)),
+      shutdownGrace: yield* duration("shutdownGrace", options?.shutdownGrace, Duration.seconds(10)),
+      metricsInterval: options?.metricsInterval === null
+        ? null
+        : yield* duration("metricsInterval", options?.metricsInterval, Duration.seconds(10))
+    }
+    // A claim outliving its lease could be claimed again while the first delivery still runs.
+    if (leaseTicks <= Duration.toMillis(settings.deliveryTimeout)) {
+      return yield* fail(
+        `the lease (${leaseTicks} ms) must be longer than the delivery timeout (${Duration.format(settings.deliveryTimeout)})`
+      )
+    }
+    return settings
+  })
 
 /** Builds a worker over a queue and a transport. */
 export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = Effect.gen(function*() {
   const queue = yield* RelayQueue
   const transport = yield* Transport
+
+  const deliver = (claimed: typeof Claimed.Type) =>
+    transport.deliver({ eventId: claimed.event.eventId, flowId: claimed.event.flowId, seq: claimed.event.seq, body: claimed.event.body })
 
   const step: Effect.Effect<StepResult, StepError> = Effect.gen(function*() {
     const claimed = yield* queue.claim
@@ -58,9 +133,6 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
     const outcome = yield* queue.settle(claimed.token, reply)
     return { _tag: "Delivered", claimed, reply, outcome } as const
   }).pipe(Effect.withSpan("Relay.step"))
-
-  const deliver = (claimed: typeof Claimed.Type) =>
-    transport.deliver({ eventId: claimed.event.eventId, flowId: claimed.event.flowId, seq: claimed.event.seq, body: claimed.event.body })
 
   const stepBatch = (size: number) =>
     Effect.gen(function*() {
@@ -82,14 +154,115 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
       }
     }).pipe(Effect.withSpan("Relay.stepBatch"))
 
-  const run = (options?: RunOptions) => {
-    const idle = Duration.decode(options?.idleDelay ?? Duration.millis(100))
-    const size = options?.batchSize ?? 1
-    const once: Effect.Effect<boolean, StepError> = size <= 1
-      ? Effect.map(step, (result) => result._tag !== "Idle")
-      : Effect.map(stepBatch(size), (result) => result.delivered.length + result.failed.length > 0)
-    return Effect.forever(Effect.flatMap(once, (busy) => (busy ? Effect.void : Effect.sleep(idle))))
-  }
+  /**
+   * A delivery that always ends in a reply: a timeout, a transport failure or a defect becomes
+   * `Retry` with the cause logged; only interruption passes through (then nothing is settled).
+   */
+  const deliverOrRetry = (claimed: typeof Claimed.Type, timeout: Duration.Duration) =>
+    deliver(claimed).pipe(
+      Effect.timeout(timeout),
+      Effect.timed,
+      Effect.tap(([elapsed]) => Metric.update(Metrics.deliveryLatency, Duration.toMillis(elapsed))),
+      Effect.map(([, reply]) => reply),
+      Effect.catchAllCause((cause): Effect.Effect<DeliveryReply> => {
+        if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
+        const failure = Cause.squash(cause)
+        const reason = Cause.isFailType(cause) && cause.error._tag === "TimeoutException"
+          ? `delivery timeout after ${Duration.format(timeout)}`
+          : `transport: ${failure instanceof Error ? failure.message : String(failure)}`
+        return Effect.logWarning("delivery got no reply; settling as Retry", cause).pipe(
+          Effect.zipRight(Metric.increment(Metrics.deliveryFailures)),
+          Effect.as({ _tag: "Retry", reason } as const)
+        )
+      }),
+      Effect.annotateLogs({ eventId: claimed.event.eventId, flowId: claimed.event.flowId, generation: claimed.token.generation })
+    )
+
+  /** One unit of daemon work; `wakeAt`/`busy` say how long to sleep afterwards. */
+  const work = (settings: Settings): Effect.Effect<{ readonly busy: boolean; readonly wakeAt?: number | undefined }, StepError> =>
+    settings.batchSize <= 1
+      ? Effect.gen(function*() {
+        const claimed = yield* queue.claim
+        if (claimed._tag === "Idle") return { busy: false, wakeAt: claimed.wakeAt }
+        const reply = yield* deliverOrRetry(claimed, settings.deliveryTimeout)
+        yield* queue.settle(claimed.token, reply)
+        return { busy: true }
+      })
+      : Effect.gen(function*() {
+        const claims = yield* queue.claimBatch(settings.batchSize)
+        if (claims.length === 0) return { busy: false }
+        const replies = yield* Effect.forEach(claims, (claimed) => deliverOrRetry(claimed, settings.deliveryTimeout), {
+          concurrency: "unbounded"
+        })
+        yield* queue.settleBatch(claims.map((claimed, i) => ({ token: claimed.token, reply: replies[i]! })))
+        return { busy: true }
+      })
+
+  const run = (options?: RunOptions): Effect.Effect<never, RelayConfigError> =>
+    Effect.gen(function*() {
+      const settings = yield* settingsOf(options, queue.policy.leaseTicks)
+      const stopping = yield* Deferred.make<void>()
+      const stopped = Deferred.isDone(stopping)
+
+      const sleepIdle = (wakeAt: number | undefined) =>
+        Effect.gen(function*() {
+          const now = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
+          const poll = Duration.toMillis(settings.pollInterval)
+          const millis = wakeAt === undefined ? poll : Math.min(poll, Math.max(0, wakeAt - now))
+          yield* Effect.raceAll([Effect.sleep(Duration.millis(millis)), queue.awaitWork, Deferred.await(stopping)])
+        })
+
+      const worker = (id: number) =>
+        Effect.gen(function*() {
+          while (!(yield* stopped)) {
+            const result: { readonly busy: boolean; readonly wakeAt?: number | undefined } = yield* work(settings).pipe(
+              Effect.catchAllCause((cause) =>
+                Effect.as(Effect.logWarning("relay step failed; retrying after the poll interval", cause), { busy: false })
+              )
+            )
+            if (!result.busy) yield* sleepIdle(result.wakeAt)
+          }
+        }).pipe(Effect.annotateLogs({ worker: id }), Effect.withSpan("Relay.worker", { attributes: { worker: id } }))
+
+      const sampler = settings.metricsInterval === null ? Effect.void : Effect.gen(function*() {
+        const interval = settings.metricsInterval!
+        while (!(yield* stopped)) {
+          yield* queue.stats.pipe(
+            Effect.tap((stats) =>
+              Effect.forEach(Object.entries(stats.byState), ([state, n]) => Metric.set(Metric.tagged(Metrics.depth, "state", state), n))
+            ),
+            Effect.tap((stats) => Metric.set(Metrics.oldestEligibleAge, stats.oldestEligibleAgeMillis)),
+            Effect.catchAllCause((cause) => Effect.logWarning("sampling queue metrics failed", cause))
+          )
+          yield* Effect.race(Effect.sleep(interval), Deferred.await(stopping))
+        }
+      })
+
+      // Daemon fibers: interrupting `run` must not interrupt a step half-way; shutdown below does
+      // it in order (stop claiming, wait the grace period, then interrupt).
+      const fibers = yield* Effect.forEach(
+        Array.from({ length: settings.workers }, (_, i) => i),
+        (i) => Effect.forkDaemon(worker(i))
+      )
+      const sampling = yield* Effect.forkDaemon(sampler)
+      yield* Effect.logInfo("relay started").pipe(Effect.annotateLogs({ workers: settings.workers, batchSize: settings.batchSize }))
+      return yield* Effect.never.pipe(
+        Effect.onInterrupt(() =>
+          Effect.gen(function*() {
+            yield* Deferred.succeed(stopping, undefined)
+            // Finalizers run uninterruptibly; the join must stay interruptible or the grace timeout
+            // could never cut it short.
+            const finished = yield* Effect.interruptible(Fiber.joinAll(fibers)).pipe(
+              Effect.timeout(settings.shutdownGrace),
+              Effect.isSuccess
+            )
+            if (!finished) yield* Effect.logWarning("relay shutdown grace elapsed; interrupting in-flight steps")
+            yield* Fiber.interruptAll([...fibers, sampling])
+            yield* Effect.logInfo("relay stopped")
+          })
+        )
+      )
+    })
 
   return { step, stepBatch, run }
 })

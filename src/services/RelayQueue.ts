@@ -14,7 +14,7 @@ import type { Claimed, ClaimOutcome, EnqueueResult, Redriven, SettleOutcome } fr
 import { isBlankReason } from "../domain/Protocol.js"
 import type { RedriveRequest } from "../domain/Protocol.js"
 import type { RelayPolicy } from "../domain/Policy.js"
-import type { Snapshot, Token } from "../domain/Records.js"
+import type { ClockRecord, EventState, Snapshot, Token } from "../domain/Records.js"
 
 /** A new event as a caller writes it. */
 export interface EnqueueInput {
@@ -53,8 +53,18 @@ export interface RedriveInput {
   readonly reason: string
 }
 
+/** Counts for monitoring: events by state, eligible heads, and how long the oldest has waited. */
+export interface QueueStats {
+  readonly byState: Readonly<Record<EventState, number>>
+  readonly eligibleHeads: number
+  readonly oldestEligibleAgeMillis: number
+  readonly clock: ClockRecord
+}
+
 /** The queue operations. Every write runs in one transaction holding the write lock from its start. */
 export interface RelayQueueService {
+  /** The policy this queue was opened with. */
+  readonly policy: RelayPolicy
   /** Stores a new event at the next seq of its flow, or recognises one already stored. */
   readonly enqueue: (
     input: EnqueueInput
@@ -89,8 +99,12 @@ export interface RelayQueueService {
   ) => Effect.Effect<ReadonlyArray<SettleOutcome>, ClockRegressed | InvalidInput | SqlError>
   /** Releases a quarantined head under a new generation, with an audited reason. */
   readonly redrive: (input: RedriveInput) => Effect.Effect<Redriven, RedriveError | ClockRegressed | InvalidInput | SqlError>
-  /** The whole store, read in one transaction. */
+  /** The whole store, read in one transaction (for tests and small stores; see `stats`). */
   readonly snapshot: Effect.Effect<Snapshot, SqlError>
+  /** Monitoring counts, read in one transaction (counting by state scans the event table). */
+  readonly stats: Effect.Effect<QueueStats, SqlError>
+  /** Completes when this queue instance gets new work (enqueue, redrive, an ack); for sleeping workers. */
+  readonly awaitWork: Effect.Effect<void>
 }
 
 /** The queue service. */

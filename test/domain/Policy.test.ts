@@ -14,7 +14,9 @@ const policyArb = fc.record({
   backoffBase: fc.integer({ min: 0, max: 10_000 }),
   backoffCap: fc.integer({ min: 0, max: 10_000 }),
   maxBodyBytes: fc.integer({ min: 1, max: DefaultMaxBodyBytes }),
-  admission: fc.constantFrom("seed" as const, "tail" as const)
+  admission: fc.constantFrom("seed" as const, "tail" as const),
+  jitter: fc.constant("none" as const),
+  clock: fc.constantFrom("strict" as const, "clamp" as const)
 })
 
 describe("defaultPolicy", () => {

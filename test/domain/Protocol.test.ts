@@ -43,8 +43,13 @@ describe("advanceClock", () => {
   })
 
   it("accepts the same tick and a later one", () => {
-    expect(rightOf(advanceClock({ tick: 10, ticket: 4 }, 10))).toEqual({ tick: 10, ticket: 4 })
-    expect(rightOf(advanceClock({ tick: 10, ticket: 4 }, 12))).toEqual({ tick: 12, ticket: 4 })
+    expect(rightOf(advanceClock({ tick: 10, ticket: 4 }, 10))).toEqual({ clock: { tick: 10, ticket: 4 }, clamped: false })
+    expect(rightOf(advanceClock({ tick: 10, ticket: 4 }, 12))).toEqual({ clock: { tick: 12, ticket: 4 }, clamped: false })
+  })
+
+  it("in clamp mode uses the persisted tick for a clock that is behind, and says so", () => {
+    expect(rightOf(advanceClock({ tick: 10, ticket: 4 }, 9, "clamp"))).toEqual({ clock: { tick: 10, ticket: 4 }, clamped: true })
+    expect(rightOf(advanceClock({ tick: 10, ticket: 4 }, 11, "clamp"))).toEqual({ clock: { tick: 11, ticket: 4 }, clamped: false })
   })
 
   it.prop("stores max(tick, now) or refuses now < tick, never touching the ticket", [tick, tick, fc.nat()], ([t, now, ticket]) => {
@@ -56,7 +61,7 @@ describe("advanceClock", () => {
       expect(error._tag).toBe("ClockRegressed")
       expect({ now: error.now, tick: error.tick }).toEqual({ now, tick: t })
     } else {
-      expect(rightOf(result)).toEqual({ tick: Math.max(t, now), ticket })
+      expect(rightOf(result)).toEqual({ clock: { tick: Math.max(t, now), ticket }, clamped: false })
     }
     expect(clock).toEqual(before)
   })

@@ -71,7 +71,8 @@ const suite = (backend: Backend) => {
         expect(yield* w.step).toMatchObject({ eventId: "B1", outcome: { _tag: "Acked" } })
 
         yield* at(1)
-        expect(yield* w.queue.claim).toEqual({ _tag: "Idle" })
+        // Idle, and it says when A1's backoff ends.
+        expect(yield* w.queue.claim).toEqual({ _tag: "Idle", wakeAt: 2 })
 
         yield* at(2)
         const second = yield* w.claim
@@ -79,7 +80,7 @@ const suite = (backend: Backend) => {
         expect(yield* w.queue.settle(second.token, unavailable)).toEqual({ _tag: "RetryScheduled", nextAt: 6 })
 
         yield* at(5)
-        expect(yield* w.queue.claim).toEqual({ _tag: "Idle" })
+        expect(yield* w.queue.claim).toEqual({ _tag: "Idle", wakeAt: 6 })
 
         yield* at(6)
         const third = yield* w.claim

@@ -4,7 +4,7 @@
  */
 import { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect, Either } from "effect"
+import { Effect, Either, Metric, Random } from "effect"
 import type { EventId, FlowId } from "../../domain/Ids.js"
 import { parseStored } from "../../domain/Json.js"
 import type { Claimed, ClaimOutcome, DeliveryReply, EnqueueResult, Redriven, SettleOutcome } from "../../domain/Outcomes.js"
@@ -12,6 +12,7 @@ import type { RelayPolicy } from "../../domain/Policy.js"
 import * as Protocol from "../../domain/Protocol.js"
 import type { AuditRecord, ClockRecord, EventRecord, EventState, FlowRecord, Token } from "../../domain/Records.js"
 import * as Faults from "../../services/Faults.js"
+import * as Metrics from "../../services/Metrics.js"
 import * as RelayQueue from "../../services/RelayQueue.js"
 import { idType, int, intOrNull } from "./Store.js"
 import type { Store } from "./Store.js"
@@ -58,6 +59,11 @@ export const migrations: Record<string, Effect.Effect<void, SqlError, SqlClient>
     const sql = yield* SqlClient
     yield* sql`ALTER TABLE relay_flow ADD COLUMN weight BIGINT NOT NULL DEFAULT 1`
     yield* sql`ALTER TABLE relay_flow ADD COLUMN burst BIGINT NOT NULL DEFAULT 0`
+  }),
+  "3_flow_wake": Effect.gen(function*() {
+    const sql = yield* SqlClient
+    // An idle claim reports when the next head becomes eligible: the least eligible_at.
+    yield* sql`CREATE INDEX relay_flow_wake ON relay_flow (eligible_at) WHERE eligible_at IS NOT NULL`
   })
 }
 
@@ -97,9 +103,32 @@ const toAudit = (row: Row): AuditRecord => ({
   tick: int(row.tick)
 })
 
+/**
+ * Wakes this process's sleeping workers when work arrives through this queue instance (an
+ * enqueue, a redrive, an ack that exposes the next head). Other processes poll.
+ */
+const makeWake = () => {
+  let waiters: Array<() => void> = []
+  return {
+    signal: Effect.sync(() => {
+      const woken = waiters
+      waiters = []
+      for (const resume of woken) resume()
+    }),
+    await: Effect.async<void>((resume) => {
+      const waiter = () => resume(Effect.void)
+      waiters.push(waiter)
+      return Effect.sync(() => {
+        waiters = waiters.filter((w) => w !== waiter)
+      })
+    })
+  }
+}
+
 /** Builds the queue service over an opened store. */
 export const make = (store: Store, policy: RelayPolicy): RelayQueue.RelayQueueService => {
   const { sql } = store
+  const wake = makeWake()
 
   const readClock = Effect.map(
     sql<Row>`SELECT tick, ticket FROM relay_clock WHERE id = 1`,
@@ -122,10 +151,11 @@ export const make = (store: Store, policy: RelayPolicy): RelayQueue.RelayQueueSe
       const now = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
       const result = yield* store.write(
         Effect.gen(function*() {
-          const clock = yield* Either.match(Protocol.advanceClock(yield* readClock, now), {
+          const { clamped, clock } = yield* Either.match(Protocol.advanceClock(yield* readClock, now, policy.clock), {
             onLeft: Effect.fail,
             onRight: Effect.succeed
           })
+          if (clamped) yield* Metric.increment(Metrics.clockClamped)
           const [value, after] = yield* body(clock)
           yield* writeClock(after)
           if (faults) yield* Faults.hit(faults.before)
@@ -199,9 +229,14 @@ export const make = (store: Store, policy: RelayPolicy): RelayQueue.RelayQueueSe
   const setWeight = (flowId: string, weight: number) =>
     sql`UPDATE relay_flow SET weight = ${weight}, burst = 0 WHERE flow_id = ${flowId}`
 
+  const enqueued = (results: ReadonlyArray<EnqueueResult>) => {
+    const added = results.filter((r) => r._tag === "Enqueued").length
+    return added === 0 ? Effect.void : Effect.zipRight(Metric.incrementBy(Metrics.enqueued, added), wake.signal)
+  }
+
   const enqueue = (input: RelayQueue.EnqueueInput) =>
     Effect.flatMap(RelayQueue.decodeEnqueue(input, policy), (command) =>
-      writeOp("enqueue", (clock) => enqueueOne(command, clock)))
+      writeOp("enqueue", (clock) => enqueueOne(command, clock)).pipe(Effect.tap((result) => enqueued([result]))))
 
   const enqueueBatch = (inputs: ReadonlyArray<RelayQueue.EnqueueInput>) =>
     Effect.flatMap(RelayQueue.decodeEnqueueBatch(inputs, policy), (commands) =>
@@ -215,7 +250,7 @@ export const make = (store: Store, policy: RelayPolicy): RelayQueue.RelayQueueSe
             current = after
           }
           return [results as ReadonlyArray<EnqueueResult>, current] as const
-        })))
+        })).pipe(Effect.tap(enqueued)))
 
   const setFlowWeight = (input: RelayQueue.FlowWeightInput) =>
     Effect.flatMap(RelayQueue.decodeFlowWeight(input), ({ flowId, weight }) =>
@@ -235,8 +270,10 @@ export const make = (store: Store, policy: RelayPolicy): RelayQueue.RelayQueueSe
   /** Claims up to `limit` eligible heads in turn order, one per flow, each with its own ticket. */
   const claimUpTo = (limit: number, clock: ClockRecord) =>
     Effect.gen(function*() {
+      // `+eligible_at` keeps the planner on the turn index (an ordered walk that stops at `limit`)
+      // instead of the wake index (a range over every eligible flow, then a sort).
       const turns = yield* sql<Row>`SELECT flow_id, head_seq, served, weight, burst FROM relay_flow
-        WHERE eligible_at IS NOT NULL AND eligible_at <= ${clock.tick}
+        WHERE eligible_at IS NOT NULL AND +eligible_at <= ${clock.tick}
         ORDER BY served, flow_id LIMIT ${limit}`
       const claims: Array<typeof Claimed.Type> = []
       let ticket = clock.ticket
@@ -263,23 +300,44 @@ export const make = (store: Store, policy: RelayPolicy): RelayQueue.RelayQueueSe
 
   const claimFaults = { before: "claim:before-commit", after: "claim:after-commit" } as const
 
+  /** The earliest tick at which a head becomes eligible, if any will without new work. */
+  const wakeAt = Effect.map(
+    sql<Row>`SELECT MIN(eligible_at) AS wake FROM relay_flow WHERE eligible_at IS NOT NULL`,
+    (rows) => intOrNull(rows[0]?.wake)
+  )
+
+  const idle = Effect.map(wakeAt, (at): ClaimOutcome => (at === null ? { _tag: "Idle" } : { _tag: "Idle", wakeAt: at }))
+
+  const countClaims = (claims: ReadonlyArray<typeof Claimed.Type>) =>
+    claims.length === 0 ? Metric.increment(Metrics.idleClaims) : Metric.incrementBy(Metrics.claims, claims.length)
+
   const claim = writeOp(
     "claim",
     (clock) =>
-      Effect.map(claimUpTo(1, clock), ([claims, after]) => [claims[0] ?? ({ _tag: "Idle" } as ClaimOutcome), after] as const),
+      Effect.flatMap(claimUpTo(1, clock), ([claims, after]) => {
+        const first = claims[0]
+        if (first === undefined) return Effect.map(idle, (outcome) => [outcome, after] as const)
+        return Effect.as(
+          Effect.annotateCurrentSpan({ eventId: first.event.eventId, flowId: first.event.flowId, generation: first.token.generation }),
+          [first as ClaimOutcome, after] as const
+        )
+      }),
     claimFaults
-  )
+  ).pipe(Effect.tap((outcome) => countClaims(outcome._tag === "Claimed" ? [outcome] : [])))
 
   const claimBatch = (limit: number) =>
-    Effect.flatMap(RelayQueue.decodeBatchSize(limit), (n) => writeOp("claimBatch", (clock) => claimUpTo(n, clock), claimFaults))
+    Effect.flatMap(RelayQueue.decodeBatchSize(limit), (n) =>
+      writeOp("claimBatch", (clock) => claimUpTo(n, clock), claimFaults).pipe(Effect.tap(countClaims)))
 
   const settleOne = (token: Token, reply: DeliveryReply, clock: ClockRecord) =>
     Effect.gen(function*() {
-      const decision = Protocol.settleEvent(yield* eventById(token.eventId), token, reply, clock.tick, policy)
+      const draw = policy.jitter === "full" ? yield* Random.next : 1
+      const decision = Protocol.settleEvent(yield* eventById(token.eventId), token, reply, clock.tick, policy, draw)
       if (decision.next !== undefined) {
         yield* updateEvent(decision.next)
         yield* syncHead(decision.next)
       }
+      yield* Metric.increment(Metric.tagged(Metrics.settles, "outcome", decision.outcome._tag))
       return decision.outcome
     })
 
@@ -287,7 +345,11 @@ export const make = (store: Store, policy: RelayPolicy): RelayQueue.RelayQueueSe
 
   const settle = (token: RelayQueue.TokenInput, reply: unknown) =>
     Effect.flatMap(RelayQueue.decodeSettle(token, reply), ([token, reply]) =>
-      writeOp("settle", (clock) => Effect.map(settleOne(token, reply, clock), (outcome) => [outcome, clock] as const), settleFaults))
+      writeOp("settle", (clock) => Effect.map(settleOne(token, reply, clock), (outcome) => [outcome, clock] as const), settleFaults)
+        .pipe(
+          Effect.tap((outcome) => (outcome._tag === "Acked" ? wake.signal : Effect.void)),
+          Effect.annotateSpans({ eventId: token.eventId, generation: token.generation })
+        ))
 
   const settleBatch = (items: ReadonlyArray<RelayQueue.SettleInput>) =>
     Effect.flatMap(RelayQueue.decodeSettleBatch(items), (decoded) =>
@@ -314,7 +376,7 @@ export const make = (store: Store, policy: RelayPolicy): RelayQueue.RelayQueueSe
           yield* sql`INSERT INTO relay_audit (event_id, reason, generation, tick)
             VALUES (${next.eventId}, ${request.reason}, ${next.generation}, ${clock.tick})`
           return [{ _tag: "Redriven", generation: next.generation } as Redriven, clock] as const
-        })))
+        })).pipe(Effect.zipLeft(Metric.increment(Metrics.redrives)), Effect.zipLeft(wake.signal)))
 
   const snapshot = store.read(
     Effect.all({
@@ -325,5 +387,37 @@ export const make = (store: Store, policy: RelayPolicy): RelayQueue.RelayQueueSe
     })
   ).pipe(Effect.withSpan("RelayQueue.snapshot"))
 
-  return { enqueue, enqueueBatch, setFlowWeight, claim, claimBatch, settle, settleBatch, redrive, snapshot }
+  const stats = store.read(
+    Effect.gen(function*() {
+      const now = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
+      const counts = yield* sql<Row>`SELECT state, COUNT(*) AS n FROM relay_event GROUP BY state`
+      const byState = { ready: 0, inflight: 0, acked: 0, quarantined: 0 }
+      for (const row of counts) byState[row.state as EventState] = int(row.n)
+      const [oldest] = yield* sql<Row>`SELECT MIN(eligible_at) AS at FROM relay_flow
+        WHERE eligible_at IS NOT NULL AND eligible_at <= ${now}`
+      const oldestAt = intOrNull(oldest?.at)
+      const [eligible] = yield* sql<Row>`SELECT COUNT(*) AS n FROM relay_flow WHERE eligible_at IS NOT NULL AND eligible_at <= ${now}`
+      return {
+        byState,
+        eligibleHeads: int(eligible?.n ?? 0),
+        oldestEligibleAgeMillis: oldestAt === null ? 0 : Math.max(0, now - oldestAt),
+        clock: yield* readClock
+      }
+    })
+  ).pipe(Effect.withSpan("RelayQueue.stats"))
+
+  return {
+    policy,
+    enqueue,
+    enqueueBatch,
+    setFlowWeight,
+    claim,
+    claimBatch,
+    settle,
+    settleBatch,
+    redrive,
+    snapshot,
+    stats,
+    awaitWork: wake.await
+  }
 }

@@ -1,0 +1,38 @@
+/**
+ * Every metric of the relay, defined in one place. Export them with any Effect metrics exporter
+ * (e.g. `@effect/opentelemetry`); names follow the OpenTelemetry conventions.
+ */
+import { Metric, MetricBoundaries } from "effect"
+
+/** Heads claimed. */
+export const claims = Metric.counter("fair_relay_claims_total", { description: "heads claimed", incremental: true })
+/** Claims that found nothing eligible. */
+export const idleClaims = Metric.counter("fair_relay_idle_claims_total", { description: "claims that found nothing eligible", incremental: true })
+/** Settle outcomes, tagged `outcome` = Acked | RetryScheduled | Quarantined | Stale | Expired. */
+export const settles = Metric.counter("fair_relay_settles_total", { description: "settle outcomes by kind", incremental: true })
+/** Events enqueued (new ones, not `Existing`). */
+export const enqueued = Metric.counter("fair_relay_enqueued_total", { description: "new events enqueued", incremental: true })
+/** Redrives. */
+export const redrives = Metric.counter("fair_relay_redrives_total", { description: "quarantined heads redriven", incremental: true })
+/** Writes whose clock read below the persisted tick and was clamped (clock: "clamp"). */
+export const clockClamped = Metric.counter("fair_relay_clock_clamped_total", {
+  description: "writes whose clock was behind the persisted tick",
+  incremental: true
+})
+/** Deliveries that got no usable reply (timeout, transport failure) and were settled as Retry. */
+export const deliveryFailures = Metric.counter("fair_relay_delivery_failures_total", {
+  description: "deliveries settled as Retry because no reply came",
+  incremental: true
+})
+/** Delivery latency in milliseconds. */
+export const deliveryLatency = Metric.histogram(
+  "fair_relay_delivery_latency_ms",
+  MetricBoundaries.exponential({ start: 1, factor: 2, count: 16 }),
+  "time from sending an event to its reply"
+)
+/** Events by state, tagged `state`. */
+export const depth = Metric.gauge("fair_relay_events", { description: "events by state" })
+/** Age in milliseconds of the oldest eligible head (0 when none). */
+export const oldestEligibleAge = Metric.gauge("fair_relay_oldest_eligible_age_ms", {
+  description: "how long the oldest eligible head has been waiting"
+})

@@ -1,0 +1,266 @@
+/**
+ * The worker daemon: N workers, idle sleeps that wake on local work and on the next eligible
+ * time, delivery timeouts and transport failures settled as Retry, graceful shutdown.
+ * Time is TestClock's: nothing here waits on the wall clock.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { ConfigProvider, Deferred, Duration, Effect, Fiber, Layer, Metric, Random, Ref, TestClock } from "effect"
+import * as SqliteInbox from "../../src/layers/SqliteInbox.js"
+import * as SqliteRelayQueue from "../../src/layers/SqliteRelayQueue.js"
+import * as Counter from "../../src/sample/Counter.js"
+import { Inbox } from "../../src/services/Inbox.js"
+import * as Metrics from "../../src/services/Metrics.js"
+import { Relay, runConfig } from "../../src/services/Relay.js"
+import type { RunOptions } from "../../src/services/Relay.js"
+import { RelayQueue } from "../../src/services/RelayQueue.js"
+import type { PolicyInput } from "../../src/domain/Policy.js"
+import { DeliveryFailed, Transport } from "../../src/services/Transport.js"
+import type { TransportService } from "../../src/services/Transport.js"
+import type { DeliveryReply } from "../../src/domain/Outcomes.js"
+import type { DeliveryInput } from "../../src/domain/Records.js"
+
+const production: PolicyInput = { leaseTicks: "1 minute", backoffBase: "1 second", backoffCap: "1 minute" }
+const quick: RunOptions = { pollInterval: "1 hour", deliveryTimeout: "10 seconds", shutdownGrace: "30 seconds", metricsInterval: null }
+
+/**
+ * A queue and an inbox in memory, and a Relay whose transport is `script` wrapped around the
+ * inbox (so a test decides per delivery what happens).
+ */
+const setup = (
+  script: (delivery: DeliveryInput, inbox: Effect.Effect<DeliveryReply, DeliveryFailed>) => Effect.Effect<DeliveryReply, DeliveryFailed>,
+  policy: PolicyInput = production
+) =>
+  Effect.gen(function*() {
+    const maxDelta = yield* Ref.make(1000)
+    const inboxLayer = SqliteInbox.layer({ filename: ":memory:", business: Counter.business(maxDelta) })
+    const transport = Layer.effect(
+      Transport,
+      Effect.map(Inbox, (inbox): TransportService => ({
+        deliver: (delivery) =>
+          script(
+            delivery,
+            Effect.mapError(inbox.receive(delivery), (cause) =>
+              new DeliveryFailed({ eventId: delivery.eventId, message: cause.message, cause }))
+          )
+      }))
+    )
+    const context = yield* Layer.build(
+      Relay.layer.pipe(
+        Layer.provideMerge(transport),
+        Layer.provideMerge(inboxLayer),
+        Layer.provideMerge(SqliteRelayQueue.layer({ filename: ":memory:", policy }))
+      )
+    )
+    return context
+  })
+
+describe("Relay.run", () => {
+  it.scoped("four workers drain every flow in order, one receipt per event", () =>
+    Effect.gen(function*() {
+      const context = yield* setup((_, inbox) => inbox)
+      yield* Effect.gen(function*() {
+        const queue = yield* RelayQueue
+        const inbox = yield* Inbox
+        for (const flow of ["A", "B", "C", "D", "E"]) {
+          for (let i = 1; i <= 8; i++) yield* queue.enqueue({ eventId: `${flow}${i}`, flowId: flow, body: { delta: i } })
+        }
+        const relay = yield* Relay
+        const running = yield* Effect.fork(relay.run({ ...quick, workers: 4 }))
+        // Work until everything is acked; no clock time passes, so only local wake-ups drive it.
+        for (let i = 0; i < 10_000; i++) {
+          const snapshot = yield* queue.snapshot
+          if (snapshot.events.every((e) => e.state === "acked")) break
+          yield* Effect.yieldNow()
+        }
+        yield* Fiber.interrupt(running)
+        const snapshot = yield* queue.snapshot
+        expect(snapshot.events.every((e) => e.state === "acked" && e.generation === 1)).toBe(true)
+        const receipts = yield* inbox.receipts
+        expect(receipts).toHaveLength(40)
+        for (const flow of ["A", "B", "C", "D", "E"]) {
+          expect(receipts.filter((r) => r.flowId === flow).map((r) => r.seq)).toEqual([1, 2, 3, 4, 5, 6, 7, 8])
+        }
+        expect((yield* inbox.read(Counter.totals)).get("C")).toBe(36)
+      }).pipe(Effect.provide(context))
+    }))
+
+  it.scoped("an enqueue in the same process wakes a sleeping worker at once", () =>
+    Effect.gen(function*() {
+      const delivered = yield* Deferred.make<string>()
+      const context = yield* setup((delivery, inbox) => Effect.zipLeft(inbox, Deferred.succeed(delivered, delivery.eventId)))
+      yield* Effect.gen(function*() {
+        const relay = yield* Relay
+        const running = yield* Effect.fork(relay.run(quick))
+        for (let i = 0; i < 50; i++) yield* Effect.yieldNow()
+        // The worker is asleep for an hour of TestClock time; only the wake-up can reach it.
+        yield* (yield* RelayQueue).enqueue({ eventId: "A1", flowId: "A", body: { delta: 1 } })
+        expect(yield* Deferred.await(delivered)).toBe("A1")
+        yield* Fiber.interrupt(running)
+      }).pipe(Effect.provide(context))
+    }))
+
+  it.scoped("an idle worker sleeps only until the next head becomes eligible", () =>
+    Effect.gen(function*() {
+      const attempts = yield* Ref.make(0)
+      const second = yield* Deferred.make<void>()
+      const context = yield* setup((_, inbox) =>
+        Effect.flatMap(Ref.updateAndGet(attempts, (n) => n + 1), (n) =>
+          n === 1 ? Effect.succeed({ _tag: "Retry", reason: "unavailable" } as const) : Effect.zipLeft(inbox, Deferred.succeed(second, undefined))))
+      yield* Effect.gen(function*() {
+        const queue = yield* RelayQueue
+        yield* queue.enqueue({ eventId: "A1", flowId: "A", body: { delta: 1 } })
+        const running = yield* Effect.fork((yield* Relay).run(quick))
+        const retried = Effect.map(queue.snapshot, (s) => s.events[0]!.state === "ready" && s.events[0]!.attempts === 1)
+        for (let i = 0; i < 500 && !(yield* retried); i++) yield* Effect.yieldNow()
+        expect((yield* queue.snapshot).events[0]).toMatchObject({ state: "ready", nextAt: 1000 })
+        // The backoff is 1 s, the poll interval an hour: advancing 1 s must be enough.
+        yield* TestClock.adjust("1 second")
+        yield* Deferred.await(second)
+        yield* Fiber.interrupt(running)
+        expect((yield* queue.snapshot).events[0]).toMatchObject({ state: "acked", attempts: 2 })
+      }).pipe(Effect.provide(context))
+    }))
+
+  it.scoped("a delivery that outlives the timeout is settled as Retry with the reason", () =>
+    Effect.gen(function*() {
+      const started = yield* Deferred.make<void>()
+      const context = yield* setup((_, inbox) => Effect.zipRight(Deferred.succeed(started, undefined), Effect.zipRight(Effect.never, inbox)), {
+        ...production,
+        retryBudget: 1
+      })
+      yield* Effect.gen(function*() {
+        const queue = yield* RelayQueue
+        yield* queue.enqueue({ eventId: "A1", flowId: "A", body: { delta: 1 } })
+        const running = yield* Effect.fork((yield* Relay).run(quick))
+        yield* Deferred.await(started)
+        yield* TestClock.adjust("10 seconds")
+        for (let i = 0; i < 200 && (yield* queue.snapshot).events[0]!.state === "inflight"; i++) yield* Effect.yieldNow()
+        yield* Fiber.interrupt(running)
+        expect((yield* queue.snapshot).events[0]).toMatchObject({ state: "quarantined", reason: "delivery timeout after 10s" })
+      }).pipe(Effect.provide(context))
+    }))
+
+  it.scoped("a transport failure or defect is settled as Retry, never a dead loop or an ack", () =>
+    Effect.gen(function*() {
+      const context = yield* setup((delivery) =>
+        delivery.flowId === "A"
+          ? Effect.fail(new DeliveryFailed({ eventId: delivery.eventId, message: "connection refused", cause: null }))
+          : Effect.die(new Error("boom")), { ...production, retryBudget: 1 })
+      yield* Effect.gen(function*() {
+        const queue = yield* RelayQueue
+        yield* queue.enqueue({ eventId: "A1", flowId: "A", body: { delta: 1 } })
+        yield* queue.enqueue({ eventId: "B1", flowId: "B", body: { delta: 1 } })
+        const running = yield* Effect.fork((yield* Relay).run(quick))
+        for (let i = 0; i < 500 && (yield* queue.snapshot).events.some((e) => e.state !== "quarantined"); i++) yield* Effect.yieldNow()
+        yield* Fiber.interrupt(running)
+        const [a1, b1] = (yield* queue.snapshot).events
+        expect(a1).toMatchObject({ state: "quarantined", reason: "transport: connection refused", attempts: 1 })
+        expect(b1).toMatchObject({ state: "quarantined", reason: "transport: boom", attempts: 1 })
+      }).pipe(Effect.provide(context))
+    }))
+
+  it.scoped("shutdown lets an in-flight delivery finish within the grace period", () =>
+    Effect.gen(function*() {
+      const started = yield* Deferred.make<void>()
+      const release = yield* Deferred.make<void>()
+      const context = yield* setup((_, inbox) =>
+        Effect.zipRight(Deferred.succeed(started, undefined), Effect.zipRight(Deferred.await(release), inbox)))
+      yield* Effect.gen(function*() {
+        const queue = yield* RelayQueue
+        yield* queue.enqueue({ eventId: "A1", flowId: "A", body: { delta: 1 } })
+        yield* queue.enqueue({ eventId: "A2", flowId: "A", body: { delta: 1 } })
+        const running = yield* Effect.fork((yield* Relay).run(quick))
+        yield* Deferred.await(started)
+        const stopping = yield* Effect.fork(Fiber.interrupt(running))
+        for (let i = 0; i < 50; i++) yield* Effect.yieldNow()
+        yield* Deferred.succeed(release, undefined)
+        yield* Fiber.join(stopping)
+        // A1 finished and was settled; no new claim was made after the stop (A2 untouched).
+        const [a1, a2] = (yield* queue.snapshot).events
+        expect(a1).toMatchObject({ state: "acked" })
+        expect(a2).toMatchObject({ state: "ready", attempts: 0 })
+      }).pipe(Effect.provide(context))
+    }))
+
+  it.scoped("after the grace period an in-flight delivery is interrupted and nothing is settled", () =>
+    Effect.gen(function*() {
+      const started = yield* Deferred.make<void>()
+      const context = yield* setup((_, inbox) => Effect.zipRight(Deferred.succeed(started, undefined), Effect.zipRight(Effect.never, inbox)))
+      yield* Effect.gen(function*() {
+        const queue = yield* RelayQueue
+        yield* queue.enqueue({ eventId: "A1", flowId: "A", body: { delta: 1 } })
+        const running = yield* Effect.fork((yield* Relay).run({ ...quick, deliveryTimeout: "50 seconds" }))
+        yield* Deferred.await(started)
+        const stopping = yield* Effect.fork(Fiber.interrupt(running))
+        // Step the clock through the 30 s grace (the 50 s delivery timeout is never reached).
+        for (let i = 0; i < 45 && (yield* Fiber.poll(stopping))._tag === "None"; i++) {
+          for (let j = 0; j < 20; j++) yield* Effect.yieldNow()
+          yield* TestClock.adjust("1 second")
+        }
+        yield* Fiber.join(stopping)
+        // The claim stands (inflight under generation 1) and lapses with its lease.
+        expect((yield* queue.snapshot).events[0]).toMatchObject({ state: "inflight", generation: 1, attempts: 1 })
+        expect(yield* (yield* Inbox).receipts).toEqual([])
+      }).pipe(Effect.provide(context))
+    }))
+
+  it.scoped("a lease not longer than the delivery timeout is a typed configuration error", () =>
+    Effect.gen(function*() {
+      const context = yield* setup((_, inbox) => inbox, { leaseTicks: "10 seconds" })
+      yield* Effect.gen(function*() {
+        const relay = yield* Relay
+        const exit = yield* Effect.exit(relay.run({ deliveryTimeout: "10 seconds" }))
+        expect(exit).toMatchObject({ _tag: "Failure", cause: { error: { _tag: "RelayConfigError" } } })
+        const bad = yield* Effect.exit(relay.run({ deliveryTimeout: "1 second", workers: 0 }))
+        expect(bad).toMatchObject({ _tag: "Failure", cause: { error: { _tag: "RelayConfigError" } } })
+      }).pipe(Effect.provide(context))
+    }))
+})
+
+describe("runtime options", () => {
+  it.effect("runConfig reads the worker options from the environment", () =>
+    Effect.gen(function*() {
+      const options = yield* runConfig.pipe(
+        Effect.withConfigProvider(ConfigProvider.fromMap(new Map([["FAIR_RELAY_WORKERS", "4"], ["FAIR_RELAY_DELIVERY_TIMEOUT", "5 seconds"]])))
+      )
+      expect(options.workers).toBe(4)
+      expect(options.batchSize).toBe(1)
+      expect(Duration.toMillis(Duration.decode(options.deliveryTimeout!))).toBe(5000)
+    }))
+
+  it.scoped("full jitter draws each retry delay from [0, schedule) with the seedable Random", () =>
+    Effect.gen(function*() {
+      const draws = (seed: number) =>
+        Effect.gen(function*() {
+          const queue = yield* SqliteRelayQueue.make({ filename: ":memory:", policy: { jitter: "full", backoffBase: 1000, backoffCap: 1000, retryBudget: 100, leaseTicks: 10 } })
+          const nextAts: Array<number> = []
+          for (let i = 0; i < 20; i++) {
+            yield* queue.enqueue({ eventId: `e${i}`, flowId: `f${i}`, body: {} })
+            const claimed = yield* queue.claim
+            if (claimed._tag !== "Claimed") return yield* Effect.dieMessage("expected a claim")
+            const outcome = yield* queue.settle(claimed.token, { _tag: "Retry", reason: "x" })
+            if (outcome._tag !== "RetryScheduled") return yield* Effect.dieMessage("expected a retry")
+            nextAts.push(outcome.nextAt)
+          }
+          return nextAts
+        }).pipe(Effect.withRandom(Random.make(seed)))
+      const first = yield* draws(7)
+      expect(yield* draws(7)).toEqual(first)
+      expect(first.every((t) => t >= 0 && t < 1000)).toBe(true)
+      expect(new Set(first).size).toBeGreaterThan(5)
+    }))
+
+  it.scoped("clamp mode uses the persisted tick for a clock that is behind and counts it", () =>
+    Effect.gen(function*() {
+      const queue = yield* SqliteRelayQueue.make({ filename: ":memory:", policy: { clock: "clamp" } })
+      yield* TestClock.setTime(100)
+      yield* queue.enqueue({ eventId: "A1", flowId: "A", body: {} })
+      const before = (yield* Metric.value(Metrics.clockClamped)).count
+      yield* TestClock.setTime(90)
+      expect(yield* queue.enqueue({ eventId: "A2", flowId: "A", body: {} })).toEqual({ _tag: "Enqueued", seq: 2 })
+      const snapshot = yield* queue.snapshot
+      expect(snapshot.clock.tick).toBe(100)
+      expect(snapshot.events[1]!.nextAt).toBe(100)
+      expect((yield* Metric.value(Metrics.clockClamped)).count).toBe(before + 1)
+    }))
+})

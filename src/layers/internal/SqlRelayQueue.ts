@@ -148,9 +148,11 @@ export const make = (store: Store, policy: RelayPolicy): RelayQueue.RelayQueueSe
     faults?: { readonly before: Faults.FaultPoint; readonly after: Faults.FaultPoint }
   ) =>
     Effect.gen(function*() {
-      const now = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
       const result = yield* store.write(
         Effect.gen(function*() {
+          // Read only once the write lock is ours: a time read before waiting for it would be
+          // older than what the previous holder stored.
+          const now = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
           const { clamped, clock } = yield* Either.match(Protocol.advanceClock(yield* readClock, now, policy.clock), {
             onLeft: Effect.fail,
             onRight: Effect.succeed
@@ -267,9 +269,25 @@ export const make = (store: Store, policy: RelayPolicy): RelayQueue.RelayQueueSe
           return [undefined, clock] as const
         })))
 
-  /** Claims up to `limit` eligible heads in turn order, one per flow, each with its own ticket. */
+  /** The earliest tick at which a head becomes eligible (an index seek), if any will without new work. */
+  const wakeAt = Effect.map(
+    sql<Row>`SELECT MIN(eligible_at) AS wake FROM relay_flow WHERE eligible_at IS NOT NULL`,
+    (rows) => intOrNull(rows[0]?.wake)
+  )
+
+  const idleAt = (at: number | null): ClaimOutcome => (at === null ? { _tag: "Idle" } : { _tag: "Idle", wakeAt: at })
+
+  /**
+   * Claims up to `limit` eligible heads in turn order, one per flow, each with its own ticket.
+   * Also returns the wake time when nothing is eligible: checked first, so an idle claim is one
+   * index seek instead of a walk over every waiting flow.
+   */
   const claimUpTo = (limit: number, clock: ClockRecord) =>
     Effect.gen(function*() {
+      const wake = yield* wakeAt
+      if (wake === null || wake > clock.tick) {
+        return [[] as Array<typeof Claimed.Type>, clock, wake] as const
+      }
       // `+eligible_at` keeps the planner on the turn index (an ordered walk that stops at `limit`)
       // instead of the wake index (a range over every eligible flow, then a sort).
       const turns = yield* sql<Row>`SELECT flow_id, head_seq, served, weight, burst FROM relay_flow
@@ -295,18 +313,11 @@ export const make = (store: Store, policy: RelayPolicy): RelayQueue.RelayQueueSe
           leaseUntil: claimed.leaseUntil!
         })
       }
-      return [claims, { ...clock, ticket }] as const
+      return [claims, { ...clock, ticket }, null] as const
     })
 
   const claimFaults = { before: "claim:before-commit", after: "claim:after-commit" } as const
 
-  /** The earliest tick at which a head becomes eligible, if any will without new work. */
-  const wakeAt = Effect.map(
-    sql<Row>`SELECT MIN(eligible_at) AS wake FROM relay_flow WHERE eligible_at IS NOT NULL`,
-    (rows) => intOrNull(rows[0]?.wake)
-  )
-
-  const idle = Effect.map(wakeAt, (at): ClaimOutcome => (at === null ? { _tag: "Idle" } : { _tag: "Idle", wakeAt: at }))
 
   const countClaims = (claims: ReadonlyArray<typeof Claimed.Type>) =>
     claims.length === 0 ? Metric.increment(Metrics.idleClaims) : Metric.incrementBy(Metrics.claims, claims.length)
@@ -314,9 +325,9 @@ export const make = (store: Store, policy: RelayPolicy): RelayQueue.RelayQueueSe
   const claim = writeOp(
     "claim",
     (clock) =>
-      Effect.flatMap(claimUpTo(1, clock), ([claims, after]) => {
+      Effect.flatMap(claimUpTo(1, clock), ([claims, after, wake]) => {
         const first = claims[0]
-        if (first === undefined) return Effect.map(idle, (outcome) => [outcome, after] as const)
+        if (first === undefined) return Effect.succeed([idleAt(wake), after] as const)
         return Effect.as(
           Effect.annotateCurrentSpan({ eventId: first.event.eventId, flowId: first.event.flowId, generation: first.token.generation }),
           [first as ClaimOutcome, after] as const
@@ -327,7 +338,8 @@ export const make = (store: Store, policy: RelayPolicy): RelayQueue.RelayQueueSe
 
   const claimBatch = (limit: number) =>
     Effect.flatMap(RelayQueue.decodeBatchSize(limit), (n) =>
-      writeOp("claimBatch", (clock) => claimUpTo(n, clock), claimFaults).pipe(Effect.tap(countClaims)))
+      writeOp("claimBatch", (clock) => Effect.map(claimUpTo(n, clock), ([claims, after]) => [claims, after] as const), claimFaults)
+        .pipe(Effect.tap(countClaims)))
 
   const settleOne = (token: Token, reply: DeliveryReply, clock: ClockRecord) =>
     Effect.gen(function*() {

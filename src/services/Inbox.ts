@@ -44,6 +44,11 @@ export interface ReceiptRecord {
 export interface InboxService {
   /** Receives one delivery, in one transaction of the receiver's store. */
   readonly receive: (delivery: DeliveryInput) => Effect.Effect<DeliveryReply, InvalidInput | SqlError>
+  /**
+   * Receives many deliveries in one transaction (one commit), each in a savepoint of its own, with
+   * one reply per delivery in order — what `receive` would answer for each, one after another.
+   */
+  readonly receiveBatch: (deliveries: ReadonlyArray<DeliveryInput>) => Effect.Effect<ReadonlyArray<DeliveryReply>, InvalidInput | SqlError>
   /** All receipts, by flow and seq. */
   readonly receipts: Effect.Effect<ReadonlyArray<ReceiptRecord>, SqlError>
   /** The last applied seq of each flow. */

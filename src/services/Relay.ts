@@ -3,7 +3,7 @@
  * once (`step`), in batches (`stepBatch`), or as a daemon of N concurrent workers (`run`).
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Cause, Config, Context, Deferred, Duration, Effect, Fiber, Layer, Metric, Schema } from "effect"
+import { Cause, Config, Context, Deferred, Duration, Effect, Either, Fiber, Layer, Metric, Schema } from "effect"
 import type { ClockRegressed, InvalidInput } from "../domain/Errors.js"
 import type { Claimed, DeliveryReply, SettleOutcome } from "../domain/Outcomes.js"
 import * as Metrics from "./Metrics.js"
@@ -123,8 +123,7 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
   const queue = yield* RelayQueue
   const transport = yield* Transport
 
-  const deliver = (claimed: typeof Claimed.Type) =>
-    transport.deliver({ eventId: claimed.event.eventId, flowId: claimed.event.flowId, seq: claimed.event.seq, body: claimed.event.body })
+  const deliver = (claimed: typeof Claimed.Type) => transport.deliver(deliveryOf(claimed))
 
   const step: Effect.Effect<StepResult, StepError> = Effect.gen(function*() {
     const claimed = yield* queue.claim
@@ -134,10 +133,29 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
     return { _tag: "Delivered", claimed, reply, outcome } as const
   }).pipe(Effect.withSpan("Relay.step"))
 
+  const deliveryOf = (claimed: typeof Claimed.Type) => ({
+    eventId: claimed.event.eventId,
+    flowId: claimed.event.flowId,
+    seq: claimed.event.seq,
+    body: claimed.event.body
+  })
+
+  /** One outcome per claim: through the transport's batch call when it has one. */
+  const deliverAll = (
+    claims: ReadonlyArray<typeof Claimed.Type>
+  ): Effect.Effect<ReadonlyArray<Either.Either<DeliveryReply, DeliveryFailed>>> => {
+    const { deliverBatch } = transport
+    if (deliverBatch === undefined || claims.length <= 1) return Effect.forEach(claims, (claimed) => Effect.either(deliver(claimed)))
+    return Effect.match(deliverBatch(claims.map(deliveryOf)), {
+      onFailure: (error) => claims.map(() => Either.left(error)),
+      onSuccess: (replies) => replies.map((reply) => Either.right(reply))
+    })
+  }
+
   const stepBatch = (size: number) =>
     Effect.gen(function*() {
       const claims = yield* queue.claimBatch(size)
-      const replies = yield* Effect.forEach(claims, (claimed) => Effect.either(deliver(claimed)))
+      const replies = yield* deliverAll(claims)
       const delivered: Array<{ readonly claimed: typeof Claimed.Type; readonly reply: DeliveryReply }> = []
       const failed: Array<BatchResult["failed"][number]> = []
       claims.forEach((claimed, i) => {
@@ -158,13 +176,14 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
    * A delivery that always ends in a reply: a timeout, a transport failure or a defect becomes
    * `Retry` with the cause logged; only interruption passes through (then nothing is settled).
    */
-  const deliverOrRetry = (claimed: typeof Claimed.Type, timeout: Duration.Duration) =>
-    deliver(claimed).pipe(
+  const orRetry = (timeout: Duration.Duration, annotations: Record<string, unknown>) =>
+  <A>(delivery: Effect.Effect<A, DeliveryFailed>, retry: (reply: DeliveryReply) => A): Effect.Effect<A> =>
+    delivery.pipe(
       Effect.timeout(timeout),
       Effect.timed,
       Effect.tap(([elapsed]) => Metric.update(Metrics.deliveryLatency, Duration.toMillis(elapsed))),
       Effect.map(([, reply]) => reply),
-      Effect.catchAllCause((cause): Effect.Effect<DeliveryReply> => {
+      Effect.catchAllCause((cause): Effect.Effect<A> => {
         if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
         const failure = Cause.squash(cause)
         const reason = Cause.isFailType(cause) && cause.error._tag === "TimeoutException"
@@ -172,11 +191,26 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
           : `transport: ${failure instanceof Error ? failure.message : String(failure)}`
         return Effect.logWarning("delivery got no reply; settling as Retry", cause).pipe(
           Effect.zipRight(Metric.increment(Metrics.deliveryFailures)),
-          Effect.as({ _tag: "Retry", reason } as const)
+          Effect.as(retry({ _tag: "Retry", reason }))
         )
       }),
-      Effect.annotateLogs({ eventId: claimed.event.eventId, flowId: claimed.event.flowId, generation: claimed.token.generation })
+      Effect.annotateLogs(annotations)
     )
+
+  const deliverOrRetry = (claimed: typeof Claimed.Type, timeout: Duration.Duration) =>
+    orRetry(timeout, { eventId: claimed.event.eventId, flowId: claimed.event.flowId, generation: claimed.token.generation })(
+      deliver(claimed),
+      (reply) => reply
+    )
+
+  /** A batch delivery that always ends in one reply per claim (see `deliverOrRetry`). */
+  const deliverAllOrRetry = (claims: ReadonlyArray<typeof Claimed.Type>, timeout: Duration.Duration) =>
+    transport.deliverBatch === undefined
+      ? Effect.forEach(claims, (claimed) => deliverOrRetry(claimed, timeout), { concurrency: "unbounded" })
+      : orRetry(timeout, { eventIds: claims.map((c) => c.event.eventId).join(",") })(
+        transport.deliverBatch(claims.map(deliveryOf)),
+        (reply) => claims.map(() => reply)
+      )
 
   /** One unit of daemon work; `wakeAt`/`busy` say how long to sleep afterwards. */
   const work = (settings: Settings): Effect.Effect<{ readonly busy: boolean; readonly wakeAt?: number | undefined }, StepError> =>
@@ -191,9 +225,7 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
       : Effect.gen(function*() {
         const claims = yield* queue.claimBatch(settings.batchSize)
         if (claims.length === 0) return { busy: false }
-        const replies = yield* Effect.forEach(claims, (claimed) => deliverOrRetry(claimed, settings.deliveryTimeout), {
-          concurrency: "unbounded"
-        })
+        const replies = yield* deliverAllOrRetry(claims, settings.deliveryTimeout)
         yield* queue.settleBatch(claims.map((claimed, i) => ({ token: claimed.token, reply: replies[i]! })))
         return { busy: true }
       })

@@ -50,48 +50,67 @@ export const make = (store: Store, business: InboxBusiness): Effect.Effect<Inbox
 const service = (store: Store, business: InboxBusiness): InboxService => {
   const { sql } = store
 
-  const receive = (input: DeliveryInput) =>
+  const decode = (input: DeliveryInput, operation: string) =>
     Effect.gen(function*() {
-      const delivery = yield* Effect.mapError(
-        decodeDelivery(input),
-        (error) => new InvalidInput({ operation: "receive", message: error.message })
-      )
+      const delivery = yield* Effect.mapError(decodeDelivery(input), (error) => new InvalidInput({ operation, message: error.message }))
       const body = yield* Either.match(canonicalize(delivery.body, Number.MAX_SAFE_INTEGER), {
-        onLeft: (message) => Effect.fail(new InvalidInput({ operation: "receive", message })),
+        onLeft: (message) => Effect.fail(new InvalidInput({ operation, message })),
         onRight: Effect.succeed
       })
-      const incoming = { eventId: delivery.eventId, flowId: delivery.flowId, seq: delivery.seq, bodyText: body.text }
-      const reply = yield* store.write(
-        Effect.gen(function*() {
-          const [receipt] = yield* sql<Row>`SELECT * FROM inbox_receipt WHERE event_id = ${delivery.eventId}`
-          const [progress] = yield* sql<Row>`SELECT last_seq FROM inbox_progress WHERE flow_id = ${delivery.flowId}`
-          const stored = receipt === undefined ? undefined : {
-            eventId: receipt.event_id as string,
-            flowId: receipt.flow_id as string,
-            seq: int(receipt.seq),
-            bodyText: receipt.body as string
-          }
-          const decision = decideReceive(incoming, stored, progress === undefined ? 0 : int(progress.last_seq))
-          if (decision._tag === "Reply") return decision.reply
-          const result = yield* business.apply({ ...delivery, body: body.value }, sql)
-          if (result._tag === "Refused") return yield* Effect.fail(new Refusal(result.code))
-          yield* sql`INSERT INTO inbox_receipt (event_id, flow_id, seq, body)
-            VALUES (${delivery.eventId}, ${delivery.flowId}, ${delivery.seq}, ${body.text})`
-          yield* progress === undefined
-            ? sql`INSERT INTO inbox_progress (flow_id, last_seq) VALUES (${delivery.flowId}, ${delivery.seq})`
-            : sql`UPDATE inbox_progress SET last_seq = ${delivery.seq} WHERE flow_id = ${delivery.flowId}`
-          yield* Faults.hit("receive:before-commit")
-          return { _tag: "Accepted" } as DeliveryReply
-        })
-      ).pipe(
-        Effect.catchIf(
-          (error): error is Refusal => error instanceof Refusal,
-          (refusal) => Effect.succeed<DeliveryReply>({ _tag: "Rejected", code: refusal.code })
-        )
+      return { delivery, body }
+    })
+
+  /**
+   * One delivery inside the store's write transaction, in a savepoint of its own: a refusal rolls
+   * back whatever the business step wrote, and nothing else.
+   */
+  const receiveOne = ({ body, delivery }: Effect.Effect.Success<ReturnType<typeof decode>>) =>
+    sql.withTransaction(
+      Effect.gen(function*() {
+        const [receipt] = yield* sql<Row>`SELECT * FROM inbox_receipt WHERE event_id = ${delivery.eventId}`
+        const [progress] = yield* sql<Row>`SELECT last_seq FROM inbox_progress WHERE flow_id = ${delivery.flowId}`
+        const stored = receipt === undefined ? undefined : {
+          eventId: receipt.event_id as string,
+          flowId: receipt.flow_id as string,
+          seq: int(receipt.seq),
+          bodyText: receipt.body as string
+        }
+        const incoming = { eventId: delivery.eventId, flowId: delivery.flowId, seq: delivery.seq, bodyText: body.text }
+        const decision = decideReceive(incoming, stored, progress === undefined ? 0 : int(progress.last_seq))
+        if (decision._tag === "Reply") return decision.reply
+        const result = yield* business.apply({ ...delivery, body: body.value }, sql)
+        if (result._tag === "Refused") return yield* Effect.fail(new Refusal(result.code))
+        yield* sql`INSERT INTO inbox_receipt (event_id, flow_id, seq, body)
+          VALUES (${delivery.eventId}, ${delivery.flowId}, ${delivery.seq}, ${body.text})`
+        yield* progress === undefined
+          ? sql`INSERT INTO inbox_progress (flow_id, last_seq) VALUES (${delivery.flowId}, ${delivery.seq})`
+          : sql`UPDATE inbox_progress SET last_seq = ${delivery.seq} WHERE flow_id = ${delivery.flowId}`
+        return { _tag: "Accepted" } as DeliveryReply
+      })
+    ).pipe(
+      Effect.catchIf(
+        (error): error is Refusal => error instanceof Refusal,
+        (refusal) => Effect.succeed<DeliveryReply>({ _tag: "Rejected", code: refusal.code })
       )
-      if (reply._tag === "Accepted") yield* Faults.hit("receive:after-commit")
-      return reply
-    }).pipe(Effect.withSpan("Inbox.receive"))
+    )
+
+  /** Receives decoded deliveries in one transaction, with the fault points around its commit. */
+  const receiveAll = (decoded: ReadonlyArray<Effect.Effect.Success<ReturnType<typeof decode>>>) =>
+    Effect.gen(function*() {
+      const replies = yield* store.write(
+        Effect.zipLeft(Effect.forEach(decoded, receiveOne), Faults.hit("receive:before-commit"))
+      )
+      if (replies.some((reply) => reply._tag === "Accepted")) yield* Faults.hit("receive:after-commit")
+      return replies
+    })
+
+  const receive = (input: DeliveryInput) =>
+    Effect.flatMap(decode(input, "receive"), (decoded) => Effect.map(receiveAll([decoded]), (replies) => replies[0]!))
+      .pipe(Effect.withSpan("Inbox.receive"))
+
+  const receiveBatch = (inputs: ReadonlyArray<DeliveryInput>) =>
+    Effect.flatMap(Effect.forEach(inputs, (input) => decode(input, "receiveBatch")), receiveAll)
+      .pipe(Effect.withSpan("Inbox.receiveBatch", { attributes: { size: inputs.length } }))
 
   const receipts = store.read(
     Effect.map(sql<Row>`SELECT * FROM inbox_receipt ORDER BY flow_id, seq`, (rows) =>
@@ -112,5 +131,5 @@ const service = (store: Store, business: InboxBusiness): InboxService => {
 
   const read = <A, E>(query: (sql: SqlClient) => Effect.Effect<A, E>) => store.read(query(sql))
 
-  return { receive, receipts, progress, read }
+  return { receive, receiveBatch, receipts, progress, read }
 }

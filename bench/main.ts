@@ -1,0 +1,228 @@
+/**
+ * `npm run bench`: the claim-cost and drain benchmark (see bench/README.md).
+ *
+ *   npm run bench                       full run (backlogs 1k…1M, drain 20k, RSS drain of the 1M store)
+ *   npm run bench -- --quick            about a minute (backlogs 1k…100k, smaller drains)
+ *   npm run bench -- --rss-seconds N    time budget of the RSS drain (0: drain the whole store)
+ *   npm run bench -- --out FILE         where to write the JSON (default bench/results/<mode>-<timestamp>.json)
+ */
+import Database from "better-sqlite3"
+import { execSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { measureClaims } from "./claim.js"
+import type { ClaimResult } from "./claim.js"
+import { commitCeiling } from "./ceiling.js"
+import type { CeilingResult } from "./ceiling.js"
+import { measureDrain } from "./drain.js"
+import { measureRss } from "./rss.js"
+import { benchDir, workDir } from "./stores.js"
+import { chart } from "./svg.js"
+
+const args = process.argv.slice(2)
+const known = new Set(["--quick", "--rss-seconds", "--out"])
+for (const arg of args) {
+  if (arg.startsWith("--") && !known.has(arg)) {
+    console.error(`unknown option ${arg}; known: ${[...known].join(" ")}`)
+    process.exit(2)
+  }
+}
+const option = (name: string) => {
+  const i = args.indexOf(name)
+  return i < 0 ? undefined : args[i + 1]
+}
+const quick = args.includes("--quick")
+const mode = quick ? "quick" : "full"
+
+const plan = quick
+  ? {
+    backlogs: [{ events: 1_000, flows: 10 }, { events: 10_000, flows: 100 }, { events: 100_000, flows: 1_000 }],
+    claims: { claims: 150, warmup: 5, queryBudgetMs: 400, ceilingBurstMs: 5 },
+    ceilingSeconds: 1,
+    single: { events: 2_000, flows: 100, maxSeconds: 25 },
+    batch: { events: 5_000, flows: 100, maxSeconds: 25 },
+    batchSize: 64,
+    interleave: { everySeconds: 1, burstMs: 200 },
+    rss: { events: 100_000, flows: 1_000 },
+    rssRuntimes: ["tsx"] as const,
+    rssSeconds: 8
+  }
+  : {
+    backlogs: [
+      { events: 1_000, flows: 10 },
+      { events: 10_000, flows: 100 },
+      { events: 100_000, flows: 1_000 },
+      { events: 1_000_000, flows: 10_000 }
+    ],
+    claims: { claims: 500, warmup: 10, queryBudgetMs: 3_000, ceilingBurstMs: 5 },
+    ceilingSeconds: 3,
+    single: { events: 20_000, flows: 200, maxSeconds: 240 },
+    batch: { events: 20_000, flows: 200, maxSeconds: 240 },
+    batchSize: 64,
+    interleave: { everySeconds: 2, burstMs: 300 },
+    rss: { events: 1_000_000, flows: 10_000 },
+    rssRuntimes: ["tsx", "compiled"] as const,
+    rssSeconds: 150
+  }
+const rssSeconds = option("--rss-seconds") === undefined ? plan.rssSeconds : Number(option("--rss-seconds")) || 1e9
+
+const t0 = performance.now()
+const log = (line: string) => console.log(`[${((performance.now() - t0) / 1000).toFixed(1).padStart(6)}s] ${line}`)
+const mb = (bytes: number) => Math.round((bytes / 2 ** 20) * 10) / 10
+const r1 = (x: number) => Math.round(x * 10) / 10
+
+const git = (command: string) => {
+  try {
+    return execSync(`git ${command}`, { cwd: benchDir, encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim()
+  } catch {
+    return null
+  }
+}
+const version = (pkg: string) =>
+  (JSON.parse(fs.readFileSync(path.join(benchDir, "..", "node_modules", pkg, "package.json"), "utf8")) as { version: string }).version
+const sqliteVersion = () => {
+  const db = new Database(":memory:")
+  try {
+    return (db.prepare("SELECT sqlite_version() AS v").get() as { v: string }).v
+  } finally {
+    db.close()
+  }
+}
+
+const timestamp = new Date().toISOString()
+const machine = {
+  os: `${os.type()} ${os.release()} (${os.platform()}/${os.arch()})`,
+  cpus: { count: os.cpus().length, model: os.cpus()[0]?.model ?? "unknown" },
+  memoryMB: mb(os.totalmem()),
+  node: process.version,
+  sqlite: sqliteVersion(),
+  packages: { effect: version("effect"), "@effect/sql-sqlite-node": version("@effect/sql-sqlite-node"), "better-sqlite3": version("better-sqlite3") },
+  disk: `files under ${workDir}`,
+  loadAverageAtStart: os.loadavg().map(r1)
+}
+const source = { commit: git("rev-parse HEAD"), dirtySrc: (git("status --porcelain -- src") ?? "") !== "" }
+log(`fair-relay bench (${mode}) on ${machine.cpus.count}× ${machine.cpus.model}, node ${machine.node}, SQLite ${machine.sqlite}, load ${machine.loadAverageAtStart.join(" ")}`)
+
+const ceiling = (label: string): CeilingResult & { readonly label: string } => {
+  const result = { label, ...commitCeiling(plan.ceilingSeconds) }
+  log(`raw durable commit ceiling (${label}): ${result.commitsPerSecond.toFixed(0)} commits/s (${result.meanCommitMs.toFixed(3)} ms each)`)
+  return result
+}
+
+// 1. The disk's raw commit ceiling.
+const ceilings = [ceiling("start")]
+
+// 2–3. Claim latency per backlog: ours (durable and read-only) against the article's query.
+const claimRun = await measureClaims(plan.backlogs, plan.claims, log)
+const claims: ReadonlyArray<ClaimResult> = claimRun.backlogs
+log(`raw durable commit ceiling (between claim rounds): ${claimRun.ceiling.commitsPerSecond.toFixed(0)} commits/s (${claimRun.ceiling.meanCommitMs.toFixed(3)} ms each)`)
+for (const result of claims) {
+  log(
+    `${result.events.toLocaleString("en")} events / ${result.flows.toLocaleString("en")} flows: ` +
+      `our claim ${result.ourClaim.meanMs.toFixed(3)} ms (${result.ourClaim.perSecond.toFixed(0)}/s, p50 ${result.ourClaim.p50Ms.toFixed(3)}), ` +
+      `our turn query ${(result.ourTurnQuery.meanMs * 1000).toFixed(1)} µs, idle walk ${(result.idleTurnQuery.meanMs * 1000).toFixed(1)} µs, ` +
+      `article ${result.articleQuery.meanMs.toFixed(2)} ms (${result.articleQuery.n} runs), same head: ${result.sameHead}` +
+      (result.store.cached ? "" : ` [built in ${result.store.buildSeconds.toFixed(1)} s]`)
+  )
+}
+
+// 4. End-to-end drains, with the ceiling measured on either side.
+ceilings.push(ceiling("before drains"))
+const drains = []
+for (const [kind, size] of [["single", plan.single], ["batch", plan.batch], ["batch-queue-only", plan.batch]] as const) {
+  const result = await measureDrain(size, kind, plan.batchSize, size.maxSeconds, plan.interleave)
+  drains.push(result)
+  log(
+    `drain ${kind}${kind === "single" ? "" : ` (n=${plan.batchSize})`}: ${result.drained}/${result.events} events over ${result.flows} flows ` +
+      `in ${result.seconds.toFixed(1)} s = ${result.eventsPerSecond.toFixed(0)} events/s, ${result.commitsPerEvent.toFixed(3)} commits/event, ` +
+      `${result.commitsPerSecond.toFixed(0)} commits/s, CPU ${result.cpuMsPerEvent.toFixed(2)} ms/event, ` +
+      `interleaved ceiling ${result.interleavedCeiling?.commitsPerSecond.toFixed(0)} commits/s, check ${result.check.ok ? "ok" : "FAILED"}`
+  )
+}
+ceilings.push(ceiling("after drains"))
+
+// 5. Peak RSS of a process draining the large store (batched), in a child process of its own:
+// under tsx like the rest of the bench, and (full runs) as tsc-compiled JavaScript under plain node.
+const rssRuns = []
+for (const runtime of plan.rssRuntimes) {
+  log(`RSS drain of ${plan.rss.events.toLocaleString("en")} events (${runtime}, n=${plan.batchSize}, up to ${rssSeconds} s)`)
+  const run = await measureRss(plan.rss, plan.batchSize, rssSeconds, runtime, log)
+  rssRuns.push(run)
+  log(
+    `RSS drain (${runtime}): ${run.drained.toLocaleString("en")} events in ${run.seconds.toFixed(0)} s (${run.eventsPerSecond.toFixed(0)}/s), ` +
+      `peak RSS ${run.peakRssMB} MB (baseline ${run.baselineRssMB} MB before opening any store)`
+  )
+}
+const rss = rssRuns[0]!
+
+// Targets (reported, not asserted).
+const single = drains.find((d) => d.mode === "single")!
+const batch = drains.find((d) => d.mode === "batch")!
+// The ceiling taken in bursts between the single-step drain's own steps: same disk, same minutes.
+const drainCeiling = single.interleavedCeiling!.commitsPerSecond
+const first = claims[0]!
+const last = claims[claims.length - 1]!
+const targets = {
+  claimScaling: {
+    what: `our claims/s at ${last.events} events ≥ 0.5 × claims/s at ${first.events} events`,
+    atTargetBacklog: last.events === 1_000_000,
+    ratioMean: last.ourClaim.perSecond / first.ourClaim.perSecond,
+    ratioP50: first.ourClaim.p50Ms / last.ourClaim.p50Ms,
+    met: last.ourClaim.perSecond >= 0.5 * first.ourClaim.perSecond
+  },
+  singleDrain: {
+    what: "single-step drain events/s ≥ 0.7 × (commit ceiling ÷ 3 commits per event)",
+    commitsPerEvent: 3,
+    ceilingCommitsPerSecond: drainCeiling,
+    ceilingSource: "interleaved with the single-step drain",
+    bound: drainCeiling / 3,
+    eventsPerSecond: single.eventsPerSecond,
+    fraction: single.eventsPerSecond / (drainCeiling / 3),
+    met: single.eventsPerSecond >= 0.7 * (drainCeiling / 3)
+  },
+  batchedDrain: {
+    what: `batched drain (n = ${plan.batchSize}) events/s ≥ 10 × single-step`,
+    ratio: batch.eventsPerSecond / single.eventsPerSecond,
+    met: batch.eventsPerSecond >= 10 * single.eventsPerSecond
+  },
+  peakRss: {
+    what: "peak RSS while draining 1M events ≤ 300 MB",
+    atTargetBacklog: rss.events === 1_000_000,
+    drainedAll: rss.complete,
+    peakRssMB: Math.max(...rssRuns.map((run) => run.peakRssMB)),
+    byRuntime: Object.fromEntries(rssRuns.map((run) => [run.runtime, { peakRssMB: run.peakRssMB, met: run.peakRssMB <= 300 }])),
+    met: rssRuns.every((run) => run.peakRssMB <= 300)
+  }
+}
+
+const command = `npm run bench${args.length > 0 ? ` -- ${args.join(" ")}` : ""}`
+const results = {
+  command,
+  argv: process.argv,
+  mode,
+  timestamp,
+  durationSeconds: r1((performance.now() - t0) / 1000),
+  machine: { ...machine, loadAverageAtEnd: os.loadavg().map(r1) },
+  source,
+  plan,
+  ceiling: ceilings,
+  claimCeiling: claimRun.ceiling,
+  claimSql: claimRun.sql,
+  claims,
+  drains,
+  rss: rssRuns,
+  mainProcessPeakRssMB: r1(process.resourceUsage().maxRSS / 1024),
+  targets
+}
+
+const resultsDir = path.join(benchDir, "results")
+fs.mkdirSync(resultsDir, { recursive: true })
+const out = option("--out") ?? path.join(resultsDir, `${mode}-${timestamp.replace(/[:.]/g, "-")}.json`)
+fs.writeFileSync(out, JSON.stringify(results, null, 2) + "\n")
+const svg = path.join(resultsDir, quick ? "claim-latency-quick.svg" : "claim-latency.svg")
+fs.writeFileSync(svg, chart(results))
+log(`wrote ${path.relative(process.cwd(), out)} and ${path.relative(process.cwd(), svg)}`)
+for (const [name, target] of Object.entries(targets)) {
+  log(`target ${name}: ${target.met ? "MET" : "NOT MET"} — ${target.what}`)
+}

@@ -6,7 +6,7 @@
 /** The queue service (enqueue, claim, settle, redrive, snapshot). */
 export { RelayQueue } from "./services/RelayQueue.js"
 export { MaxBatchSize, MaxWeight } from "./services/RelayQueue.js"
-export type { EnqueueInput, FlowWeightInput, QueueStats, RedriveInput, RelayQueueService, SettleInput, TokenInput } from "./services/RelayQueue.js"
+export type { AuditFilter, EnqueueInput, EventFilter, FlowWeightInput, PageFilter, QueueStats, RedriveInput, RelayQueueService, SettleInput, TokenInput } from "./services/RelayQueue.js"
 /** The receiver service. */
 export { Inbox } from "./services/Inbox.js"
 export type { ApplyResult, InboxBusiness, InboxService, ReceiptRecord } from "./services/Inbox.js"

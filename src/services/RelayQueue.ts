@@ -4,7 +4,7 @@
  */
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, Either, ParseResult, Schema } from "effect"
-import type { ClockRegressed, EnqueueConflict, RedriveError } from "../domain/Errors.js"
+import type { ClockRegressed, EnqueueConflict, EventNotFound, RedriveError } from "../domain/Errors.js"
 import { InvalidInput, MissingReason } from "../domain/Errors.js"
 import { EventId, FlowId, Generation } from "../domain/Ids.js"
 import { canonicalize } from "../domain/Json.js"
@@ -14,7 +14,8 @@ import type { Claimed, ClaimOutcome, EnqueueResult, Redriven, SettleOutcome } fr
 import { isBlankReason } from "../domain/Protocol.js"
 import type { RedriveRequest } from "../domain/Protocol.js"
 import type { RelayPolicy } from "../domain/Policy.js"
-import type { ClockRecord, EventState, Snapshot, Token } from "../domain/Records.js"
+import { EventState } from "../domain/Records.js"
+import type { AuditRecord, ClockRecord, EventRecord, FlowRecord, Snapshot, Token } from "../domain/Records.js"
 
 /** A new event as a caller writes it. */
 export interface EnqueueInput {
@@ -61,6 +62,28 @@ export interface QueueStats {
   readonly clock: ClockRecord
 }
 
+/** Which events `events` lists (by event id, a page at a time). */
+export interface EventFilter {
+  readonly state?: EventState | undefined
+  readonly flowId?: string | undefined
+  /** List events whose id sorts after this one (the last id of the previous page). */
+  readonly afterEventId?: string | undefined
+  /** At most this many (default 100, at most 10000). */
+  readonly limit?: number | undefined
+}
+
+/** A page of a listing in id order. */
+export interface PageFilter {
+  readonly after?: string | undefined
+  readonly limit?: number | undefined
+}
+
+/** Which audit rows `audit` lists. */
+export interface AuditFilter {
+  readonly eventId?: string | undefined
+  readonly limit?: number | undefined
+}
+
 /** The queue operations. Every write runs in one transaction holding the write lock from its start. */
 export interface RelayQueueService {
   /** The policy this queue was opened with. */
@@ -101,6 +124,16 @@ export interface RelayQueueService {
   readonly redrive: (input: RedriveInput) => Effect.Effect<Redriven, RedriveError | ClockRegressed | InvalidInput | SqlError>
   /** The whole store, read in one transaction (for tests and small stores; see `stats`). */
   readonly snapshot: Effect.Effect<Snapshot, SqlError>
+  /** Events matching `filter`, in event-id order (for operators; `afterEventId` pages). */
+  readonly events: (filter?: EventFilter) => Effect.Effect<ReadonlyArray<EventRecord>, InvalidInput | SqlError>
+  /** Flows in flow-id order, a page at a time. */
+  readonly flows: (filter?: PageFilter) => Effect.Effect<ReadonlyArray<FlowRecord>, InvalidInput | SqlError>
+  /** One event with its audit rows. */
+  readonly inspect: (
+    eventId: string
+  ) => Effect.Effect<{ readonly event: EventRecord; readonly audit: ReadonlyArray<AuditRecord> }, EventNotFound | InvalidInput | SqlError>
+  /** Redrive decisions in the order they were made. */
+  readonly audit: (filter?: AuditFilter) => Effect.Effect<ReadonlyArray<AuditRecord>, InvalidInput | SqlError>
   /** Monitoring counts, read in one transaction (counting by state scans the event table). */
   readonly stats: Effect.Effect<QueueStats, SqlError>
   /** Completes when this queue instance gets new work (enqueue, redrive, an ack); for sleeping workers. */
@@ -201,3 +234,35 @@ export const decodeSettleBatch = (
 /** Validates a flow weight: an integer from 1 to `MaxWeight`. */
 export const decodeFlowWeight = (input: unknown): Effect.Effect<{ readonly flowId: FlowId; readonly weight: number }, InvalidInput> =>
   Schema.decodeUnknown(Schema.Struct({ flowId: FlowId, weight: Weight }))(input).pipe(Effect.mapError(invalid("setFlowWeight")))
+
+const Limit = Schema.optional(Schema.UndefinedOr(Schema.Int.pipe(Schema.between(1, MaxBatchSize))))
+
+/** Validates an event id given on its own. */
+export const decodeEventId = (eventId: unknown, operation: string): Effect.Effect<EventId, InvalidInput> =>
+  Schema.decodeUnknown(EventId)(eventId).pipe(Effect.mapError(invalid(operation)))
+
+/** Validates an `events` filter; the limit defaults to 100. */
+export const decodeEventFilter = (filter: unknown) =>
+  Schema.decodeUnknown(Schema.Struct({
+    state: Schema.optional(Schema.UndefinedOr(EventState)),
+    flowId: Schema.optional(Schema.UndefinedOr(FlowId)),
+    afterEventId: Schema.optional(Schema.UndefinedOr(EventId)),
+    limit: Limit
+  }))(filter).pipe(
+    Effect.map((f) => ({ ...f, limit: f.limit ?? 100 })),
+    Effect.mapError(invalid("events"))
+  )
+
+/** Validates a page filter; the limit defaults to 100. */
+export const decodePageFilter = (filter: unknown) =>
+  Schema.decodeUnknown(Schema.Struct({ after: Schema.optional(Schema.UndefinedOr(FlowId)), limit: Limit }))(filter).pipe(
+    Effect.map((f) => ({ ...f, limit: f.limit ?? 100 })),
+    Effect.mapError(invalid("flows"))
+  )
+
+/** Validates an audit filter; the limit defaults to 100. */
+export const decodeAuditFilter = (filter: unknown) =>
+  Schema.decodeUnknown(Schema.Struct({ eventId: Schema.optional(Schema.UndefinedOr(EventId)), limit: Limit }))(filter).pipe(
+    Effect.map((f) => ({ ...f, limit: f.limit ?? 100 })),
+    Effect.mapError(invalid("audit"))
+  )

@@ -5,6 +5,7 @@
 import { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Either, Metric, Random } from "effect"
+import { EventNotFound } from "../../domain/Errors.js"
 import type { EventId, FlowId } from "../../domain/Ids.js"
 import { parseStored } from "../../domain/Json.js"
 import type { Claimed, ClaimOutcome, DeliveryReply, EnqueueResult, Redriven, SettleOutcome } from "../../domain/Outcomes.js"
@@ -418,8 +419,58 @@ export const make = (store: Store, policy: RelayPolicy): RelayQueue.RelayQueueSe
     })
   ).pipe(Effect.withSpan("RelayQueue.stats"))
 
+  const listEvents = (filter: RelayQueue.EventFilter = {}) =>
+    Effect.flatMap(RelayQueue.decodeEventFilter(filter), ({ afterEventId, flowId, limit, state }) =>
+      store.read(
+        Effect.map(
+          sql<Row>`SELECT * FROM relay_event WHERE ${
+            sql.and([
+              ...(state === undefined ? [] : [sql`state = ${state}`]),
+              ...(flowId === undefined ? [] : [sql`flow_id = ${flowId}`]),
+              ...(afterEventId === undefined ? [] : [sql`event_id > ${afterEventId}`])
+            ])
+          } ORDER BY event_id LIMIT ${limit}`,
+          (rows) => rows.map(toEvent)
+        )
+      )).pipe(Effect.withSpan("RelayQueue.events"))
+
+  const listFlows = (filter: RelayQueue.PageFilter = {}) =>
+    Effect.flatMap(RelayQueue.decodePageFilter(filter), ({ after, limit }) =>
+      store.read(
+        Effect.map(
+          sql<Row>`SELECT * FROM relay_flow WHERE ${after === undefined ? sql.literal("1 = 1") : sql`flow_id > ${after}`}
+            ORDER BY flow_id LIMIT ${limit}`,
+          (rows) => rows.map(toFlow)
+        )
+      )).pipe(Effect.withSpan("RelayQueue.flows"))
+
+  const inspect = (eventId: string) =>
+    Effect.flatMap(RelayQueue.decodeEventId(eventId, "inspect"), (id) =>
+      store.read(
+        Effect.gen(function*() {
+          const event = yield* eventById(id)
+          if (event === undefined) return yield* Effect.fail(new EventNotFound({ eventId: id }))
+          const audit = yield* sql<Row>`SELECT * FROM relay_audit WHERE event_id = ${id} ORDER BY id`
+          return { event, audit: audit.map(toAudit) }
+        })
+      )).pipe(Effect.withSpan("RelayQueue.inspect"))
+
+  const auditLog = (filter: RelayQueue.AuditFilter = {}) =>
+    Effect.flatMap(RelayQueue.decodeAuditFilter(filter), ({ eventId, limit }) =>
+      store.read(
+        Effect.map(
+          sql<Row>`SELECT * FROM relay_audit WHERE ${eventId === undefined ? sql.literal("1 = 1") : sql`event_id = ${eventId}`}
+            ORDER BY id LIMIT ${limit}`,
+          (rows) => rows.map(toAudit)
+        )
+      )).pipe(Effect.withSpan("RelayQueue.audit"))
+
   return {
     policy,
+    events: listEvents,
+    flows: listFlows,
+    inspect,
+    audit: auditLog,
     enqueue,
     enqueueBatch,
     setFlowWeight,

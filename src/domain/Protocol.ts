@@ -196,6 +196,7 @@ export interface RedriveRequest {
   readonly eventId: EventId
   readonly expectedGeneration: number
   readonly reason: string
+  readonly actor?: string | undefined
 }
 
 /** Whether a redrive reason says anything. */

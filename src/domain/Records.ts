@@ -54,7 +54,9 @@ export const AuditRecord = Schema.Struct({
   eventId: EventId,
   reason: Schema.String,
   generation: Generation,
-  tick: Tick
+  tick: Tick,
+  /** Who decided (operator name, tool), when the caller said. */
+  actor: Schema.NullOr(Schema.String)
 })
 /** @see AuditRecord */
 export type AuditRecord = typeof AuditRecord.Type

@@ -52,6 +52,8 @@ export interface RedriveInput {
   readonly eventId: string
   readonly expectedGeneration: number
   readonly reason: string
+  /** Who decides (recorded in the audit row with the reason). */
+  readonly actor?: string | undefined
 }
 
 /** Counts for monitoring: events by state, eligible heads, and how long the oldest has waited. */
@@ -204,7 +206,12 @@ export const decodeSettle = (
     Effect.mapError(invalid("settle"))
   )
 
-const RedriveFields = Schema.Struct({ eventId: EventId, expectedGeneration: Generation, reason: Schema.String })
+const RedriveFields = Schema.Struct({
+  eventId: EventId,
+  expectedGeneration: Generation,
+  reason: Schema.String.pipe(Schema.maxLength(10_000)),
+  actor: Schema.optional(Schema.UndefinedOr(Schema.String.pipe(Schema.maxLength(200))))
+})
 
 /** Validates a redrive; a blank reason is `MissingReason` before anything is read. */
 export const decodeRedrive = (input: unknown): Effect.Effect<RedriveRequest, InvalidInput | MissingReason> =>

@@ -24,10 +24,10 @@ const suite = (backend: Backend) => {
       expect((yield* w.queue.flows({ limit: 2 })).map((f) => f.flowId)).toEqual(["A", "B"])
       expect((yield* w.queue.flows({ after: "B" })).map((f) => [f.flowId, f.headSeq])).toEqual([["C", null]])
 
-      yield* w.queue.redrive({ eventId: "A1", expectedGeneration: 1, reason: "limit raised" })
+      yield* w.queue.redrive({ eventId: "A1", expectedGeneration: 1, reason: "limit raised", actor: "alice" })
       const shown = yield* w.queue.inspect("A1")
       expect(shown.event).toMatchObject({ eventId: "A1", state: "ready", generation: 2, lifetimeAttempts: 1 })
-      expect(shown.audit).toEqual([{ eventId: "A1", reason: "limit raised", generation: 2, tick: 0 }])
+      expect(shown.audit).toEqual([{ eventId: "A1", reason: "limit raised", generation: 2, tick: 0, actor: "alice" }])
       expect(yield* w.queue.audit()).toEqual(shown.audit)
       expect(yield* w.queue.audit({ eventId: "B1" })).toEqual([])
     }))

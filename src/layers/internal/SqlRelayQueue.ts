@@ -65,6 +65,11 @@ export const migrations: Record<string, Effect.Effect<void, SqlError, SqlClient>
     const sql = yield* SqlClient
     // An idle claim reports when the next head becomes eligible: the least eligible_at.
     yield* sql`CREATE INDEX relay_flow_wake ON relay_flow (eligible_at) WHERE eligible_at IS NOT NULL`
+  }),
+  "4_audit_actor": Effect.gen(function*() {
+    const sql = yield* SqlClient
+    // Who made a redrive decision, next to why.
+    yield* sql`ALTER TABLE relay_audit ADD COLUMN actor TEXT`
   })
 }
 
@@ -101,7 +106,8 @@ const toAudit = (row: Row): AuditRecord => ({
   eventId: row.event_id as EventId,
   reason: row.reason as string,
   generation: int(row.generation),
-  tick: int(row.tick)
+  tick: int(row.tick),
+  actor: (row.actor as string | null) ?? null
 })
 
 /**
@@ -386,8 +392,8 @@ export const make = (store: Store, policy: RelayPolicy): RelayQueue.RelayQueueSe
           )
           yield* updateEvent(next)
           yield* syncHead(next)
-          yield* sql`INSERT INTO relay_audit (event_id, reason, generation, tick)
-            VALUES (${next.eventId}, ${request.reason}, ${next.generation}, ${clock.tick})`
+          yield* sql`INSERT INTO relay_audit (event_id, reason, generation, tick, actor)
+            VALUES (${next.eventId}, ${request.reason}, ${next.generation}, ${clock.tick}, ${request.actor ?? null})`
           return [{ _tag: "Redriven", generation: next.generation } as Redriven, clock] as const
         })).pipe(Effect.zipLeft(Metric.increment(Metrics.redrives)), Effect.zipLeft(wake.signal)))
 

@@ -152,7 +152,8 @@ export const make = (store: Store, policy: RelayPolicy): RelayQueue.RelayQueueSe
   const writeOp = <A, E>(
     name: string,
     body: (clock: ClockRecord) => Effect.Effect<readonly [A, ClockRecord], E>,
-    faults?: { readonly before: Faults.FaultPoint; readonly after: Faults.FaultPoint }
+    faults?: { readonly before: Faults.FaultPoint; readonly after: Faults.FaultPoint },
+    annotate?: (value: A) => Record<string, unknown>
   ) =>
     Effect.gen(function*() {
       const result = yield* store.write(
@@ -172,6 +173,8 @@ export const make = (store: Store, policy: RelayPolicy): RelayQueue.RelayQueueSe
         })
       )
       if (faults) yield* Faults.hit(faults.after)
+      // Here, not inside the transaction, where the current span is the SQL transaction's.
+      if (annotate) yield* Effect.annotateCurrentSpan(annotate(result))
       return result
     }).pipe(Effect.withSpan(`RelayQueue.${name}`))
 
@@ -332,15 +335,12 @@ export const make = (store: Store, policy: RelayPolicy): RelayQueue.RelayQueueSe
   const claim = writeOp(
     "claim",
     (clock) =>
-      Effect.flatMap(claimUpTo(1, clock), ([claims, after, wake]) => {
-        const first = claims[0]
-        if (first === undefined) return Effect.succeed([idleAt(wake), after] as const)
-        return Effect.as(
-          Effect.annotateCurrentSpan({ eventId: first.event.eventId, flowId: first.event.flowId, generation: first.token.generation }),
-          [first as ClaimOutcome, after] as const
-        )
-      }),
-    claimFaults
+      Effect.map(claimUpTo(1, clock), ([claims, after, wake]) => [claims[0] ?? idleAt(wake), after] as const),
+    claimFaults,
+    (outcome) =>
+      outcome._tag === "Claimed"
+        ? { eventId: outcome.event.eventId, flowId: outcome.event.flowId, generation: outcome.token.generation }
+        : { idle: true }
   ).pipe(Effect.tap((outcome) => countClaims(outcome._tag === "Claimed" ? [outcome] : [])))
 
   const claimBatch = (limit: number) =>

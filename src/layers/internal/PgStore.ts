@@ -9,7 +9,7 @@ import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
 import * as PgClient from "@effect/sql-pg/PgClient"
-import { Cause, Effect, Redacted } from "effect"
+import { Cause, Duration, Effect, Redacted } from "effect"
 import type { Scope } from "effect"
 import { commitFailuresAsErrors, isolated } from "./Store.js"
 import type { Store } from "./Store.js"
@@ -20,6 +20,13 @@ export interface PgStoreOptions {
   readonly url: string | Redacted.Redacted
   /** Largest number of pooled connections (default 10). */
   readonly maxConnections?: number | undefined
+  /** How long a connection attempt may take (default 5 s). */
+  readonly connectTimeout?: Duration.DurationInput | undefined
+  /**
+   * How long a write waits for the store's lock before failing with a `SqlError` (default 30 s):
+   * a stalled writer elsewhere shows up as an error instead of a hang.
+   */
+  readonly lockTimeout?: Duration.DurationInput | undefined
 }
 
 /**
@@ -36,6 +43,7 @@ export const open = (
     const sql = yield* PgClient.make({
       url: Redacted.isRedacted(options.url) ? options.url : Redacted.make(options.url),
       maxConnections: options.maxConnections ?? 10,
+      connectTimeout: options.connectTimeout ?? Duration.seconds(5),
       applicationName: "fair-relay"
     }).pipe(
       Effect.provide(Reactivity.layer),
@@ -44,7 +52,11 @@ export const open = (
     )
     // The lock key is per schema and store kind: two stores of one database in different schemas
     // do not wait for each other.
-    const lock = sql`SELECT pg_advisory_xact_lock(hashtext(current_schema() || ${`/${lockName}`}))`
+    const lockTimeoutMillis = Math.max(1, Math.round(Duration.toMillis(Duration.decode(options.lockTimeout ?? Duration.seconds(30)))))
+    const lock = Effect.zipRight(
+      sql.unsafe(`SET LOCAL lock_timeout = ${lockTimeoutMillis}`),
+      sql`SELECT pg_advisory_xact_lock(hashtext(current_schema() || ${`/${lockName}`}))`
+    )
     const write = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
       isolated(commitFailuresAsErrors(sql.withTransaction(Effect.zipRight(lock, effect))))
     const read = <A, E, R>(effect: Effect.Effect<A, E, R>) =>

@@ -12,7 +12,7 @@ import { Delivery } from "../../domain/Records.js"
 import type { DeliveryInput } from "../../domain/Records.js"
 import * as Faults from "../../services/Faults.js"
 import type { InboxBusiness, InboxService } from "../../services/Inbox.js"
-import { idType, int } from "./Store.js"
+import { idType, int, isolated } from "./Store.js"
 import type { Store } from "./Store.js"
 
 /** Embedded migrations of the inbox store. */
@@ -98,7 +98,7 @@ const service = (store: Store, business: InboxBusiness): InboxService => {
   const receiveAll = (decoded: ReadonlyArray<Effect.Effect.Success<ReturnType<typeof decode>>>) =>
     Effect.gen(function*() {
       const replies = yield* store.write(
-        Effect.zipLeft(Effect.forEach(decoded, receiveOne), Faults.hit("receive:before-commit"))
+        Effect.zipLeft(Effect.forEach(decoded, receiveOne), isolated(Faults.hit("receive:before-commit")))
       )
       if (replies.some((reply) => reply._tag === "Accepted")) yield* Faults.hit("receive:after-commit")
       return replies

@@ -15,7 +15,7 @@ import type { AuditRecord, ClockRecord, EventRecord, EventState, FlowRecord, Tok
 import * as Faults from "../../services/Faults.js"
 import * as Metrics from "../../services/Metrics.js"
 import * as RelayQueue from "../../services/RelayQueue.js"
-import { idType, int, intOrNull } from "./Store.js"
+import { idType, int, intOrNull, isolated } from "./Store.js"
 import type { Store } from "./Store.js"
 
 /** Embedded migrations of the queue store. */
@@ -168,7 +168,8 @@ export const make = (store: Store, policy: RelayPolicy): RelayQueue.RelayQueueSe
           if (clamped) yield* Metric.increment(Metrics.clockClamped)
           const [value, after] = yield* body(clock)
           yield* writeClock(after)
-          if (faults) yield* Faults.hit(faults.before)
+          // A fault hook must not run inside our transaction by accident (say, with another client).
+          if (faults) yield* isolated(Faults.hit(faults.before))
           return value
         })
       )

@@ -1,0 +1,53 @@
+/**
+ * Human output of the operator CLI: aligned tables and key/value blocks, one line per row, with
+ * control characters from stored text (reasons, bodies) made harmless.
+ */
+
+// eslint-disable-next-line no-control-regex
+const controlCharacters = /[\u0000-\u001f\u007f-\u009f]/g
+
+/** A cell as printed: stored text cannot break the table (newlines, escape sequences). */
+export const cell = (value: unknown): string =>
+  value === null || value === undefined ? "-" : String(value).replace(controlCharacters, " ")
+
+/** An aligned table with a header row; columns are separated by two spaces. */
+export const table = (header: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<unknown>>): string => {
+  const cells = rows.map((row) => header.map((_, i) => cell(row[i])))
+  const widths = header.map((title, i) => Math.max(title.length, ...cells.map((row) => row[i]!.length)))
+  const line = (row: ReadonlyArray<string>) => row.map((value, i) => value.padEnd(widths[i]!)).join("  ").trimEnd()
+  return [line(header), ...cells.map(line)].join("\n")
+}
+
+/** Aligned `key  value` lines. */
+export const fields = (pairs: ReadonlyArray<readonly [string, unknown]>): string => {
+  const width = Math.max(...pairs.map(([key]) => key.length))
+  return pairs.map(([key, value]) => `${key.padEnd(width)}  ${cell(value)}`.trimEnd()).join("\n")
+}
+
+// Ticks are the Clock's milliseconds in production; small values are logical ticks (the demo).
+const epochMillis = 1e12
+
+/** A tick, with its wall-clock time when it reads as epoch milliseconds. */
+export const tick = (value: number | null): string =>
+  value === null ? "-" : value >= epochMillis ? `${value} (${new Date(value).toISOString()})` : String(value)
+
+/** A duration in milliseconds, short: `850ms`, `12.3s`, `4m 05s`, `2h 07m`, `3d 04h`. */
+export const age = (millis: number): string => {
+  if (millis < 1000) return `${Math.round(millis)}ms`
+  const seconds = millis / 1000
+  if (seconds < 60) return `${seconds.toFixed(1)}s`
+  const pad = (n: number) => String(n).padStart(2, "0")
+  const s = Math.floor(seconds)
+  if (s < 3600) return `${Math.floor(s / 60)}m ${pad(s % 60)}s`
+  if (s < 86_400) return `${Math.floor(s / 3600)}h ${pad(Math.floor((s % 3600) / 60))}m`
+  return `${Math.floor(s / 86_400)}d ${pad(Math.floor((s % 86_400) / 3600))}h`
+}
+
+/** A JSON body on one line, cut to `max` characters. */
+export const body = (value: unknown, max = Number.POSITIVE_INFINITY): string => {
+  const text = JSON.stringify(value) ?? "null"
+  return text.length > max ? `${text.slice(0, max - 1)}…` : text
+}
+
+/** The one JSON document a `--json` command prints. */
+export const json = (value: unknown): string => JSON.stringify(value, null, 2)

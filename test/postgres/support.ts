@@ -1,0 +1,45 @@
+/**
+ * Shared by the PostgreSQL-only tests: whether they run (FAIR_RELAY_PG_URL, as for the contract
+ * suite), and how to find the backend that holds a store's write lock.
+ */
+import type { SqlClient } from "@effect/sql/SqlClient"
+import { describe } from "vitest"
+import { pgUrl } from "../support/backends.js"
+
+/** Why the PostgreSQL tests are skipped here, or undefined when they run. */
+export const skipReason: string | undefined = pgUrl === undefined ? "SKIPPED: FAIR_RELAY_PG_URL is not set" : undefined
+
+if (skipReason !== undefined) {
+  console.warn("*** FAIR_RELAY_PG_URL is not set: the PostgreSQL-only tests of test/postgres are SKIPPED ***")
+}
+
+/**
+ * `describe` when PostgreSQL is configured; otherwise a skipped suite whose name says why, so the
+ * report lists the tests as skipped instead of leaving them out.
+ */
+export const describePg = (name: string, body: (url: string) => void): void => {
+  if (pgUrl === undefined) {
+    describe.skip(`${name} [${skipReason}]`, () => body("postgres://unset"))
+  } else {
+    const url = pgUrl
+    describe(name, () => body(url))
+  }
+}
+
+/** The advisory-lock names of the two store kinds (see src/layers/internal/PgStore.ts). */
+export type StoreKind = "relay_queue" | "inbox"
+
+/**
+ * Backends of this database holding the transaction advisory lock of `schema`'s `kind` store,
+ * with their session state. `pg_advisory_xact_lock(k)` with a bigint key shows in `pg_locks` as
+ * classid = high 32 bits, objid = low 32 bits, objsubid = 1.
+ */
+export const lockHolders = (admin: SqlClient, schema: string, kind: StoreKind) =>
+  admin<{ pid: number; state: string | null; application_name: string; wait_event_type: string | null }>`
+    WITH k AS (SELECT hashtext(${`${schema}/${kind}`})::bigint AS key)
+    SELECT l.pid, a.state, a.application_name, a.wait_event_type
+    FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid, k
+    WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+      AND l.classid::bigint = ((k.key >> 32) & 4294967295)
+      AND l.objid::bigint = (k.key & 4294967295)`

@@ -8,7 +8,7 @@
  *  - the article's head query (read-only), via better-sqlite3, against the same file.
  */
 import Database from "better-sqlite3"
-import { Effect, Tracer } from "effect"
+import { Effect } from "effect"
 import { defaultPolicy, SqliteRelayQueue, TickClock } from "../src/index.js"
 import type { RelayQueueService } from "../src/index.js"
 import { openCeiling } from "./ceiling.js"
@@ -17,6 +17,7 @@ import { summarize, timeRuns } from "./stats.js"
 import type { Summary } from "./stats.js"
 import { cachedStore, removeDb, workCopy } from "./stores.js"
 import type { Backlog } from "./stores.js"
+import { captureSql } from "../scenarios/support/captureSql.js"
 
 /**
  * The statements our claim reads with are captured from the library itself (the `db.query.text`
@@ -29,26 +30,6 @@ export interface ClaimSql {
   /** The head lookup (params: flow id, seq). */
   readonly head: string
 }
-
-const captureSql = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-  Effect.gen(function*() {
-    const statements: Array<string> = []
-    const native = yield* Effect.tracer
-    const tracer = Tracer.make({
-      span: (...args) => {
-        const span = native.span(...args)
-        const attribute = span.attribute.bind(span)
-        span.attribute = (key, value) => {
-          if (key === "db.query.text") statements.push(String(value))
-          attribute(key, value)
-        }
-        return span
-      },
-      context: (f, fiber) => native.context(f, fiber)
-    })
-    const result = yield* Effect.withTracer(effect, tracer)
-    return [result, statements] as const
-  })
 
 const placeholders = (sql: string) => (sql.match(/\?/g) ?? []).length
 

@@ -4,11 +4,10 @@
  */
 import type { MigrationError } from "@effect/sql/Migrator"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Config, Effect, Either, Layer } from "effect"
+import { Config, Effect, Layer } from "effect"
 import type { ConfigError } from "effect/ConfigError"
 import type { Scope } from "effect"
-import { InvalidInput } from "../domain/Errors.js"
-import { makePolicy } from "../domain/Policy.js"
+import type { InvalidInput } from "../domain/Errors.js"
 import type { PolicyInput } from "../domain/Policy.js"
 import { RelayQueue } from "../services/RelayQueue.js"
 import type { RelayQueueService } from "../services/RelayQueue.js"
@@ -27,10 +26,7 @@ export type OpenError = SqlError | MigrationError | InvalidInput
 /** Opens (creating and migrating if needed) a queue store for the lifetime of the scope. */
 export const make = (options: SqliteRelayQueueOptions): Effect.Effect<RelayQueueService, OpenError, Scope.Scope> =>
   Effect.gen(function*() {
-    const policy = yield* Either.match(makePolicy(options.policy), {
-      onLeft: (message) => Effect.fail(new InvalidInput({ operation: "SqliteRelayQueue.make", message: `policy: ${message}` })),
-      onRight: Effect.succeed
-    })
+    const policy = yield* SqlRelayQueue.decodePolicy(options.policy, "SqliteRelayQueue.make")
     const store = yield* SqliteStore.open(options, SqlRelayQueue.migrations, SqlRelayQueue.migrationsTable)
     return SqlRelayQueue.make(store, policy)
   })

@@ -4,32 +4,12 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import Database from "better-sqlite3"
-import { Effect, Tracer } from "effect"
+import { Effect } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import * as SqliteRelayQueue from "../../src/layers/SqliteRelayQueue.js"
-
-/** Runs `effect` with a tracer that records the text of every SQL statement executed. */
-const capturingSql = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-  Effect.gen(function*() {
-    const statements: Array<string> = []
-    const native = yield* Effect.tracer
-    const tracer = Tracer.make({
-      span: (...args) => {
-        const span = native.span(...args)
-        const attribute = span.attribute.bind(span)
-        span.attribute = (key, value) => {
-          if (key === "db.query.text") statements.push(String(value))
-          attribute(key, value)
-        }
-        return span
-      },
-      context: (f, fiber) => native.context(f, fiber)
-    })
-    const result = yield* Effect.withTracer(effect, tracer)
-    return [result, statements] as const
-  })
+import { captureSql } from "../../scenarios/support/captureSql.js"
 
 const explain = (file: string, statement: string): ReadonlyArray<string> => {
   const db = new Database(file, { readonly: true })
@@ -54,12 +34,12 @@ describe("claim query plan", () => {
       for (let f = 0; f < 50; f++) {
         for (let i = 0; i < 20; i++) yield* queue.enqueue({ eventId: `e-${f}-${i}`, flowId: `f-${f}`, body: { i } })
       }
-      const [claimed, claimSql] = yield* capturingSql(queue.claim)
-      const [batch, batchSql] = yield* capturingSql(queue.claimBatch(8))
+      const [claimed, claimSql] = yield* captureSql(queue.claim)
+      const [batch, batchSql] = yield* captureSql(queue.claimBatch(8))
       expect(claimed._tag).toBe("Claimed")
       expect(batch).toHaveLength(8)
       const token = claimed._tag === "Claimed" ? claimed.token : { eventId: "", generation: 0 }
-      const [, settleSql] = yield* capturingSql(queue.settle(token, { _tag: "Accepted" }))
+      const [, settleSql] = yield* captureSql(queue.settle(token, { _tag: "Accepted" }))
 
       const statements = [...claimSql, ...batchSql, ...settleSql].filter((s) => /^\s*(SELECT|UPDATE)/i.test(s))
       expect(statements.some((s) => /FROM relay_flow/.test(s) && /ORDER BY served/.test(s))).toBe(true)

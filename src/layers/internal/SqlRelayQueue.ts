@@ -5,11 +5,12 @@
 import { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Either, Metric, Random } from "effect"
-import { EventNotFound } from "../../domain/Errors.js"
+import { EventNotFound, InvalidInput } from "../../domain/Errors.js"
 import type { EventId, FlowId } from "../../domain/Ids.js"
 import { parseStored } from "../../domain/Json.js"
 import type { Claimed, ClaimOutcome, DeliveryReply, EnqueueResult, Redriven, SettleOutcome } from "../../domain/Outcomes.js"
-import type { RelayPolicy } from "../../domain/Policy.js"
+import { makePolicy } from "../../domain/Policy.js"
+import type { PolicyInput, RelayPolicy } from "../../domain/Policy.js"
 import * as Protocol from "../../domain/Protocol.js"
 import type { AuditRecord, ClockRecord, EventRecord, EventState, FlowRecord, Token } from "../../domain/Records.js"
 import * as Faults from "../../services/Faults.js"
@@ -72,6 +73,13 @@ export const migrations: Record<string, Effect.Effect<void, SqlError, SqlClient>
     yield* sql`ALTER TABLE relay_audit ADD COLUMN actor TEXT`
   })
 }
+
+/** The policy a layer was given, validated, or an `InvalidInput` naming the layer. */
+export const decodePolicy = (input: PolicyInput | undefined, operation: string): Effect.Effect<RelayPolicy, InvalidInput> =>
+  Either.match(makePolicy(input), {
+    onLeft: (message) => Effect.fail(new InvalidInput({ operation, message: `policy: ${message}` })),
+    onRight: Effect.succeed
+  })
 
 /** Name of the queue store's migrations table. */
 export const migrationsTable = "relay_migrations"

@@ -1,0 +1,27 @@
+/**
+ * Records the text of every SQL statement an effect executes, from the `db.query.text` attribute
+ * of `@effect/sql`'s `sql.execute` spans: what the library really sends, for query-plan tests and
+ * the benchmark.
+ */
+import { Effect, Tracer } from "effect"
+
+/** Runs `effect` and returns its result with the SQL statements it executed, in order. */
+export const captureSql = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.gen(function*() {
+    const statements: Array<string> = []
+    const native = yield* Effect.tracer
+    const tracer = Tracer.make({
+      span: (...args) => {
+        const span = native.span(...args)
+        const attribute = span.attribute.bind(span)
+        span.attribute = (key, value) => {
+          if (key === "db.query.text") statements.push(String(value))
+          attribute(key, value)
+        }
+        return span
+      },
+      context: (f, fiber) => native.context(f, fiber)
+    })
+    const result = yield* Effect.withTracer(effect, tracer)
+    return [result, statements] as const
+  })

@@ -1,12 +1,14 @@
 /**
- * Child of the claim race (SPEC §5 scenario 3). For each `{cmd: "race", file, round}` on stdin:
- * open the queue file, say `ready`, wait for `{cmd: "go"}` (the barrier), claim once at tick 0,
- * report the outcome, close the file. Exits 0 when stdin closes.
+ * Child of the claim race (SPEC §5 scenario 3), on either backend. For each
+ * `{cmd: "race", store, round}` on stdin: open the queue store (a SQLite file, or a PostgreSQL
+ * URL with a pool of its own), say `ready`, wait for `{cmd: "go"}` (the barrier), claim once at
+ * tick 0, report the outcome, close the store. Exits 0 when stdin closes.
  */
 import { Effect } from "effect"
-import type { ClaimOutcome } from "../../src/index.js"
-import { SqliteRelayQueue, TickClock } from "../../src/index.js"
+import type { ClaimOutcome } from "../../src/domain/Outcomes.js"
+import * as TickClock from "../../src/services/TickClock.js"
 import { commands, describeError, emit, numberField, runMain, stringField } from "./io.js"
+import { openQueue } from "./stores.js"
 
 /** One process's claim, as the child reports it. */
 export type RaceClaim =
@@ -39,12 +41,12 @@ const main = async () => {
     const command = await input.next()
     if (command === undefined || command.cmd === "exit") return
     if (command.cmd !== "race") throw new Error(`unexpected command ${JSON.stringify(command)}`)
-    const file = stringField(command, "file")
+    const store = stringField(command, "store")
     const round = numberField(command, "round")
     await Effect.runPromise(
       Effect.scoped(
         Effect.gen(function*() {
-          const queue = yield* SqliteRelayQueue.make({ filename: file })
+          const queue = yield* openQueue(store)
           emit({ type: "ready", round, pid: process.pid })
           const go = yield* Effect.promise(() => input.next())
           if (go?.cmd !== "go") return yield* Effect.dieMessage(`expected go, got ${JSON.stringify(go)}`)

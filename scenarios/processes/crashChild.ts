@@ -1,19 +1,27 @@
 /**
- * Child of the crash scenarios (SPEC §5 scenarios 13–18). A worker with the queue file and the
- * inbox file (the counter business) in one process, delivering through `Transport.layerInbox`.
+ * Child of the crash scenarios (SPEC §5 scenarios 13–18), on either backend. A worker with the
+ * queue store and the inbox store (the counter business) in one process, delivering through
+ * `Transport.layerInbox`. A store is a SQLite file or a PostgreSQL URL (each store then has a
+ * pool of its own).
  *
- *   crashChild crash   <queueFile> <inboxFile> <point> <tick>
- *     one worker step at `tick` with `Faults.exitAt(point)`: the process exits 73 at `point`.
- *     If the step ever returns, it reports `survived` and exits 0.
- *   crashChild recover <queueFile> <inboxFile> <tick>
- *     worker steps at `tick`, without faults, until one is `Idle`; reports each step as it
- *     happens, then `recovered`.
+ *   crashChild crash   <queue> <inbox> <point> <tick>
+ *     one worker step at `tick` with `Faults.exitAt(point)`: the process exits 73 at `point`
+ *     (on PostgreSQL with any transaction still open on its connections; the server rolls it back
+ *     when the socket closes). If the step ever returns, it reports `survived` and exits 0.
+ *   crashChild recover <tick> <queue> <inbox> [<queue> <inbox>]...
+ *     for each pair of stores in turn (a process start costs about a second of CPU): worker
+ *     steps at `tick`, without faults, until one is `Idle`, each reported as it happens, then
+ *     `recovered`. Every message carries `store`, the pair's index.
  */
 import { Effect, Layer } from "effect"
-import type { StepResult } from "../../src/index.js"
-import { Faults, Relay, SqliteInbox, SqliteRelayQueue, TickClock, Transport } from "../../src/index.js"
+// The modules themselves rather than src/index.ts: a child loads less (faster start-up).
+import * as Faults from "../../src/services/Faults.js"
+import { Relay } from "../../src/services/Relay.js"
+import type { StepResult } from "../../src/services/Relay.js"
+import * as TickClock from "../../src/services/TickClock.js"
+import { Transport } from "../../src/services/Transport.js"
 import { emit, runMain } from "./io.js"
-import { counterBusiness } from "./stores.js"
+import { counterBusiness, inboxLayer, queueLayer } from "./stores.js"
 
 /** One worker step, as the child reports it. */
 export type StepSummary =
@@ -28,7 +36,7 @@ export type StepSummary =
   }
 
 /** Stops a recovery that never goes idle. */
-export const MaxRecoverySteps = 20
+const MaxRecoverySteps = 20
 
 const summarize = (result: StepResult): StepSummary =>
   result._tag === "Idle" ? result : {
@@ -40,24 +48,42 @@ const summarize = (result: StepResult): StepSummary =>
     outcome: result.outcome._tag
   }
 
-const worker = (queueFile: string, inboxFile: string) =>
+/** A worker over the two stores; on PostgreSQL each store has a pool of two connections. */
+const worker = (queue: string, inbox: string) =>
   Relay.layer.pipe(
     Layer.provide(Transport.layerInbox),
     Layer.provide(
       Layer.merge(
-        SqliteRelayQueue.layer({ filename: queueFile }),
-        SqliteInbox.layer({ filename: inboxFile, business: counterBusiness() })
+        queueLayer(queue, { maxConnections: 2 }),
+        inboxLayer(inbox, counterBusiness(), { maxConnections: 2 })
       )
     )
   )
 
+/** Worker steps at `tick` until one is `Idle`, each reported as it happens, then `recovered`. */
+const recover = (queue: string, inbox: string, tick: number, store: number) =>
+  Effect.runPromise(Effect.provide(
+    Effect.gen(function*() {
+      const relay = yield* Relay
+      let count = 0
+      for (let i = 0; i < MaxRecoverySteps; i++) {
+        const step = summarize(yield* relay.step.pipe(TickClock.at(tick)))
+        count++
+        emit({ type: "step", store, step })
+        if (step._tag === "Idle") break
+      }
+      emit({ type: "recovered", store, count })
+    }),
+    worker(queue, inbox)
+  ))
+
 const isFaultPoint = (value: string): value is Faults.FaultPoint => (Faults.faultPoints as ReadonlyArray<string>).includes(value)
 
 const main = async () => {
-  const [mode, queueFile, inboxFile, ...rest] = process.argv.slice(2)
-  if (queueFile === undefined || inboxFile === undefined) throw new Error("usage: crashChild crash|recover <queue> <inbox> ...")
+  const [mode, ...args] = process.argv.slice(2)
   if (mode === "crash") {
-    const [point, tickText] = rest
+    const [queue, inbox, point, tickText] = args
+    if (queue === undefined || inbox === undefined) throw new Error("usage: crashChild crash <queue> <inbox> <point> <tick>")
     if (point === undefined || !isFaultPoint(point)) throw new Error(`unknown fault point ${String(point)}`)
     const tick = Number(tickText ?? "0")
     const program = Effect.gen(function*() {
@@ -65,26 +91,18 @@ const main = async () => {
       emit({ type: "started", pid: process.pid, point, tick })
       return yield* relay.step.pipe(TickClock.at(tick), Effect.provideService(Faults.Faults, Faults.exitAt(point)))
     })
-    const result = await Effect.runPromise(Effect.provide(program, worker(queueFile, inboxFile)))
+    const result = await Effect.runPromise(Effect.provide(program, worker(queue, inbox)))
     emit({ type: "survived", step: summarize(result) })
     return
   }
   if (mode === "recover") {
-    const tick = Number(rest[0] ?? "0")
-    const program = Effect.gen(function*() {
-      const relay = yield* Relay
-      emit({ type: "started", pid: process.pid, tick })
-      const steps: Array<StepSummary> = []
-      for (let i = 0; i < MaxRecoverySteps; i++) {
-        const step = summarize(yield* relay.step.pipe(TickClock.at(tick)))
-        steps.push(step)
-        emit({ type: "step", step })
-        if (step._tag === "Idle") break
-      }
-      return steps
-    })
-    const steps = await Effect.runPromise(Effect.provide(program, worker(queueFile, inboxFile)))
-    emit({ type: "recovered", count: steps.length })
+    const [tickText, ...stores] = args
+    const tick = Number(tickText)
+    if (!Number.isInteger(tick) || stores.length === 0 || stores.length % 2 !== 0) {
+      throw new Error("usage: crashChild recover <tick> <queue> <inbox> [<queue> <inbox>]...")
+    }
+    emit({ type: "started", pid: process.pid, tick })
+    for (let store = 0; store < stores.length / 2; store++) await recover(stores[2 * store]!, stores[2 * store + 1]!, tick, store)
     return
   }
   throw new Error(`unknown mode ${String(mode)}`)

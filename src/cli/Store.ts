@@ -7,6 +7,7 @@
  */
 import * as Reactivity from "@effect/experimental/Reactivity"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
+import type { SqlError } from "@effect/sql/SqlError"
 import { Cause, Effect } from "effect"
 import type { Scope } from "effect"
 import * as fs from "node:fs"
@@ -111,11 +112,16 @@ const checkSchema = (file: string, sql: SqliteClient.SqliteClient): Effect.Effec
 export const check = (file: string): Effect.Effect<SchemaCheck, CliFailure> =>
   Effect.scoped(Effect.zipRight(checkFile(file), Effect.flatMap(openReadonly(file), (sql) => checkSchema(file, sql))))
 
-/**
- * Opens an existing queue store read-only for the lifetime of the scope. Write operations of the
- * returned service fail (SQLITE_READONLY); read commands only call its reads.
- */
-export const openReader = (file: string): Effect.Effect<RelayQueueService, CliFailure, Scope.Scope> =>
+/** A queue store opened read-only. */
+export interface Reader {
+  /** The library's queue over the read-only connection: its reads work, its writes fail (SQLITE_READONLY). */
+  readonly queue: RelayQueueService
+  /** Runs several reads in one read transaction, so they see one state of the store. */
+  readonly consistent: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | SqlError, R>
+}
+
+/** Opens an existing queue store read-only for the lifetime of the scope. */
+export const openReader = (file: string): Effect.Effect<Reader, CliFailure, Scope.Scope> =>
   Effect.gen(function*() {
     yield* checkFile(file)
     const sql = yield* openReadonly(file)
@@ -126,9 +132,10 @@ export const openReader = (file: string): Effect.Effect<RelayQueueService, CliFa
         `${quoted(file)} has an older queue schema (this fair-relay writes ${SchemaVersion}); a writing command (enqueue, redrive, run) upgrades it`
       )
     }
+    // Nested inside `consistent`, the queue's own read transactions become savepoints of it.
     const transaction = <A, E, R>(effect: Effect.Effect<A, E, R>) => sql.withTransaction(effect)
     const store: Store = { sql, read: transaction, write: transaction }
-    return SqlRelayQueue.make(store, defaultPolicy)
+    return { queue: SqlRelayQueue.make(store, defaultPolicy), consistent: transaction }
   })
 
 /**

@@ -3,13 +3,18 @@
  * carries only the command's output; the exit code is the command's (0, 1 or 2). SIGINT and
  * SIGTERM interrupt the command: `run` then shuts down gracefully and exits 0.
  */
-import { NodeContext, NodeRuntime } from "@effect/platform-node"
+import * as CliConfig from "@effect/cli/CliConfig"
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Cause, Effect, Exit, Logger } from "effect"
 import { main } from "./Commands.js"
 
 main(process.argv).pipe(
   Effect.provide(NodeContext.layer),
-  Effect.provide(Logger.replace(Logger.defaultLogger, Logger.prettyLogger({ stderr: true }))),
+  // Help without the block of built-in options on every command (the root description names them).
+  Effect.provide(CliConfig.layer({ showBuiltIns: false })),
+  // One logfmt line per log event, on stderr.
+  Effect.provide(Logger.replace(Logger.defaultLogger, Logger.withConsoleError(Logger.logfmtLogger))),
   NodeRuntime.runMain({
     disableErrorReporting: true,
     disablePrettyLogger: true,

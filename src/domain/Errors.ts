@@ -69,3 +69,12 @@ export class InvalidInput extends Schema.TaggedError<InvalidInput>()("InvalidInp
 
 /** Errors of `redrive` other than database failures. */
 export type RedriveError = EventNotFound | NotQuarantined | GenerationMismatch | MissingReason
+
+/**
+ * The file or database is not a store this library can open: another application's database,
+ * the other kind of fair-relay store, or one written by a newer version. Nothing was changed.
+ */
+export class IncompatibleStore extends Schema.TaggedError<IncompatibleStore>()("IncompatibleStore", {
+  store: Schema.String,
+  message: Schema.String
+}) {}

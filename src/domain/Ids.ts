@@ -12,6 +12,7 @@ export const MaxIdLength = 200
 // Control characters (C0, DEL, C1) break logs, terminals and CSV exports of operators.
 // eslint-disable-next-line no-control-regex
 const controlCharacters = /[\u0000-\u001f\u007f-\u009f]/
+const loneSurrogate = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
 
 const identifier = (name: string) =>
   Schema.String.pipe(
@@ -20,6 +21,8 @@ const identifier = (name: string) =>
       if (s.length > MaxIdLength) return `${name} must be at most ${MaxIdLength} characters (got ${s.length})`
       if (s.trim().length === 0) return `${name} must not be blank`
       if (controlCharacters.test(s)) return `${name} must not contain control characters`
+      // A lone surrogate has no UTF-8 form: stored, it would come back as another id.
+      if (loneSurrogate.test(s)) return `${name} must be well-formed Unicode (it has a lone surrogate)`
       return true
     })
   )

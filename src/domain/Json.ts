@@ -81,7 +81,8 @@ export const canonicalize = (value: unknown, maxBytes: number = DefaultMaxBodyBy
   } catch (error) {
     if (error instanceof BodyError) return Either.left(error.message)
     if (error instanceof RangeError) return Either.left(`body nests too deeply`)
-    throw error
+    // A getter or proxy of the caller's that throws: the body cannot be read, so it is not JSON.
+    return Either.left(`body cannot be read: ${error instanceof Error ? error.message : String(error)}`)
   }
 }
 

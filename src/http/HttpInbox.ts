@@ -66,7 +66,11 @@ export const handler: Effect.Effect<HttpServerResponse.HttpServerResponse, never
     if (request.method !== "POST") {
       return failure(405, "method_not_allowed", `deliveries are POSTed, not ${request.method}`, { allow: "POST" })
     }
-    const document = yield* Effect.either(request.json)
+    // An empty body is no JSON document (`request.json` would read it as null).
+    const text = yield* Effect.either(request.text)
+    const document = text._tag === "Left"
+      ? text
+      : yield* Effect.either(Effect.try({ try: () => JSON.parse(text.right) as unknown, catch: (cause) => ({ cause, message: "not JSON" }) }))
     if (document._tag === "Left") {
       // Only the parser's complaint: the request object would put its headers (credentials) in the log.
       yield* Effect.logWarning("HttpInbox: request body is not JSON", describe(document.left.cause ?? document.left.message))

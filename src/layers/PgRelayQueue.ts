@@ -2,17 +2,15 @@
  * The queue on PostgreSQL, for many worker processes on many machines. Same contract and
  * outcomes as `SqliteRelayQueue`; see docs/postgres.md for the locking design.
  */
-import type { MigrationError } from "@effect/sql/Migrator"
-import type { SqlError } from "@effect/sql/SqlError"
 import { Config, Effect, Layer } from "effect"
 import type { ConfigError } from "effect/ConfigError"
 import type { Scope } from "effect"
-import type { InvalidInput } from "../domain/Errors.js"
 import type { PolicyInput } from "../domain/Policy.js"
 import { RelayQueue } from "../services/RelayQueue.js"
 import type { RelayQueueService } from "../services/RelayQueue.js"
 import * as PgStore from "./internal/PgStore.js"
 import * as SqlRelayQueue from "./internal/SqlRelayQueue.js"
+import type * as Store from "./internal/Store.js"
 
 /** Options of a PostgreSQL queue store. */
 export interface PgRelayQueueOptions extends PgStore.PgStoreOptions {
@@ -21,7 +19,7 @@ export interface PgRelayQueueOptions extends PgStore.PgStoreOptions {
 }
 
 /** Errors of opening a queue store. */
-export type OpenError = SqlError | MigrationError | InvalidInput
+export type OpenError = Store.OpenError
 
 /** Opens (creating and migrating if needed) a queue store for the lifetime of the scope. */
 export const make = (options: PgRelayQueueOptions): Effect.Effect<RelayQueueService, OpenError, Scope.Scope> =>

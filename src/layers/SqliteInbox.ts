@@ -1,13 +1,12 @@
 /**
  * The receiver on its own SQLite file (":memory:" allowed), separate from the queue's.
  */
-import type { MigrationError } from "@effect/sql/Migrator"
-import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Layer } from "effect"
 import type { Scope } from "effect"
 import { Inbox } from "../services/Inbox.js"
 import type { InboxBusiness, InboxService } from "../services/Inbox.js"
 import * as SqlInbox from "./internal/SqlInbox.js"
+import type * as Store from "./internal/Store.js"
 import * as SqliteStore from "./internal/SqliteStore.js"
 
 /** Options of a SQLite inbox. */
@@ -17,9 +16,9 @@ export interface SqliteInboxOptions extends SqliteStore.SqliteStoreOptions {
 }
 
 /** Opens (creating and migrating if needed) an inbox store for the lifetime of the scope. */
-export const make = (options: SqliteInboxOptions): Effect.Effect<InboxService, SqlError | MigrationError, Scope.Scope> =>
+export const make = (options: SqliteInboxOptions): Effect.Effect<InboxService, Store.OpenError, Scope.Scope> =>
   Effect.flatMap(SqliteStore.open(options, SqlInbox.migrations, SqlInbox.migrationsTable), (store) => SqlInbox.make(store, options.business))
 
 /** A layer providing `Inbox` over one SQLite file. */
-export const layer = (options: SqliteInboxOptions): Layer.Layer<Inbox, SqlError | MigrationError> =>
+export const layer = (options: SqliteInboxOptions): Layer.Layer<Inbox, Store.OpenError> =>
   Layer.scoped(Inbox, make(options))

@@ -2,16 +2,14 @@
  * The queue on one SQLite file. Each layer owns its own connection, so a queue store and a
  * receiver store can live in one program.
  */
-import type { MigrationError } from "@effect/sql/Migrator"
-import type { SqlError } from "@effect/sql/SqlError"
 import { Config, Effect, Layer } from "effect"
 import type { ConfigError } from "effect/ConfigError"
 import type { Scope } from "effect"
-import type { InvalidInput } from "../domain/Errors.js"
 import type { PolicyInput } from "../domain/Policy.js"
 import { RelayQueue } from "../services/RelayQueue.js"
 import type { RelayQueueService } from "../services/RelayQueue.js"
 import * as SqlRelayQueue from "./internal/SqlRelayQueue.js"
+import type * as Store from "./internal/Store.js"
 import * as SqliteStore from "./internal/SqliteStore.js"
 
 /** Options of a SQLite queue store. */
@@ -21,7 +19,7 @@ export interface SqliteRelayQueueOptions extends SqliteStore.SqliteStoreOptions 
 }
 
 /** Errors of opening a queue store. */
-export type OpenError = SqlError | MigrationError | InvalidInput
+export type OpenError = Store.OpenError
 
 /** Opens (creating and migrating if needed) a queue store for the lifetime of the scope. */
 export const make = (options: SqliteRelayQueueOptions): Effect.Effect<RelayQueueService, OpenError, Scope.Scope> =>

@@ -3,10 +3,11 @@
  * later PostgreSQL) implement it; the input checks every backend shares live here.
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Context, Effect, Either, ParseResult, Schema } from "effect"
+import { Context, Effect, Either, Schema } from "effect"
 import type { ClockRegressed, EnqueueConflict, EventNotFound, RedriveError } from "../domain/Errors.js"
 import { InvalidInput, MissingReason } from "../domain/Errors.js"
 import { EventId, FlowId, Generation } from "../domain/Ids.js"
+import { decodeInput, shorten } from "../domain/Input.js"
 import { canonicalize } from "../domain/Json.js"
 import type { CanonicalBody } from "../domain/Json.js"
 import { DeliveryReply } from "../domain/Outcomes.js"
@@ -145,8 +146,6 @@ export interface RelayQueueService {
 /** The queue service. */
 export class RelayQueue extends Context.Tag("fair-relay/RelayQueue")<RelayQueue, RelayQueueService>() {}
 
-const invalid = (operation: string) => (error: ParseResult.ParseError) =>
-  new InvalidInput({ operation, message: ParseResult.TreeFormatter.formatErrorSync(error) })
 
 /** A validated enqueue. */
 export interface EnqueueCommand {
@@ -170,11 +169,10 @@ const EnqueueFields = Schema.Struct({
 
 /** Validates an enqueue: ids, and a JSON body within the policy's size limit. */
 export const decodeEnqueue = (input: unknown, policy: RelayPolicy): Effect.Effect<EnqueueCommand, InvalidInput> =>
-  Schema.decodeUnknown(EnqueueFields)(input).pipe(
-    Effect.mapError(invalid("enqueue")),
+  decodeInput(EnqueueFields, "enqueue")(input).pipe(
     Effect.flatMap(({ body, eventId, flowId, weight }) =>
       Either.match(canonicalize(body, policy.maxBodyBytes), {
-        onLeft: (message) => Effect.fail(new InvalidInput({ operation: "enqueue", message })),
+        onLeft: (message) => Effect.fail(new InvalidInput({ operation: "enqueue", message: shorten(message) })),
         onRight: (canonical) => Effect.succeed({ eventId, flowId, body: canonical, weight })
       })
     )
@@ -186,9 +184,7 @@ export const decodeEnqueueBatch = (
   policy: RelayPolicy
 ): Effect.Effect<ReadonlyArray<EnqueueCommand>, InvalidInput> =>
   Effect.flatMap(
-    Schema.decodeUnknown(Schema.Array(Schema.Unknown).pipe(Schema.maxItems(MaxBatchSize)))(inputs).pipe(
-      Effect.mapError(invalid("enqueueBatch"))
-    ),
+    decodeInput(Schema.Array(Schema.Unknown).pipe(Schema.maxItems(MaxBatchSize)), "enqueueBatch")(inputs),
     (items) =>
       Effect.forEach(items, (item, i) =>
         Effect.mapError(decodeEnqueue(item, policy), (error) =>
@@ -202,9 +198,7 @@ export const decodeSettle = (
   token: unknown,
   reply: unknown
 ): Effect.Effect<readonly [Token, DeliveryReply], InvalidInput> =>
-  Effect.all([Schema.decodeUnknown(TokenFields)(token), Schema.decodeUnknown(DeliveryReply)(reply)]).pipe(
-    Effect.mapError(invalid("settle"))
-  )
+  Effect.all([decodeInput(TokenFields, "settle")(token), decodeInput(DeliveryReply, "settle")(reply)])
 
 const RedriveFields = Schema.Struct({
   eventId: EventId,
@@ -215,8 +209,7 @@ const RedriveFields = Schema.Struct({
 
 /** Validates a redrive; a blank reason is `MissingReason` before anything is read. */
 export const decodeRedrive = (input: unknown): Effect.Effect<RedriveRequest, InvalidInput | MissingReason> =>
-  Schema.decodeUnknown(RedriveFields)(input).pipe(
-    Effect.mapError(invalid("redrive")),
+  decodeInput(RedriveFields, "redrive")(input).pipe(
     Effect.filterOrFail(
       (request) => !isBlankReason(request.reason),
       (request) => new MissingReason({ eventId: request.eventId })
@@ -225,51 +218,49 @@ export const decodeRedrive = (input: unknown): Effect.Effect<RedriveRequest, Inv
 
 /** Validates a batch size: an integer from 1 to `MaxBatchSize`. */
 export const decodeBatchSize = (limit: unknown): Effect.Effect<number, InvalidInput> =>
-  Schema.decodeUnknown(Schema.Int.pipe(Schema.between(1, MaxBatchSize)))(limit).pipe(Effect.mapError(invalid("claimBatch")))
+  decodeInput(Schema.Int.pipe(Schema.between(1, MaxBatchSize)), "claimBatch")(limit)
 
 /** Validates every item of a settle batch; one malformed item refuses the whole batch. */
 export const decodeSettleBatch = (
   items: unknown
 ): Effect.Effect<ReadonlyArray<readonly [Token, DeliveryReply]>, InvalidInput> =>
-  Schema.decodeUnknown(
-    Schema.Array(Schema.Struct({ token: TokenFields, reply: DeliveryReply })).pipe(Schema.maxItems(MaxBatchSize))
+  decodeInput(
+    Schema.Array(Schema.Struct({ token: TokenFields, reply: DeliveryReply })).pipe(Schema.maxItems(MaxBatchSize)),
+    "settleBatch"
   )(items).pipe(
-    Effect.mapError(invalid("settleBatch")),
     Effect.map((decoded) => decoded.map(({ reply, token }) => [token, reply] as const))
   )
 
 /** Validates a flow weight: an integer from 1 to `MaxWeight`. */
 export const decodeFlowWeight = (input: unknown): Effect.Effect<{ readonly flowId: FlowId; readonly weight: number }, InvalidInput> =>
-  Schema.decodeUnknown(Schema.Struct({ flowId: FlowId, weight: Weight }))(input).pipe(Effect.mapError(invalid("setFlowWeight")))
+  decodeInput(Schema.Struct({ flowId: FlowId, weight: Weight }), "setFlowWeight")(input)
 
 const Limit = Schema.optional(Schema.UndefinedOr(Schema.Int.pipe(Schema.between(1, MaxBatchSize))))
 
 /** Validates an event id given on its own. */
 export const decodeEventId = (eventId: unknown, operation: string): Effect.Effect<EventId, InvalidInput> =>
-  Schema.decodeUnknown(EventId)(eventId).pipe(Effect.mapError(invalid(operation)))
+  decodeInput(EventId, operation)(eventId)
 
 /** Validates an `events` filter; the limit defaults to 100. */
 export const decodeEventFilter = (filter: unknown) =>
-  Schema.decodeUnknown(Schema.Struct({
-    state: Schema.optional(Schema.UndefinedOr(EventState)),
-    flowId: Schema.optional(Schema.UndefinedOr(FlowId)),
-    afterEventId: Schema.optional(Schema.UndefinedOr(EventId)),
-    limit: Limit
-  }))(filter).pipe(
-    Effect.map((f) => ({ ...f, limit: f.limit ?? 100 })),
-    Effect.mapError(invalid("events"))
-  )
+  decodeInput(
+    Schema.Struct({
+      state: Schema.optional(Schema.UndefinedOr(EventState)),
+      flowId: Schema.optional(Schema.UndefinedOr(FlowId)),
+      afterEventId: Schema.optional(Schema.UndefinedOr(EventId)),
+      limit: Limit
+    }),
+    "events"
+  )(filter).pipe(Effect.map((f) => ({ ...f, limit: f.limit ?? 100 })))
 
 /** Validates a page filter; the limit defaults to 100. */
 export const decodePageFilter = (filter: unknown) =>
-  Schema.decodeUnknown(Schema.Struct({ after: Schema.optional(Schema.UndefinedOr(FlowId)), limit: Limit }))(filter).pipe(
-    Effect.map((f) => ({ ...f, limit: f.limit ?? 100 })),
-    Effect.mapError(invalid("flows"))
+  decodeInput(Schema.Struct({ after: Schema.optional(Schema.UndefinedOr(FlowId)), limit: Limit }), "flows")(filter).pipe(
+    Effect.map((f) => ({ ...f, limit: f.limit ?? 100 }))
   )
 
 /** Validates an audit filter; the limit defaults to 100. */
 export const decodeAuditFilter = (filter: unknown) =>
-  Schema.decodeUnknown(Schema.Struct({ eventId: Schema.optional(Schema.UndefinedOr(EventId)), limit: Limit }))(filter).pipe(
-    Effect.map((f) => ({ ...f, limit: f.limit ?? 100 })),
-    Effect.mapError(invalid("audit"))
+  decodeInput(Schema.Struct({ eventId: Schema.optional(Schema.UndefinedOr(EventId)), limit: Limit }), "audit")(filter).pipe(
+    Effect.map((f) => ({ ...f, limit: f.limit ?? 100 }))
   )

@@ -11,24 +11,12 @@
  * the worker that went first, and fails with ClockRegressed although every clock is monotonic.
  * SPEC §3 has the lock taken first, then `now` read. Prints the counts of each result.
  */
-import * as Reactivity from "@effect/experimental/Reactivity"
-import * as PgClient from "@effect/sql-pg/PgClient"
-import { Effect, Redacted } from "effect"
+import { Effect } from "effect"
 import { PgRelayQueue } from "../../../src/index.js"
-
-const base = process.env.FAIR_RELAY_PG_URL
-if (base === undefined) {
-  console.error("set FAIR_RELAY_PG_URL (e.g. postgres://postgres@127.0.0.1:5432/fair_relay_test)")
-  process.exit(2)
-}
+import { runScript, scratchSchema } from "./scratch.js"
 
 const program = Effect.gen(function*() {
-  const admin = yield* PgClient.make({ url: Redacted.make(base), maxConnections: 1 })
-  const schema = `clock_contention_${process.pid}`
-  yield* Effect.acquireRelease(admin`CREATE SCHEMA ${admin(schema)}`, () => Effect.orDie(admin`DROP SCHEMA ${admin(schema)} CASCADE`))
-  const u = new URL(base)
-  u.searchParams.set("options", `-c search_path=${schema}`)
-  const url = u.toString()
+  const url = yield* scratchSchema(`clock_contention_${process.pid}`)
   const policy = { leaseTicks: "30 seconds" } as const
   const setup = yield* PgRelayQueue.make({ url, maxConnections: 1, policy })
   yield* setup.enqueueBatch(Array.from({ length: 400 }, (_, i) => ({ eventId: `E${i}`, flowId: `F${i % 40}`, body: { delta: 1 } })))
@@ -49,7 +37,4 @@ const program = Effect.gen(function*() {
   console.log(JSON.stringify(counts))
 })
 
-Effect.runPromise(Effect.scoped(program).pipe(Effect.provide(Reactivity.layer))).catch((error) => {
-  console.error(error)
-  process.exit(1)
-})
+void runScript(Effect.scoped(program))

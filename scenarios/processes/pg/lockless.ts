@@ -9,29 +9,18 @@
  *
  * The real store (PgRelayQueue) under the same load is checked by test/postgres/concurrency.test.ts.
  */
-import * as Reactivity from "@effect/experimental/Reactivity"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import { Effect, Either, Redacted } from "effect"
 import { makePolicy, PgRelayQueue, TickClock } from "../../../src/index.js"
 import * as SqlRelayQueue from "../../../src/layers/internal/SqlRelayQueue.js"
-
-const base = process.env.FAIR_RELAY_PG_URL
-if (base === undefined) {
-  console.error("set FAIR_RELAY_PG_URL (e.g. postgres://postgres@127.0.0.1:5432/fair_relay_test)")
-  process.exit(2)
-}
+import { runScript, scratchSchema } from "./scratch.js"
 
 const Workers = 6
 const Events = 200
 const Flows = 50
 
 const program = Effect.gen(function*() {
-  const admin = yield* PgClient.make({ url: Redacted.make(base), maxConnections: 1 })
-  const schema = `lockless_${process.pid}`
-  yield* Effect.acquireRelease(admin`CREATE SCHEMA ${admin(schema)}`, () => Effect.orDie(admin`DROP SCHEMA ${admin(schema)} CASCADE`))
-  const u = new URL(base)
-  u.searchParams.set("options", `-c search_path=${schema}`)
-  const url = u.toString()
+  const url = yield* scratchSchema(`lockless_${process.pid}`)
   // Created and filled by the real store (schema and migrations).
   const setup = yield* PgRelayQueue.make({ url, maxConnections: 1 })
   yield* setup.enqueueBatch(Array.from({ length: Events }, (_, i) => ({ eventId: `E${i}`, flowId: `F${i % Flows}`, body: { delta: 1 } })))
@@ -67,7 +56,4 @@ const program = Effect.gen(function*() {
   }))
 })
 
-Effect.runPromise(Effect.scoped(program).pipe(Effect.provide(Reactivity.layer))).catch((error) => {
-  console.error(error)
-  process.exit(1)
-})
+void runScript(Effect.scoped(program))

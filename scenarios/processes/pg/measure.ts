@@ -11,24 +11,11 @@
  * It reports events/s over the drain and, for single steps, the latency of each claim and settle
  * as the caller sees it (including waiting for the store's advisory lock), p50/p99.
  */
-import * as Reactivity from "@effect/experimental/Reactivity"
-import * as PgClient from "@effect/sql-pg/PgClient"
-import { Effect, Redacted } from "effect"
+import { Effect } from "effect"
 import * as os from "node:os"
 import type { RelayQueueService } from "../../../src/index.js"
 import { PgRelayQueue, TickClock } from "../../../src/index.js"
-
-const base = process.env.FAIR_RELAY_PG_URL
-if (base === undefined) {
-  console.error("set FAIR_RELAY_PG_URL (e.g. postgres://postgres@127.0.0.1:5432/fair_relay_test)")
-  process.exit(2)
-}
-
-const schemaUrl = (schema: string) => {
-  const u = new URL(base)
-  u.searchParams.set("options", `-c search_path=${schema}`)
-  return u.toString()
-}
+import { runScript, scratchSchema } from "./scratch.js"
 
 const percentile = (values: ReadonlyArray<number>, p: number) => {
   const sorted = [...values].sort((a, b) => a - b)
@@ -46,10 +33,7 @@ let runs = 0
 
 const measure = (run: Run) =>
   Effect.scoped(Effect.gen(function*() {
-    const admin = yield* PgClient.make({ url: Redacted.make(base), maxConnections: 1 })
-    const schema = `measure_${process.pid}_${runs++}`
-    yield* Effect.acquireRelease(admin`CREATE SCHEMA ${admin(schema)}`, () => Effect.orDie(admin`DROP SCHEMA ${admin(schema)} CASCADE`))
-    const url = schemaUrl(schema)
+    const url = yield* scratchSchema(`measure_${process.pid}_${runs++}`)
     const setup = yield* PgRelayQueue.make({ url, maxConnections: 1 })
     const total = run.flows * run.perFlow
     for (let start = 0; start < total; start += 5_000) {
@@ -111,10 +95,8 @@ const plan: ReadonlyArray<Run> = [
 ]
 
 console.log(`node ${process.version}, ${os.cpus().length} CPUs, load average ${os.loadavg().map((l) => l.toFixed(1)).join(" ")}`)
-Effect.runPromise(Effect.forEach(plan, measure, { discard: true }).pipe(Effect.provide(Reactivity.layer))).then(
-  () => console.log(`load average after: ${os.loadavg().map((l) => l.toFixed(1)).join(" ")}`),
-  (error) => {
-    console.error(error)
-    process.exit(1)
-  }
+void runScript(
+  Effect.forEach(plan, measure, { discard: true }).pipe(
+    Effect.andThen(() => console.log(`load average after: ${os.loadavg().map((l) => l.toFixed(1)).join(" ")}`))
+  )
 )

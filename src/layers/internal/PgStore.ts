@@ -12,7 +12,9 @@ import * as PgClient from "@effect/sql-pg/PgClient"
 import { Cause, Duration, Effect, Redacted } from "effect"
 import type { Scope } from "effect"
 import { commitFailuresAsErrors, isolated } from "./Store.js"
-import type { Store } from "./Store.js"
+import type { OpenError, Store } from "./Store.js"
+import { IncompatibleStore } from "../../domain/Errors.js"
+import { latestMigration } from "./SqliteStore.js"
 
 /** Options common to every PostgreSQL store. */
 export interface PgStoreOptions {
@@ -38,7 +40,7 @@ export const open = (
   migrations: Record<string, Effect.Effect<void, SqlError, SqlClient.SqlClient>>,
   migrationsTable: string,
   lockName: string
-): Effect.Effect<Store, SqlError | Migrator.MigrationError, Scope.Scope> =>
+): Effect.Effect<Store, OpenError, Scope.Scope> =>
   Effect.gen(function*() {
     const sql = yield* PgClient.make({
       url: Redacted.isRedacted(options.url) ? options.url : Redacted.make(options.url),
@@ -69,6 +71,14 @@ export const open = (
         // Created here so that the migrator finds it: a failed probe would abort the transaction.
         yield* sql`CREATE TABLE IF NOT EXISTS ${sql(migrationsTable)} (
           migration_id integer PRIMARY KEY, created_at timestamptz NOT NULL DEFAULT now(), name text NOT NULL)`
+        const [row] = yield* sql<{ readonly version: unknown }>`SELECT MAX(migration_id) AS version FROM ${sql(migrationsTable)}`
+        const version = Number(row?.version ?? 0)
+        if (version > latestMigration(migrations)) {
+          return yield* new IncompatibleStore({
+            store: migrationsTable,
+            message: `this schema was written by a newer version of fair-relay (schema ${version}; this one knows up to ${latestMigration(migrations)})`
+          })
+        }
         yield* Migrator.make({})({ loader: Migrator.fromRecord(migrations), table: migrationsTable })
       })
     ).pipe(Effect.provideService(SqlClient.SqlClient, sql))

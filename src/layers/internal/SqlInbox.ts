@@ -3,8 +3,9 @@
  */
 import { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect, Either, Schema } from "effect"
+import { Effect, Either } from "effect"
 import { InvalidInput } from "../../domain/Errors.js"
+import { decodeInput, shorten } from "../../domain/Input.js"
 import { canonicalize, parseStored } from "../../domain/Json.js"
 import type { DeliveryReply } from "../../domain/Outcomes.js"
 import { decideReceive } from "../../domain/Receiver.js"
@@ -41,7 +42,6 @@ class Refusal {
   constructor(readonly code: string) {}
 }
 
-const decodeDelivery = Schema.decodeUnknown(Delivery)
 
 /** Builds the inbox service over an opened store, after the business step's own setup. */
 export const make = (store: Store, business: InboxBusiness): Effect.Effect<InboxService, SqlError> =>
@@ -52,9 +52,9 @@ const service = (store: Store, business: InboxBusiness): InboxService => {
 
   const decode = (input: DeliveryInput, operation: string) =>
     Effect.gen(function*() {
-      const delivery = yield* Effect.mapError(decodeDelivery(input), (error) => new InvalidInput({ operation, message: error.message }))
+      const delivery = yield* decodeInput(Delivery, operation)(input)
       const body = yield* Either.match(canonicalize(delivery.body, Number.MAX_SAFE_INTEGER), {
-        onLeft: (message) => Effect.fail(new InvalidInput({ operation, message })),
+        onLeft: (message) => Effect.fail(new InvalidInput({ operation, message: shorten(message) })),
         onRight: Effect.succeed
       })
       return { delivery, body }

@@ -8,10 +8,13 @@ import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
 import type { Connection } from "@effect/sql/SqlConnection"
+import Database from "better-sqlite3"
+import * as fs from "node:fs"
+import { IncompatibleStore, InvalidInput } from "../../domain/Errors.js"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import { Cause, Clock, Duration, Effect, Schedule, Scope } from "effect"
 import { commitFailuresAsErrors, isolated } from "./Store.js"
-import type { Store } from "./Store.js"
+import type { OpenError, Store } from "./Store.js"
 
 /** Options common to every SQLite store. */
 export interface SqliteStoreOptions {
@@ -67,7 +70,12 @@ const transaction = (client: SqlClient.SqlClient, begin: string, busyTimeoutMill
     // A COMMIT that fails leaves SQLite's transaction open on our only connection; roll it back
     // so the next operation does not find itself inside a dead transaction.
     commit: (conn) => run(conn, "COMMIT").pipe(Effect.tapError(() => Effect.ignore(run(conn, "ROLLBACK")))),
-    rollback: (conn) => run(conn, "ROLLBACK"),
+    // After a BEGIN that failed (say SQLITE_BUSY) there is no transaction to roll back; that
+    // ROLLBACK's complaint must not replace the real error.
+    rollback: (conn) =>
+      run(conn, "ROLLBACK").pipe(
+        Effect.catchIf((error) => /no transaction is active/.test(String((error.cause as Error | undefined)?.message)), () => Effect.void)
+      ),
     rollbackSavepoint: (conn, id) => run(conn, `ROLLBACK TO SAVEPOINT fair_relay_${id}`)
   })
   return <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
@@ -77,6 +85,57 @@ const transaction = (client: SqlClient.SqlClient, begin: string, busyTimeoutMill
 const openFailed = (filename: string) => (cause: Cause.Cause<never>) =>
   Effect.fail(new SqlError({ cause: Cause.squash(cause), message: `cannot open SQLite store ${JSON.stringify(filename)}` }))
 
+/** The highest migration id a set of migrations ("<id>_<name>") brings a store to. */
+export const latestMigration = (migrations: Record<string, unknown>): number =>
+  Math.max(0, ...Object.keys(migrations).map((key) => Number.parseInt(key, 10)))
+
+/**
+ * Refuses, before anything opens it for writing (which would switch it to WAL and add our
+ * tables), a file that holds another application's tables, the other kind of store, or a store
+ * from a newer version. A missing or empty file is a new store.
+ */
+const precheck = (filename: string, migrationsTable: string, latest: number) =>
+  Effect.suspend(() => {
+    if (filename === ":memory:" || filename === "" || filename.startsWith("file:")) return Effect.void
+    const stat = fs.statSync(filename, { throwIfNoEntry: false })
+    if (stat === undefined || (stat.isFile() && stat.size === 0)) return Effect.void
+    if (stat.isDirectory()) return openFailed(filename)(Cause.die(new Error(`${filename} is a directory`)))
+    const incompatible = (message: string) => Effect.fail(new IncompatibleStore({ store: filename, message }))
+    return Effect.try({
+      try: () => {
+        // A read-only connection to a WAL database creates its -wal and -shm files. If they were
+        // not there before, nobody else has the database open; remove them again so that a
+        // refused open leaves the directory exactly as it was.
+        const sideFiles = [`${filename}-wal`, `${filename}-shm`].filter((f) => !fs.existsSync(f))
+        const db = new Database(filename, { readonly: true, fileMustExist: true })
+        try {
+          const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'").all()
+            .map((row) => (row as { readonly name: string }).name)
+          if (tables.length === 0) return { tables, version: 0 }
+          if (!tables.includes(migrationsTable)) return { tables, version: null }
+          const row = db.prepare(`SELECT MAX(migration_id) AS version FROM "${migrationsTable}"`).get() as { readonly version: number | null }
+          return { tables, version: row.version ?? 0 }
+        } finally {
+          db.close()
+          for (const file of sideFiles) fs.rmSync(file, { force: true })
+        }
+      },
+      catch: (cause) => new SqlError({ cause, message: `cannot read ${JSON.stringify(filename)} as a SQLite database` })
+    }).pipe(
+      Effect.flatMap(({ tables, version }) =>
+        version === null
+          ? incompatible(
+            `${filename} is not a store of this kind: it has tables (${tables.slice(0, 5).join(", ")}${
+              tables.length > 5 ? ", …" : ""
+            }) but no ${migrationsTable}`
+          )
+          : version > latest
+          ? incompatible(`${filename} was written by a newer version of fair-relay (schema ${version}; this one knows up to ${latest})`)
+          : Effect.void
+      )
+    )
+  })
+
 /**
  * Opens a SQLite store and applies its migrations (recorded in `migrationsTable`) inside one
  * write transaction, so concurrent processes opening the same new file do not race.
@@ -85,13 +144,20 @@ export const open = (
   options: SqliteStoreOptions,
   migrations: Record<string, Effect.Effect<void, SqlError, SqlClient.SqlClient>>,
   migrationsTable: string
-): Effect.Effect<Store, SqlError | Migrator.MigrationError, Scope.Scope> =>
+): Effect.Effect<Store, OpenError, Scope.Scope> =>
   Effect.gen(function*() {
+    const requested = options.busyTimeoutMillis ?? DefaultBusyTimeoutMillis
+    if (!Number.isSafeInteger(requested) || requested < 0) {
+      return yield* Effect.fail(
+        new InvalidInput({ operation: "open", message: `busyTimeoutMillis must be a whole number of milliseconds ≥ 0, got ${requested}` })
+      )
+    }
+    yield* precheck(options.filename, migrationsTable, latestMigration(migrations))
     const sql = yield* SqliteClient.make({ filename: options.filename }).pipe(
       Effect.provide(Reactivity.layer),
       Effect.catchAllDefect((defect) => openFailed(options.filename)(Cause.die(defect)))
     )
-    const busy = Math.max(0, Math.floor(options.busyTimeoutMillis ?? DefaultBusyTimeoutMillis))
+    const busy = requested
     yield* sql.unsafe(`PRAGMA busy_timeout = ${Math.min(busy, NativeBusyMillis)}`)
     yield* sql`PRAGMA synchronous = FULL`
     const store: Store = {

@@ -4,7 +4,12 @@
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
+import type { MigrationError } from "@effect/sql/Migrator"
 import { Context, Effect, Option } from "effect"
+import type { IncompatibleStore, InvalidInput } from "../../domain/Errors.js"
+
+/** Why a store could not be opened. */
+export type OpenError = SqlError | MigrationError | InvalidInput | IncompatibleStore
 
 /** A SQL store opened by one backend. */
 export interface Store {

@@ -1,0 +1,257 @@
+/**
+ * The commands that run something: `run` (the worker daemon, against an HTTP endpoint or the
+ * in-process sample receiver) and `demo` (the scenario demo, in a child process).
+ */
+import * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
+import { Duration, Effect, Layer, Option, Ref } from "effect"
+import { spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+import type { InvalidInput } from "../domain/Errors.js"
+import type { DeliveryReply, SettleOutcome } from "../domain/Outcomes.js"
+import * as HttpTransport from "../http/HttpTransport.js"
+import * as SqliteInbox from "../layers/SqliteInbox.js"
+import * as Counter from "../sample/Counter.js"
+import { Relay } from "../services/Relay.js"
+import type { RunOptions } from "../services/Relay.js"
+import { MaxBatchSize, RelayQueue } from "../services/RelayQueue.js"
+import type { RelayQueueService, SettleInput, TokenInput } from "../services/RelayQueue.js"
+import { Transport } from "../services/Transport.js"
+import { CliFailure, failure, usage } from "./Errors.js"
+import * as Format from "./Format.js"
+import { context, duration, integer, print, printJson, shared, States } from "./Root.js"
+import * as Store from "./Store.js"
+
+// ---------------------------------------------------------------------------------------------
+// run
+// ---------------------------------------------------------------------------------------------
+
+const replyText = (reply: DeliveryReply): string => {
+  switch (reply._tag) {
+    case "Rejected":
+      return `Rejected ${reply.code}`
+    case "Retry":
+      return `Retry (${reply.reason})`
+    case "Gap":
+      return `Gap (receiver expects seq ${reply.expected})`
+    default:
+      return reply._tag
+  }
+}
+
+const outcomeText = (outcome: SettleOutcome, now: number): string => {
+  switch (outcome._tag) {
+    case "Quarantined":
+      return `Quarantined (${outcome.reason})`
+    case "RetryScheduled":
+      return `RetryScheduled (again in ${Format.age(Math.max(0, outcome.nextAt - now))})`
+    default:
+      return outcome._tag
+  }
+}
+
+/** A queue whose settles report each outcome (how `run` shows what it does). */
+const observed = (
+  queue: RelayQueueService,
+  onOutcome: (token: TokenInput, reply: DeliveryReply, outcome: SettleOutcome) => Effect.Effect<void>
+): RelayQueueService => ({
+  ...queue,
+  settle: (token, reply) => Effect.tap(queue.settle(token, reply), (outcome) => onOutcome(token, reply, outcome)),
+  settleBatch: (items: ReadonlyArray<SettleInput>) =>
+    Effect.tap(queue.settleBatch(items), (outcomes) =>
+      Effect.forEach(outcomes, (outcome, i) => onOutcome(items[i]!.token, items[i]!.reply, outcome), { discard: true }))
+})
+
+/** Whether no flow has a head that is or will become eligible: everything acked or quarantined. */
+const drained = (queue: RelayQueueService) =>
+  Effect.gen(function*() {
+    let after: string | undefined
+    for (;;) {
+      const page = yield* queue.flows({ after, limit: 10_000 })
+      if (page.some((flow) => flow.eligibleAt !== null)) return false
+      if (page.length < 10_000) return true
+      after = page[page.length - 1]!.flowId
+    }
+  })
+
+const untilDrained = (queue: RelayQueueService) =>
+  Effect.gen(function*() {
+    while (!(yield* drained(queue))) yield* Effect.sleep(Duration.millis(200))
+  })
+
+/** The sample receiver (a per-flow counter) in this process, on its own SQLite file. */
+const sampleReceiver = (file: string, maxDelta: number) =>
+  Layer.unwrapEffect(
+    Effect.gen(function*() {
+      yield* Store.checkInbox(file)
+      const limit = yield* Ref.make(maxDelta)
+      return SqliteInbox.layer({ filename: file, business: Counter.business(limit) }).pipe(
+        Layer.mapError((error) => failure(error._tag, `cannot open the receiver store ${JSON.stringify(file)}: ${error.message}`))
+      )
+    })
+  )
+
+/** `run`: the worker daemon. */
+export const run = Command.make("run", {
+  ...shared,
+  http: Options.text("http").pipe(
+    Options.withPseudoName("URL"),
+    Options.withDescription("Deliver by HTTP POST to this receiver endpoint."),
+    Options.optional
+  ),
+  inbox: Options.text("inbox").pipe(
+    Options.withPseudoName("PATH"),
+    Options.withDescription("Deliver to the sample counter receiver, in this process, on its own SQLite file (created if missing)."),
+    Options.optional
+  ),
+  maxDelta: integer(
+    "max-delta",
+    "N",
+    "The sample receiver's limit: larger deltas are refused (Rejected unsupported_delta). Default 1000.",
+    0
+  ).pipe(Options.optional),
+  workers: integer("workers", "N", "Concurrent workers (default 1).", 1, MaxBatchSize).pipe(Options.withDefault(1)),
+  batch: integer("batch", "N", "Claim and settle up to N heads per transaction (default 1).", 1, MaxBatchSize).pipe(Options.withDefault(1)),
+  poll: duration("poll", "1s", "Longest sleep when nothing is eligible"),
+  deliveryTimeout: duration("delivery-timeout", "10s", "A delivery without a reply by then is settled as Retry; shorter than the lease"),
+  lease: duration("lease", "30s", "How long a claim holds a head"),
+  backoffBase: duration("backoff-base", "1s", "First retry delay, doubled on each failure"),
+  backoffCap: duration("backoff-cap", "1m", "Largest retry delay"),
+  retryBudget: integer("retry-budget", "N", "Transient failures per round before a head is quarantined (default 3).", 1).pipe(
+    Options.withDefault(3)
+  ),
+  shutdownGrace: duration("shutdown-grace", "10s", "On SIGINT/SIGTERM, how long in-flight deliveries may finish"),
+  untilIdle: Options.boolean("until-idle").pipe(
+    Options.withDescription("Exit once nothing is left to deliver: no head is or will become eligible (all acked or quarantined).")
+  )
+}, (options) =>
+  Effect.gen(function*() {
+    const { db, json } = yield* context(options)
+    if (Option.isSome(options.http) === Option.isSome(options.inbox)) {
+      return yield* usage("NoReceiver", "run needs exactly one receiver: --http URL or --inbox PATH")
+    }
+    if (Option.isSome(options.maxDelta) && Option.isNone(options.inbox)) {
+      return yield* usage("InvalidOption", "--max-delta applies to the sample receiver (--inbox) only")
+    }
+    if (Option.isSome(options.inbox) && path.resolve(options.inbox.value) === path.resolve(db)) {
+      return yield* usage("InvalidOption", "--inbox must be another file than the queue store: the receiver keeps its own database")
+    }
+    if (Duration.lessThanOrEqualTo(options.lease, options.deliveryTimeout)) {
+      return yield* usage(
+        "InvalidOption",
+        `--lease (${Duration.format(options.lease)}) must be longer than --delivery-timeout (${Duration.format(options.deliveryTimeout)})`
+      )
+    }
+    // Before any layer is built: a missing or foreign queue store must not get a receiver file created next to it.
+    yield* Store.check(db)
+    const policy = {
+      leaseTicks: Duration.toMillis(options.lease),
+      retryBudget: options.retryBudget,
+      backoffBase: Duration.toMillis(options.backoffBase),
+      backoffCap: Duration.toMillis(options.backoffCap)
+    }
+
+    const counts = yield* Ref.make<Record<string, number>>({})
+    const onOutcome = (token: TokenInput, reply: DeliveryReply, outcome: SettleOutcome) =>
+      Effect.zipRight(
+        Ref.update(counts, (c) => ({ ...c, [outcome._tag]: (c[outcome._tag] ?? 0) + 1 })),
+        json ? Effect.void : Effect.flatMap(
+          Effect.clockWith((clock) => clock.currentTimeMillis),
+          (now) => print(`${token.eventId}  generation ${token.generation}  ${replyText(reply)} → ${outcomeText(outcome, now)}`)
+        )
+      )
+
+    const Queue = Layer.scoped(RelayQueue, Effect.map(Store.openWriter(db, { policy }), (queue) => observed(queue, onOutcome)))
+    const Deliveries: Layer.Layer<Transport, CliFailure | InvalidInput> = Option.isSome(options.http)
+      ? HttpTransport.layer({
+        url: options.http.value,
+        timeout: Duration.min(options.deliveryTimeout, HttpTransport.DefaultTimeout)
+      }).pipe(Layer.provide(NodeHttpClient.layerUndici))
+      : Transport.layerInbox.pipe(Layer.provide(sampleReceiver(Option.getOrElse(options.inbox, () => ""), Option.getOrElse(options.maxDelta, () => 1000))))
+
+    const runOptions: RunOptions = {
+      workers: options.workers,
+      batchSize: options.batch,
+      pollInterval: options.poll,
+      deliveryTimeout: options.deliveryTimeout,
+      shutdownGrace: options.shutdownGrace,
+      metricsInterval: null
+    }
+
+    const summary = Effect.gen(function*() {
+      const queue = yield* RelayQueue
+      const stats = yield* queue.stats
+      const outcomes = yield* Ref.get(counts)
+      if (json) return yield* printJson({ db, outcomes, stats })
+      const done = Object.entries(outcomes).map(([tag, n]) => `${n} ${tag}`).join(", ")
+      yield* print(
+        `${options.untilIdle ? "idle" : "stopped"}: ${done === "" ? "nothing delivered" : done}; queue now ${
+          States.map((state) => `${stats.byState[state]} ${state}`).join(", ")
+        }`
+      )
+    })
+
+    const work = Effect.gen(function*() {
+      const relay = yield* Relay
+      const queue = yield* RelayQueue
+      if (options.untilIdle) {
+        yield* Effect.raceFirst(relay.run(runOptions), untilDrained(queue))
+        yield* summary
+      } else {
+        yield* relay.run(runOptions).pipe(
+          Effect.onInterrupt(() => Effect.ignore(summary))
+        )
+      }
+    })
+
+    yield* work.pipe(Effect.provide(Relay.layer.pipe(Layer.provide(Deliveries), Layer.provideMerge(Queue))))
+  })).pipe(Command.withDescription(
+    "Run the worker until SIGINT/SIGTERM (or with --until-idle, until nothing is left), delivering to an HTTP endpoint or to the in-process sample receiver."
+  ))
+
+// ---------------------------------------------------------------------------------------------
+// demo
+// ---------------------------------------------------------------------------------------------
+
+/** The repository root: `src/cli/` and `dist/cli/` both sit two levels down. */
+const repositoryRoot = () => fileURLToPath(new URL("../../", import.meta.url))
+
+/** `demo`: the scenario demo. */
+export const demo = Command.make("demo", {
+  only: Options.text("only").pipe(Options.withPseudoName("NAME"), Options.withDescription("Run one scenario."), Options.optional),
+  jsonFile: Options.text("json-file").pipe(
+    Options.withPseudoName("FILE"),
+    Options.withDescription("Also write machine-readable results to FILE."),
+    Options.optional
+  ),
+  check: Options.boolean("check").pipe(Options.withDescription("Compare with the frozen results (scenarios/results.json); fail on any difference.")),
+  keep: Options.boolean("keep").pipe(Options.withDescription("Leave the store files for inspection."))
+}, (options) =>
+  Effect.gen(function*() {
+    const rootDir = repositoryRoot()
+    const script = path.join(rootDir, "scenarios", "main.ts")
+    if (!fs.existsSync(script)) {
+      return yield* failure("DemoUnavailable", `the demo needs the repository's scenarios (${JSON.stringify(script)} is missing)`)
+    }
+    const tsx = yield* Effect.try({
+      try: () => import.meta.resolve("tsx"),
+      catch: () => failure("DemoUnavailable", "the demo runs TypeScript scenarios and needs tsx: run `npm ci` in the repository")
+    })
+    const args = [
+      ...Option.match(options.only, { onNone: () => [], onSome: (name) => ["--only", name] }),
+      ...Option.match(options.jsonFile, { onNone: () => [], onSome: (file) => ["--json", path.resolve(file)] }),
+      ...(options.check ? ["--check"] : []),
+      ...(options.keep ? ["--keep"] : [])
+    ]
+    const code = yield* Effect.async<number, CliFailure>((resume) => {
+      const child = spawn(process.execPath, ["--import", tsx, script, ...args], { cwd: rootDir, stdio: "inherit" })
+      child.on("error", (error) => resume(Effect.fail(failure("DemoUnavailable", `cannot start the demo: ${error.message}`))))
+      child.on("exit", (exitCode, signal) => resume(Effect.succeed(exitCode ?? (signal === null ? 1 : 128))))
+      return Effect.sync(() => child.kill("SIGTERM"))
+    })
+    if (code !== 0) return yield* new CliFailure({ code: "DemoFailed", message: `the demo exited with code ${code}`, exitCode: code })
+  })).pipe(Command.withDescription("Run every protocol scenario of the article on real SQLite files (npm run demo)."))
+

@@ -234,8 +234,10 @@ export const make = (store: Store, policy: RelayPolicy): RelayQueue.RelayQueueSe
       } else if (flow.head_seq === null) {
         const admitted = Protocol.admit(policy, clock, int(flow.served))
         after = admitted.clock
+        // A flow that keeps its place (seed admission) keeps its turn too; a new place starts a new turn.
         yield* sql`UPDATE relay_flow SET seq = ${seq}, head_seq = ${seq}, eligible_at = ${clock.tick},
-          served = ${admitted.served}, burst = 0 WHERE flow_id = ${command.flowId}`
+          served = ${admitted.served}, burst = CASE WHEN served = ${admitted.served} THEN burst ELSE 0 END
+          WHERE flow_id = ${command.flowId}`
       } else {
         yield* sql`UPDATE relay_flow SET seq = ${seq} WHERE flow_id = ${command.flowId}`
       }
@@ -248,7 +250,9 @@ export const make = (store: Store, policy: RelayPolicy): RelayQueue.RelayQueueSe
     })
 
   const setWeight = (flowId: string, weight: number) =>
-    sql`UPDATE relay_flow SET weight = ${weight}, burst = 0 WHERE flow_id = ${flowId}`
+    // Only a new weight starts a new turn: re-sending the same weight with every enqueue must not.
+    sql`UPDATE relay_flow SET burst = CASE WHEN weight = ${weight} THEN burst ELSE 0 END, weight = ${weight}
+      WHERE flow_id = ${flowId}`
 
   const enqueued = (results: ReadonlyArray<EnqueueResult>) => {
     const added = results.filter((r) => r._tag === "Enqueued").length

@@ -1,0 +1,646 @@
+/**
+ * A pure reference model of the relay queue, written from SPEC §3 (and the README's fairness
+ * section for weights and tail admission). It shares no code with `src/`: ids are plain strings,
+ * bodies are compared by a canonical text computed here, and every decision below is re-derived
+ * from the specification text, not from `src/domain/Protocol.ts`.
+ *
+ * The model is a plain mutable object; `clone` gives an independent copy so that a failing
+ * operation (or a whole batch) can be discarded: every operation is all-or-nothing.
+ *
+ * What it defines:
+ * - clock `{ tick, ticket }`: every successful write stores `max(tick, now)`; a write whose `now`
+ *   is below the persisted tick fails with `ClockRegressed` and changes nothing (SPEC §3).
+ * - flows `{ flowId, seq, served, weight, burst }`; `headSeq` (lowest non-acked seq) and
+ *   `eligibleAt` (ready → nextAt, inflight → leaseUntil, quarantined or no head → null) are
+ *   derived from the events.
+ * - events with every field of SPEC §7, audit rows `{ eventId, reason, generation, tick }`.
+ * - outcomes and typed errors of enqueue, enqueueBatch, setFlowWeight, claim, claimBatch, settle,
+ *   settleBatch and redrive.
+ * - argument checks (`InvalidInput`): ids 1–200 UTF-16 units, not blank, no C0/DEL/C1 control
+ *   characters; generations non-negative integers; replies with a known tag and well-typed fields;
+ *   weights integers 1..1,000,000; batch sizes 1..10,000; redrive reasons up to 10,000 and actors
+ *   up to 200 characters. Argument checks come before anything else; a blank redrive reason is
+ *   `MissingReason` before the store is read.
+ */
+
+/** A JSON value. */
+export type Json = null | boolean | number | string | ReadonlyArray<Json> | { readonly [key: string]: Json }
+
+export type State = "ready" | "inflight" | "acked" | "quarantined"
+
+export interface ModelEvent {
+  readonly eventId: string
+  readonly flowId: string
+  readonly seq: number
+  readonly body: Json
+  readonly state: State
+  readonly nextAt: number
+  readonly leaseUntil: number | null
+  readonly generation: number
+  readonly attempts: number
+  readonly lifetimeAttempts: number
+  readonly reason: string | null
+}
+
+export interface ModelFlowRow {
+  readonly flowId: string
+  readonly seq: number
+  readonly served: number
+  readonly headSeq: number | null
+  readonly eligibleAt: number | null
+  readonly weight: number
+  readonly burst: number
+}
+
+export interface ModelAudit {
+  readonly eventId: string
+  readonly reason: string
+  readonly generation: number
+  readonly tick: number
+  /** Who decided, when the caller said (else null). */
+  readonly actor: string | null
+}
+
+export interface ModelSnapshot {
+  readonly clock: { readonly tick: number; readonly ticket: number }
+  readonly flows: ReadonlyArray<ModelFlowRow>
+  readonly events: ReadonlyArray<ModelEvent>
+  readonly audit: ReadonlyArray<ModelAudit>
+}
+
+export interface ModelPolicy {
+  readonly leaseTicks: number
+  readonly retryBudget: number
+  readonly backoffBase: number
+  readonly backoffCap: number
+  readonly admission: "seed" | "tail"
+}
+
+/** Behaviour switches for gaps found in src that the model tolerates until they are fixed. */
+export interface ModelOptions {
+  /**
+   * GAP (reported): src resets a flow's burst whenever a weight is *given* for an existing flow,
+   * even when it equals the current weight, so a producer that passes its weight on every
+   * enqueue keeps its flow at the front of the rotation. The model expects a weight that does
+   * not change to change nothing; `true` makes it mimic src instead.
+   */
+  readonly sameWeightResetsBurst: boolean
+  /**
+   * GAP (reported): under seed admission a drained flow that gets a new event keeps its place
+   * (`served`) — and src also resets its burst, so a weight-w flow that is refilled after each
+   * ack never uses up its w claims and never moves behind the others. The model expects the
+   * burst to be kept (only tail admission, which moves the flow to the back, starts a new turn);
+   * `true` makes it mimic src instead.
+   */
+  readonly seedReadmissionResetsBurst: boolean
+}
+
+export type Reply =
+  | { readonly _tag: "Accepted" }
+  | { readonly _tag: "Duplicate" }
+  | { readonly _tag: "IdConflict" }
+  | { readonly _tag: "SequenceConflict" }
+  | { readonly _tag: "Rejected"; readonly code: string }
+  | { readonly _tag: "Retry"; readonly reason: string }
+  | { readonly _tag: "Gap"; readonly expected: number }
+
+export type ModelError =
+  | { readonly _tag: "InvalidInput"; readonly operation: string }
+  | { readonly _tag: "ClockRegressed"; readonly now: number; readonly tick: number }
+  | { readonly _tag: "EnqueueConflict"; readonly eventId: string; readonly storedFlowId: string; readonly storedSeq: number }
+  | { readonly _tag: "EventNotFound"; readonly eventId: string }
+  | { readonly _tag: "NotQuarantined"; readonly eventId: string; readonly state: string }
+  | { readonly _tag: "GenerationMismatch"; readonly eventId: string; readonly expected: number; readonly actual: number }
+  | { readonly _tag: "MissingReason"; readonly eventId: string }
+
+export type Result<A> = { readonly ok: true; readonly value: A } | { readonly ok: false; readonly error: ModelError }
+
+export type EnqueueOutcome = { readonly _tag: "Enqueued"; readonly seq: number } | { readonly _tag: "Existing"; readonly seq: number }
+export type ClaimedOutcome = {
+  readonly _tag: "Claimed"
+  readonly token: { readonly eventId: string; readonly generation: number }
+  readonly event: ModelEvent
+  readonly leaseUntil: number
+}
+export type ClaimOutcome = ClaimedOutcome | { readonly _tag: "Idle"; readonly wakeAt?: number }
+export type SettleOutcome =
+  | { readonly _tag: "Acked" }
+  | { readonly _tag: "RetryScheduled"; readonly nextAt: number }
+  | { readonly _tag: "Quarantined"; readonly reason: string }
+  | { readonly _tag: "Stale" }
+  | { readonly _tag: "Expired" }
+
+export interface EnqueueArgs {
+  readonly eventId: unknown
+  readonly flowId: unknown
+  readonly body: unknown
+  readonly weight?: unknown
+}
+
+export interface TokenArgs {
+  readonly eventId: unknown
+  readonly generation: unknown
+}
+
+const MaxId = 200
+const MaxWeight = 1_000_000
+const MaxBatch = 10_000
+const MaxReason = 10_000
+const MaxActor = 200
+
+// ---------------------------------------------------------------------------------------------
+// Argument checks
+
+const isControl = (code: number) => code <= 0x1f || (code >= 0x7f && code <= 0x9f)
+
+const isHighSurrogate = (code: number) => code >= 0xd800 && code <= 0xdbff
+const isLowSurrogate = (code: number) => code >= 0xdc00 && code <= 0xdfff
+
+/**
+ * SPEC/README: ids are 1–200 characters (UTF-16 units), not blank, without control characters —
+ * and well-formed Unicode (a lone surrogate has no byte form in the store).
+ */
+export const validId = (value: unknown): value is string => {
+  if (typeof value !== "string") return false
+  if (value.length === 0 || value.length > MaxId) return false
+  if (value.trim() === "") return false
+  for (let i = 0; i < value.length; i++) {
+    const code = value.charCodeAt(i)
+    if (isControl(code)) return false
+    if (isHighSurrogate(code)) {
+      if (!isLowSurrogate(value.charCodeAt(i + 1))) return false
+      i++
+    } else if (isLowSurrogate(code)) {
+      return false
+    }
+  }
+  return true
+}
+
+const isNonNegativeInt = (value: unknown): value is number =>
+  typeof value === "number" && Number.isInteger(value) && value >= 0
+
+const isWeight = (value: unknown): value is number =>
+  typeof value === "number" && Number.isInteger(value) && value >= 1 && value <= MaxWeight
+
+/** A canonical text of a plain JSON value (sorted keys), or undefined when it is not plain JSON. */
+export const canonicalText = (value: unknown): string | undefined => {
+  const seen = new Set<object>()
+  const go = (v: unknown): string | undefined => {
+    if (v === null) return "null"
+    if (typeof v === "boolean") return String(v)
+    if (typeof v === "string") return JSON.stringify(v)
+    if (typeof v === "number") return Number.isFinite(v) ? JSON.stringify(v) : undefined
+    if (typeof v !== "object") return undefined
+    if (seen.has(v)) return undefined
+    seen.add(v)
+    try {
+      if (Array.isArray(v)) {
+        const parts: Array<string> = []
+        for (let i = 0; i < v.length; i++) {
+          if (!Object.prototype.hasOwnProperty.call(v, i)) return undefined
+          const part = go(v[i])
+          if (part === undefined) return undefined
+          parts.push(part)
+        }
+        return `[${parts.join(",")}]`
+      }
+      const proto = Object.getPrototypeOf(v)
+      if (proto !== Object.prototype && proto !== null) return undefined
+      const rec = v as Record<string, unknown>
+      const parts: Array<string> = []
+      for (const key of Object.keys(rec).sort()) {
+        const part = go(rec[key])
+        if (part === undefined) return undefined
+        parts.push(`${JSON.stringify(key)}:${part}`)
+      }
+      return `{${parts.join(",")}}`
+    } finally {
+      seen.delete(v)
+    }
+  }
+  return go(value)
+}
+
+const isReply = (value: unknown): value is Reply => {
+  if (typeof value !== "object" || value === null) return false
+  const r = value as Record<string, unknown>
+  switch (r._tag) {
+    case "Accepted":
+    case "Duplicate":
+    case "IdConflict":
+    case "SequenceConflict":
+      return true
+    case "Rejected":
+      return typeof r.code === "string"
+    case "Retry":
+      return typeof r.reason === "string"
+    case "Gap":
+      return typeof r.expected === "number" && Number.isInteger(r.expected) && r.expected >= 1
+    default:
+      return false
+  }
+}
+
+const isToken = (value: unknown): value is { eventId: string; generation: number } =>
+  typeof value === "object" && value !== null && validId((value as TokenArgs).eventId) &&
+  isNonNegativeInt((value as TokenArgs).generation)
+
+/** Ids order by their UTF-8 bytes (SQLite's BINARY collation). */
+export const compareUtf8 = (a: string, b: string): number => Buffer.compare(Buffer.from(a, "utf8"), Buffer.from(b, "utf8"))
+
+// ---------------------------------------------------------------------------------------------
+// The model
+
+interface FlowState {
+  flowId: string
+  seq: number
+  served: number
+  weight: number
+  burst: number
+}
+
+interface EventState {
+  event: ModelEvent
+  bodyText: string
+}
+
+const invalid = (operation: string): Result<never> => ({ ok: false, error: { _tag: "InvalidInput", operation } })
+const fail = (error: ModelError): Result<never> => ({ ok: false, error })
+const ok = <A>(value: A): Result<A> => ({ ok: true, value })
+
+export class QueueModel {
+  tick = 0
+  ticket = 0
+  flows = new Map<string, FlowState>()
+  events = new Map<string, EventState>()
+  /** Events of each flow, by seq (index seq − 1). */
+  byFlow = new Map<string, Array<string>>()
+  audit: Array<ModelAudit> = []
+
+  constructor(readonly policy: ModelPolicy, readonly options: ModelOptions) {}
+
+  clone(): QueueModel {
+    const copy = new QueueModel(this.policy, this.options)
+    copy.tick = this.tick
+    copy.ticket = this.ticket
+    for (const [k, f] of this.flows) copy.flows.set(k, { ...f })
+    for (const [k, e] of this.events) copy.events.set(k, { event: e.event, bodyText: e.bodyText })
+    for (const [k, ids] of this.byFlow) copy.byFlow.set(k, [...ids])
+    copy.audit = [...this.audit]
+    return copy
+  }
+
+  /** Adopts the state of `other` (a clone that an operation succeeded on). */
+  private adopt(other: QueueModel) {
+    this.tick = other.tick
+    this.ticket = other.ticket
+    this.flows = other.flows
+    this.events = other.events
+    this.byFlow = other.byFlow
+    this.audit = other.audit
+  }
+
+  /** Runs `op` on a copy and keeps the copy only when it succeeds. */
+  private atomically<A>(op: (m: QueueModel) => Result<A>): Result<A> {
+    const draft = this.clone()
+    const result = op(draft)
+    if (result.ok) this.adopt(draft)
+    return result
+  }
+
+  /** SPEC §3: refuse a clock below the persisted tick, else store max(tick, now). */
+  private advance(now: number): ModelError | undefined {
+    if (now < this.tick) return { _tag: "ClockRegressed", now, tick: this.tick }
+    this.tick = now
+    return undefined
+  }
+
+  private head(flowId: string): ModelEvent | undefined {
+    for (const id of this.byFlow.get(flowId) ?? []) {
+      const e = this.events.get(id)!.event
+      if (e.state !== "acked") return e
+    }
+    return undefined
+  }
+
+  private static eligibleAt(head: ModelEvent | undefined): number | null {
+    if (head === undefined) return null
+    if (head.state === "ready") return head.nextAt
+    if (head.state === "inflight") return head.leaseUntil
+    return null
+  }
+
+  private setEvent(e: ModelEvent) {
+    const stored = this.events.get(e.eventId)!
+    this.events.set(e.eventId, { event: e, bodyText: stored.bodyText })
+  }
+
+  private setWeight(flow: FlowState, weight: number) {
+    if (flow.weight === weight && !this.options.sameWeightResetsBurst) return
+    flow.weight = weight
+    flow.burst = 0
+  }
+
+  // --- enqueue ------------------------------------------------------------------------------
+
+  private validEnqueue(args: EnqueueArgs): { eventId: string; flowId: string; body: Json; text: string; weight: number | undefined } | undefined {
+    if (typeof args !== "object" || args === null) return undefined
+    if (!validId(args.eventId) || !validId(args.flowId)) return undefined
+    const text = canonicalText(args.body)
+    if (text === undefined) return undefined
+    if (args.weight !== undefined && !isWeight(args.weight)) return undefined
+    return { eventId: args.eventId, flowId: args.flowId, body: JSON.parse(text) as Json, text, weight: args.weight }
+  }
+
+  private enqueueValid(
+    m: QueueModel,
+    cmd: { eventId: string; flowId: string; body: Json; text: string; weight: number | undefined },
+    now: number
+  ): Result<EnqueueOutcome> {
+    const stored = m.events.get(cmd.eventId)
+    if (stored !== undefined) {
+      if (stored.event.flowId === cmd.flowId && stored.bodyText === cmd.text) return ok({ _tag: "Existing", seq: stored.event.seq })
+      return fail({ _tag: "EnqueueConflict", eventId: cmd.eventId, storedFlowId: stored.event.flowId, storedSeq: stored.event.seq })
+    }
+    let flow = m.flows.get(cmd.flowId)
+    const hadHead = flow !== undefined && m.head(cmd.flowId) !== undefined
+    if (flow === undefined) {
+      // SPEC §3: a new flow starts at served = 0 (seed); README: "tail" takes the next ticket.
+      flow = { flowId: cmd.flowId, seq: 0, served: 0, weight: cmd.weight ?? 1, burst: 0 }
+      m.flows.set(cmd.flowId, flow)
+      m.byFlow.set(cmd.flowId, [])
+    } else if (cmd.weight !== undefined) {
+      m.setWeight(flow, cmd.weight)
+    }
+    if (!hadHead) {
+      // The flow (new, or drained) gets a head again. Seed: it keeps its place and its turn.
+      // Tail (README): it takes the next ticket, i.e. goes behind everyone, for a new turn.
+      if (m.policy.admission === "tail") {
+        m.ticket += 1
+        flow.served = m.ticket
+        flow.burst = 0
+      } else if (m.options.seedReadmissionResetsBurst) {
+        flow.burst = 0
+      }
+    }
+    flow.seq += 1
+    const event: ModelEvent = {
+      eventId: cmd.eventId,
+      flowId: cmd.flowId,
+      seq: flow.seq,
+      body: cmd.body,
+      state: "ready",
+      nextAt: now,
+      leaseUntil: null,
+      generation: 0,
+      attempts: 0,
+      lifetimeAttempts: 0,
+      reason: null
+    }
+    m.events.set(cmd.eventId, { event, bodyText: cmd.text })
+    m.byFlow.get(cmd.flowId)!.push(cmd.eventId)
+    return ok({ _tag: "Enqueued", seq: flow.seq })
+  }
+
+  enqueue(args: EnqueueArgs, now: number): Result<EnqueueOutcome> {
+    const cmd = this.validEnqueue(args)
+    if (cmd === undefined) return invalid("enqueue")
+    return this.atomically((m) => {
+      const regressed = m.advance(now)
+      if (regressed) return fail(regressed)
+      return this.enqueueValid(m, cmd, now)
+    })
+  }
+
+  enqueueBatch(items: unknown, now: number): Result<ReadonlyArray<EnqueueOutcome>> {
+    if (!Array.isArray(items) || items.length > MaxBatch) return invalid("enqueueBatch")
+    const cmds: Array<NonNullable<ReturnType<QueueModel["validEnqueue"]>>> = []
+    for (const item of items) {
+      const cmd = this.validEnqueue(item as EnqueueArgs)
+      if (cmd === undefined) return invalid("enqueueBatch")
+      cmds.push(cmd)
+    }
+    return this.atomically((m) => {
+      const regressed = m.advance(now)
+      if (regressed) return fail(regressed)
+      const results: Array<EnqueueOutcome> = []
+      for (const cmd of cmds) {
+        const r = this.enqueueValid(m, cmd, now)
+        if (!r.ok) return r
+        results.push(r.value)
+      }
+      return ok(results)
+    })
+  }
+
+  setFlowWeight(args: { flowId: unknown; weight: unknown }, now: number): Result<void> {
+    if (!validId(args.flowId) || !isWeight(args.weight)) return invalid("setFlowWeight")
+    const flowId = args.flowId
+    const weight = args.weight
+    return this.atomically((m) => {
+      const regressed = m.advance(now)
+      if (regressed) return fail(regressed)
+      const flow = m.flows.get(flowId)
+      if (flow === undefined) {
+        // A flow named before its first event: no head, served 0 until it is admitted.
+        m.flows.set(flowId, { flowId, seq: 0, served: 0, weight, burst: 0 })
+        m.byFlow.set(flowId, [])
+      } else {
+        m.setWeight(flow, weight)
+      }
+      return ok(undefined)
+    })
+  }
+
+  // --- claim --------------------------------------------------------------------------------
+
+  private claimOne(m: QueueModel, now: number): ClaimedOutcome | undefined {
+    let best: { flow: FlowState; head: ModelEvent } | undefined
+    for (const flow of m.flows.values()) {
+      const head = m.head(flow.flowId)
+      const at = QueueModel.eligibleAt(head)
+      if (head === undefined || at === null || at > now) continue
+      if (
+        best === undefined || flow.served < best.flow.served ||
+        (flow.served === best.flow.served && compareUtf8(flow.flowId, best.flow.flowId) < 0)
+      ) best = { flow, head }
+    }
+    if (best === undefined) return undefined
+    m.ticket += 1
+    // SPEC §3 (weight 1): served = ticket. README: weight w keeps its place for w claims in a row.
+    if (best.flow.burst + 1 >= best.flow.weight) {
+      best.flow.served = m.ticket
+      best.flow.burst = 0
+    } else {
+      best.flow.burst += 1
+    }
+    const claimed: ModelEvent = {
+      ...best.head,
+      state: "inflight",
+      generation: best.head.generation + 1,
+      attempts: best.head.attempts + 1,
+      lifetimeAttempts: best.head.lifetimeAttempts + 1,
+      leaseUntil: now + m.policy.leaseTicks
+    }
+    m.setEvent(claimed)
+    return {
+      _tag: "Claimed",
+      token: { eventId: claimed.eventId, generation: claimed.generation },
+      event: claimed,
+      leaseUntil: now + m.policy.leaseTicks
+    }
+  }
+
+  /** The earliest tick at which some head becomes eligible (all are later than now when idle). */
+  private wakeAt(): number | undefined {
+    let wake: number | undefined
+    for (const flow of this.flows.values()) {
+      const at = QueueModel.eligibleAt(this.head(flow.flowId))
+      if (at !== null && (wake === undefined || at < wake)) wake = at
+    }
+    return wake
+  }
+
+  claim(now: number): Result<ClaimOutcome> {
+    return this.atomically((m): Result<ClaimOutcome> => {
+      const regressed = m.advance(now)
+      if (regressed) return fail(regressed)
+      const claimed = this.claimOne(m, now)
+      if (claimed !== undefined) return ok(claimed)
+      const wakeAt = m.wakeAt()
+      return ok(wakeAt === undefined ? { _tag: "Idle" } : { _tag: "Idle", wakeAt })
+    })
+  }
+
+  claimBatch(limit: unknown, now: number): Result<ReadonlyArray<ClaimedOutcome>> {
+    if (typeof limit !== "number" || !Number.isInteger(limit) || limit < 1 || limit > MaxBatch) return invalid("claimBatch")
+    return this.atomically((m) => {
+      const regressed = m.advance(now)
+      if (regressed) return fail(regressed)
+      const claims: Array<ClaimedOutcome> = []
+      while (claims.length < limit) {
+        const claimed = this.claimOne(m, now)
+        if (claimed === undefined) break
+        claims.push(claimed)
+      }
+      return ok(claims)
+    })
+  }
+
+  // --- settle -------------------------------------------------------------------------------
+
+  private settleValid(m: QueueModel, token: { eventId: string; generation: number }, reply: Reply, now: number): SettleOutcome {
+    const stored = m.events.get(token.eventId)
+    if (stored === undefined) return { _tag: "Stale" }
+    const e = stored.event
+    if (e.generation !== token.generation || e.state !== "inflight") return { _tag: "Stale" }
+    if (e.leaseUntil === null || now >= e.leaseUntil) return { _tag: "Expired" }
+    const quarantine = (reason: string): SettleOutcome => {
+      m.setEvent({ ...e, state: "quarantined", leaseUntil: null, reason })
+      return { _tag: "Quarantined", reason }
+    }
+    switch (reply._tag) {
+      case "Accepted":
+      case "Duplicate":
+        m.setEvent({ ...e, state: "acked", leaseUntil: null })
+        return { _tag: "Acked" }
+      case "IdConflict":
+        return quarantine("id_conflict")
+      case "SequenceConflict":
+        return quarantine("sequence_conflict")
+      case "Rejected":
+        return quarantine(reply.code)
+      case "Retry":
+      case "Gap": {
+        const reason = reply._tag === "Retry" ? reply.reason : `gap: receiver expects seq ${reply.expected}`
+        if (e.attempts >= m.policy.retryBudget) return quarantine(reason)
+        const delay = Math.min(m.policy.backoffCap, m.policy.backoffBase * 2 ** (e.attempts - 1))
+        const nextAt = now + delay
+        m.setEvent({ ...e, state: "ready", nextAt, leaseUntil: null })
+        return { _tag: "RetryScheduled", nextAt }
+      }
+    }
+  }
+
+  settle(token: unknown, reply: unknown, now: number): Result<SettleOutcome> {
+    if (!isToken(token) || !isReply(reply)) return invalid("settle")
+    return this.atomically((m) => {
+      const regressed = m.advance(now)
+      if (regressed) return fail(regressed)
+      return ok(this.settleValid(m, token, reply, now))
+    })
+  }
+
+  settleBatch(items: unknown, now: number): Result<ReadonlyArray<SettleOutcome>> {
+    if (!Array.isArray(items) || items.length > MaxBatch) return invalid("settleBatch")
+    for (const item of items) {
+      if (typeof item !== "object" || item === null) return invalid("settleBatch")
+      if (!isToken((item as { token: unknown }).token) || !isReply((item as { reply: unknown }).reply)) return invalid("settleBatch")
+    }
+    const decoded = items as ReadonlyArray<{ token: { eventId: string; generation: number }; reply: Reply }>
+    return this.atomically((m) => {
+      const regressed = m.advance(now)
+      if (regressed) return fail(regressed)
+      return ok(decoded.map(({ reply, token }) => this.settleValid(m, token, reply, now)))
+    })
+  }
+
+  // --- redrive ------------------------------------------------------------------------------
+
+  redrive(
+    args: { eventId: unknown; expectedGeneration: unknown; reason: unknown; actor?: unknown },
+    now: number
+  ): Result<{ _tag: "Redriven"; generation: number }> {
+    if (!validId(args.eventId) || !isNonNegativeInt(args.expectedGeneration)) return invalid("redrive")
+    if (typeof args.reason !== "string" || args.reason.length > MaxReason) return invalid("redrive")
+    if (args.actor !== undefined && (typeof args.actor !== "string" || args.actor.length > MaxActor)) return invalid("redrive")
+    const { eventId, expectedGeneration, reason } = args as { eventId: string; expectedGeneration: number; reason: string }
+    const actor = (args.actor as string | undefined) ?? null
+    if (reason.trim() === "") return fail({ _tag: "MissingReason", eventId })
+    return this.atomically((m) => {
+      const regressed = m.advance(now)
+      if (regressed) return fail(regressed)
+      const stored = m.events.get(eventId)
+      if (stored === undefined) return fail({ _tag: "EventNotFound", eventId })
+      const e = stored.event
+      if (e.state !== "quarantined") return fail({ _tag: "NotQuarantined", eventId, state: e.state })
+      if (e.generation !== expectedGeneration) {
+        return fail({ _tag: "GenerationMismatch", eventId, expected: expectedGeneration, actual: e.generation })
+      }
+      const generation = e.generation + 1
+      m.setEvent({ ...e, state: "ready", generation, attempts: 0, reason: null, nextAt: now, leaseUntil: null })
+      m.audit.push({ eventId, reason, generation, tick: now, actor })
+      return ok({ _tag: "Redriven" as const, generation })
+    })
+  }
+
+  // --- inspection ---------------------------------------------------------------------------
+
+  snapshot(): ModelSnapshot {
+    const flowIds = [...this.flows.keys()].sort(compareUtf8)
+    return {
+      clock: { tick: this.tick, ticket: this.ticket },
+      flows: flowIds.map((flowId) => {
+        const f = this.flows.get(flowId)!
+        const head = this.head(flowId)
+        return {
+          flowId,
+          seq: f.seq,
+          served: f.served,
+          headSeq: head?.seq ?? null,
+          eligibleAt: QueueModel.eligibleAt(head),
+          weight: f.weight,
+          burst: f.burst
+        }
+      }),
+      events: flowIds.flatMap((flowId) => (this.byFlow.get(flowId) ?? []).map((id) => this.events.get(id)!.event)),
+      audit: [...this.audit]
+    }
+  }
+
+  /** All event records (any order). */
+  allEvents(): ReadonlyArray<ModelEvent> {
+    return [...this.events.values()].map((e) => e.event)
+  }
+}

@@ -59,14 +59,5 @@ export const flowId = (f: number): string => `flow-${String(f).padStart(2, "0")}
 export const eventId = (f: number, seq: number): string => `${flowId(f)}:${seq}`
 export const deltaOf = (f: number, seq: number): number => 1 + ((f * 7 + seq * 13) % 10)
 
-/** A small deterministic PRNG (mulberry32), so a run's decisions follow its seed. */
-export const prng = (seed: number): (() => number) => {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
+/** A small deterministic PRNG, so a run's decisions follow its seed. */
+export { prng } from "../support/prng.js"

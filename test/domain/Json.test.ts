@@ -2,6 +2,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Either, FastCheck as fc } from "effect"
 import { canonicalize, DefaultMaxBodyBytes, parseStored } from "../../src/domain/Json.js"
 import { leftOf, rightOf } from "./fixtures.js"
+import { prng } from "../../scenarios/support/prng.js"
 
 /** fc.jsonValue() only yields finite numbers; JSON has no -0, so -0 comes back as 0. */
 const withoutNegativeZero = (v: unknown): unknown => {
@@ -13,17 +14,6 @@ const withoutNegativeZero = (v: unknown): unknown => {
   return v
 }
 
-/** A small deterministic PRNG so that a property can reorder keys reproducibly from a seed. */
-const prng = (seed: number) => {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
 
 /** The same JSON value rebuilt with every object's keys inserted in a shuffled order. */
 const shuffleKeys = (v: unknown, random: () => number): unknown => {

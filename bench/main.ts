@@ -5,6 +5,7 @@
  *   npm run bench -- --quick            about a minute (backlogs 1k…100k, smaller drains)
  *   npm run bench -- --rss-seconds N    time budget of the RSS drain (0: drain the whole store)
  *   npm run bench -- --out FILE         where to write the JSON (default bench/results/<mode>-<timestamp>.json)
+ *   npm run bench -- --pg [--quick]     the PostgreSQL bench instead (bench/pg/main.ts)
  */
 import Database from "better-sqlite3"
 import { execSync } from "node:child_process"
@@ -21,6 +22,10 @@ import { benchDir, workDir } from "./stores.js"
 import { chart } from "./svg.js"
 
 const args = process.argv.slice(2)
+if (args.includes("--pg")) {
+  const { runPgBench } = await import("./pg/main.js")
+  process.exit(await runPgBench(args.filter((arg) => arg !== "--pg")))
+}
 const known = new Set(["--quick", "--rss-seconds", "--out"])
 for (const arg of args) {
   if (arg.startsWith("--") && !known.has(arg)) {

@@ -1,0 +1,258 @@
+/**
+ * A worker process of `npm run bench -- --pg` (see bench/pg/protocol.ts for the commands). It is
+ * reused for every run: fair-relay, pg-boss and graphile-worker are all loaded once at start-up,
+ * so the measured time never includes a process or module start.
+ */
+import { Cause, Duration, Effect, Exit, Fiber, Logger, LogLevel, Scope } from "effect"
+import type { RuntimeFiber } from "effect/Fiber"
+import { Logger as GraphileLogger, run as graphileRun } from "graphile-worker"
+import type { Runner } from "graphile-worker"
+import pg from "pg"
+import PgBoss from "pg-boss"
+// The modules themselves rather than src/index.ts: a child loads less (faster start-up).
+import type { DeliveryReply } from "../../src/domain/Outcomes.js"
+import * as PgRelayQueue from "../../src/layers/PgRelayQueue.js"
+import * as Relay from "../../src/services/Relay.js"
+import { RelayQueue } from "../../src/services/RelayQueue.js"
+import type { RelayQueueService } from "../../src/services/RelayQueue.js"
+import { Transport } from "../../src/services/Transport.js"
+import type { TransportService } from "../../src/services/Transport.js"
+import { commands, emit, runMain } from "../../scenarios/processes/io.js"
+import { GraphileTask, PgBossQueue } from "./protocol.js"
+import type { ChildStats, RunSpec } from "./protocol.js"
+
+/**
+ * Every statement of all three libraries goes through node-postgres's `Client.prototype.query`
+ * (one `pg` module is installed; @effect/sql-pg, pg-boss and graphile-worker all use it): counted
+ * here as round trips to the server.
+ */
+let queries = 0
+const query = pg.Client.prototype.query
+pg.Client.prototype.query = function(this: pg.Client, ...args: Array<unknown>) {
+  queries++
+  return (query as (...args: Array<unknown>) => unknown).apply(this, args)
+} as unknown as typeof query
+
+/** Counters one run's driver updates. */
+class Counters {
+  handled = 0
+  firstAt: number | null = null
+  lastAt: number | null = null
+  empty = 0
+  errors = 0
+  firstError: string | null = null
+  handle(n = 1) {
+    const now = Date.now()
+    if (this.firstAt === null) this.firstAt = now
+    this.lastAt = now
+    this.handled += n
+  }
+  error(error: unknown) {
+    this.errors++
+    if (this.firstError === null) this.firstError = error instanceof Error ? error.message : String(error)
+  }
+}
+
+/** A library running in this process: prepared (connected), then started, then stopped. */
+interface Driver {
+  readonly start: () => void
+  readonly stop: () => Promise<void>
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
+
+const accepted: DeliveryReply = { _tag: "Accepted" }
+
+/**
+ * fair-relay: a `PgRelayQueue` (its own pool) and `Relay.run` with one worker and a no-op
+ * transport whose `deliver` answers `Accepted` without I/O. The queue is wrapped only to count
+ * empty claims and failed transactions.
+ */
+const fairRelay = async (spec: RunSpec, counters: Counters): Promise<Driver> => {
+  const url = new URL(spec.url)
+  url.searchParams.set("options", `-c search_path=${spec.schema}`)
+  const scope = Effect.runSync(Scope.make())
+  const queue = await Effect.runPromise(
+    Scope.extend(
+      PgRelayQueue.make({ url: url.toString(), maxConnections: spec.maxConnections, policy: { leaseTicks: "60 seconds" } }),
+      scope
+    )
+  )
+  const counted = <A, E>(effect: Effect.Effect<A, E>, isEmpty: (a: A) => boolean) =>
+    effect.pipe(
+      Effect.tap((a) => Effect.sync(() => isEmpty(a) && counters.empty++)),
+      Effect.tapErrorCause((cause) => Effect.sync(() => Cause.isInterruptedOnly(cause) || counters.error(Cause.pretty(cause))))
+    )
+  const wrapped: RelayQueueService = {
+    ...queue,
+    claim: counted(queue.claim, (outcome) => outcome._tag === "Idle"),
+    claimBatch: (limit) => counted(queue.claimBatch(limit), (claims) => claims.length === 0),
+    settle: (token, reply) => counted(queue.settle(token, reply), () => false),
+    settleBatch: (items) => counted(queue.settleBatch(items), () => false)
+  }
+  const transport: TransportService = {
+    deliver: () =>
+      Effect.sync(() => {
+        counters.handle()
+        return accepted
+      })
+  }
+  const relay = await Effect.runPromise(
+    Relay.make.pipe(Effect.provideService(RelayQueue, wrapped), Effect.provideService(Transport, transport))
+  )
+  let fiber: RuntimeFiber<never, Relay.RelayConfigError> | undefined
+  return {
+    start: () => {
+      fiber = Effect.runFork(
+        relay.run({
+          workers: 1,
+          batchSize: spec.batchSize,
+          pollInterval: Duration.millis(spec.idleMs),
+          deliveryTimeout: Duration.seconds(10),
+          shutdownGrace: Duration.seconds(5),
+          metricsInterval: null
+        }).pipe(Logger.withMinimumLogLevel(LogLevel.Error))
+      )
+    },
+    stop: async () => {
+      if (fiber !== undefined) {
+        const exit = await Effect.runPromise(Fiber.interrupt(fiber))
+        if (Exit.isFailure(exit) && !Exit.isInterrupted(exit)) counters.error(Cause.pretty(exit.cause))
+      }
+      await Effect.runPromise(Scope.close(scope, Exit.void))
+    }
+  }
+}
+
+/**
+ * pg-boss: one queue with the `singleton` policy, every job with `singletonKey` = its flow; a
+ * loop of `fetch(batchSize)` → no-op → `complete`. (Its own `work()` loop waits out its polling
+ * interval, at least 500 ms, after every fetch; see bench/README.md.)
+ */
+const pgBoss = async (spec: RunSpec, counters: Counters): Promise<Driver> => {
+  const boss = new PgBoss({
+    connectionString: spec.url,
+    schema: spec.schema,
+    max: spec.maxConnections,
+    application_name: "fair-relay-bench",
+    migrate: false,
+    supervise: false,
+    schedule: false
+  })
+  boss.on("error", (error) => counters.error(error))
+  await boss.start()
+  let stopping = false
+  let loop: Promise<void> = Promise.resolve()
+  return {
+    start: () => {
+      loop = (async () => {
+        while (!stopping) {
+          // `fetch` swallows its query's errors (a unique violation of the singleton index) and
+          // answers an empty list.
+          const jobs = await boss.fetch(PgBossQueue, { batchSize: spec.batchSize })
+          if (jobs.length === 0) {
+            counters.empty++
+            await sleep(spec.idleMs)
+            continue
+          }
+          counters.handle(jobs.length)
+          await boss.complete(PgBossQueue, jobs.map((job) => job.id))
+        }
+      })().catch((error: unknown) => counters.error(error))
+    },
+    stop: async () => {
+      stopping = true
+      await loop
+      await boss.stop({ graceful: false, close: true, wait: true })
+    }
+  }
+}
+
+/**
+ * graphile-worker: `run()` with one concurrent job per process, jobs in the named queue of their
+ * flow (run serially), no local queue (it would break that: graphile/worker#621).
+ */
+const graphileWorker = async (spec: RunSpec, counters: Counters): Promise<Driver> => {
+  const logger = new GraphileLogger(() => (level, message) => {
+    if (level === "error") counters.error(message)
+  })
+  // Our own pool, so that it is closed (and its errors handled) before the parent drops the database.
+  const pool = new pg.Pool({ connectionString: spec.url, max: spec.maxConnections, application_name: "fair-relay-bench" })
+  pool.on("error", (error) => counters.error(error))
+  let runner: Runner | undefined
+  let starting: Promise<void> = Promise.resolve()
+  return {
+    start: () => {
+      starting = graphileRun({
+        pgPool: pool,
+        schema: spec.schema,
+        concurrency: 1,
+        pollInterval: spec.idleMs,
+        noHandleSignals: true,
+        logger,
+        taskList: { [GraphileTask]: async () => counters.handle() }
+      }).then(
+        (started) => {
+          runner = started
+        },
+        (error: unknown) => counters.error(error)
+      )
+    },
+    stop: async () => {
+      await starting
+      if (runner !== undefined) await runner.stop()
+      await pool.end()
+    }
+  }
+}
+
+const drivers = {
+  "fair-relay-single": fairRelay,
+  "fair-relay-batch": fairRelay,
+  "pg-boss": pgBoss,
+  "graphile-worker": graphileWorker
+} as const
+
+const main = async () => {
+  const input = commands()
+  emit({ type: "hello", pid: process.pid })
+  for (;;) {
+    const command = await input.next()
+    if (command === undefined || command.cmd === "exit") return
+    if (command.cmd !== "prepare") throw new Error(`expected prepare, got ${JSON.stringify(command)}`)
+    const spec = command.run as RunSpec
+    const counters = new Counters()
+    let driver: Driver
+    try {
+      driver = await drivers[spec.kind](spec, counters)
+    } catch (error) {
+      emit({ type: "error", pid: process.pid, message: error instanceof Error ? error.stack ?? error.message : String(error) })
+      continue
+    }
+    emit({ type: "ready", pid: process.pid })
+    const go = await input.next()
+    if (go?.cmd !== "go") throw new Error(`expected go, got ${JSON.stringify(go)}`)
+    const cpu = process.cpuUsage()
+    const queriesBefore = queries
+    driver.start()
+    const stop = await input.next()
+    if (stop?.cmd !== "stop") throw new Error(`expected stop, got ${JSON.stringify(stop)}`)
+    await driver.stop().catch((error: unknown) => counters.error(error))
+    const used = process.cpuUsage(cpu)
+    const stats: ChildStats = {
+      pid: process.pid,
+      handled: counters.handled,
+      queries: queries - queriesBefore,
+      firstAt: counters.firstAt,
+      lastAt: counters.lastAt,
+      empty: counters.empty,
+      errors: counters.errors,
+      firstError: counters.firstError,
+      cpuUserMs: Math.round(used.user / 1000),
+      cpuSystemMs: Math.round(used.system / 1000)
+    }
+    emit({ type: "stopped", ...stats })
+  }
+}
+
+runMain(main)

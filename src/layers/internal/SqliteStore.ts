@@ -89,10 +89,43 @@ const openFailed = (filename: string) => (cause: Cause.Cause<never>) =>
 export const latestMigration = (migrations: Record<string, unknown>): number =>
   Math.max(0, ...Object.keys(migrations).map((key) => Number.parseInt(key, 10)))
 
+/** What a store's tables say about it: empty, another kind (`null`), or our schema version. */
+interface Contents {
+  readonly tables: ReadonlyArray<string>
+  readonly version: number | null
+}
+
+const contentsQuery = "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+
+/** Refuses contents that are not a store of this kind at a schema version this library knows. */
+const checkContents = (filename: string, migrationsTable: string, latest: number) => ({ tables, version }: Contents) => {
+  const incompatible = (message: string) => Effect.fail(new IncompatibleStore({ store: filename, message }))
+  if (version === null) {
+    const shown = `${tables.slice(0, 5).join(", ")}${tables.length > 5 ? ", …" : ""}`
+    return incompatible(`${filename} is not a store of this kind: it has tables (${shown}) but no ${migrationsTable}`)
+  }
+  return version > latest
+    ? incompatible(`${filename} was written by a newer version of fair-relay (schema ${version}; this one knows up to ${latest})`)
+    : Effect.void
+}
+
+// SQLite's file header: byte 18 is 2 for a database in WAL mode.
+const isWalFile = (filename: string): boolean => {
+  const header = Buffer.alloc(20)
+  const fd = fs.openSync(filename, "r")
+  try {
+    return fs.readSync(fd, header, 0, 20, 0) === 20 && header.toString("latin1", 0, 15) === "SQLite format 3" && header[18] === 2
+  } finally {
+    fs.closeSync(fd)
+  }
+}
+
 /**
- * Refuses, before anything opens it for writing (which would switch it to WAL and add our
- * tables), a file that holds another application's tables, the other kind of store, or a store
- * from a newer version. A missing or empty file is a new store.
+ * Refuses a file in rollback-journal mode (another application's database, typically) before
+ * anything opens it for writing, which would switch it to WAL and add our tables. A read-only
+ * connection to such a file creates no side files. A WAL file is checked inside the first write
+ * transaction instead (`checkInTransaction`): a read-only connection would create -wal and -shm
+ * files that are not ours to remove, since another process may be using them.
  */
 const precheck = (filename: string, migrationsTable: string, latest: number) =>
   Effect.suspend(() => {
@@ -100,40 +133,32 @@ const precheck = (filename: string, migrationsTable: string, latest: number) =>
     const stat = fs.statSync(filename, { throwIfNoEntry: false })
     if (stat === undefined || (stat.isFile() && stat.size === 0)) return Effect.void
     if (stat.isDirectory()) return openFailed(filename)(Cause.die(new Error(`${filename} is a directory`)))
-    const incompatible = (message: string) => Effect.fail(new IncompatibleStore({ store: filename, message }))
     return Effect.try({
-      try: () => {
-        // A read-only connection to a WAL database creates its -wal and -shm files. If they were
-        // not there before, nobody else has the database open; remove them again so that a
-        // refused open leaves the directory exactly as it was.
-        const sideFiles = [`${filename}-wal`, `${filename}-shm`].filter((f) => !fs.existsSync(f))
+      try: (): Contents | undefined => {
+        if (isWalFile(filename)) return undefined
         const db = new Database(filename, { readonly: true, fileMustExist: true })
         try {
-          const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'").all()
-            .map((row) => (row as { readonly name: string }).name)
+          const tables = db.prepare(contentsQuery).all().map((row) => (row as { readonly name: string }).name)
           if (tables.length === 0) return { tables, version: 0 }
           if (!tables.includes(migrationsTable)) return { tables, version: null }
           const row = db.prepare(`SELECT MAX(migration_id) AS version FROM "${migrationsTable}"`).get() as { readonly version: number | null }
           return { tables, version: row.version ?? 0 }
         } finally {
           db.close()
-          for (const file of sideFiles) fs.rmSync(file, { force: true })
         }
       },
       catch: (cause) => new SqlError({ cause, message: `cannot read ${JSON.stringify(filename)} as a SQLite database` })
-    }).pipe(
-      Effect.flatMap(({ tables, version }) =>
-        version === null
-          ? incompatible(
-            `${filename} is not a store of this kind: it has tables (${tables.slice(0, 5).join(", ")}${
-              tables.length > 5 ? ", …" : ""
-            }) but no ${migrationsTable}`
-          )
-          : version > latest
-          ? incompatible(`${filename} was written by a newer version of fair-relay (schema ${version}; this one knows up to ${latest})`)
-          : Effect.void
-      )
-    )
+    }).pipe(Effect.flatMap((contents) => (contents === undefined ? Effect.void : checkContents(filename, migrationsTable, latest)(contents))))
+  })
+
+/** The same check through the store's own client, inside its write transaction. */
+const checkInTransaction = (sql: SqlClient.SqlClient, filename: string, migrationsTable: string, latest: number) =>
+  Effect.gen(function*() {
+    const tables = (yield* sql.unsafe<{ readonly name: string }>(contentsQuery)).map((row) => row.name)
+    if (tables.length === 0) return
+    if (!tables.includes(migrationsTable)) return yield* checkContents(filename, migrationsTable, latest)({ tables, version: null })
+    const [row] = yield* sql<{ readonly version: number | null }>`SELECT MAX(migration_id) AS version FROM ${sql(migrationsTable)}`
+    return yield* checkContents(filename, migrationsTable, latest)({ tables, version: row?.version ?? 0 })
   })
 
 /**
@@ -166,7 +191,10 @@ export const open = (
       read: transaction(sql, "BEGIN", busy)
     }
     yield* store.write(
-      Migrator.make({})({ loader: Migrator.fromRecord(migrations), table: migrationsTable })
+      Effect.zipRight(
+        checkInTransaction(sql, options.filename, migrationsTable, latestMigration(migrations)),
+        Migrator.make({})({ loader: Migrator.fromRecord(migrations), table: migrationsTable })
+      )
     ).pipe(Effect.provideService(SqlClient.SqlClient, sql))
     return store
   })

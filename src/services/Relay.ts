@@ -123,22 +123,26 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
   const queue = yield* RelayQueue
   const transport = yield* Transport
 
-  const deliver = (claimed: typeof Claimed.Type) => transport.deliver(deliveryOf(claimed))
-
-  const step: Effect.Effect<StepResult, StepError> = Effect.gen(function*() {
-    const claimed = yield* queue.claim
-    if (claimed._tag === "Idle") return claimed
-    const reply = yield* deliver(claimed)
-    const outcome = yield* queue.settle(claimed.token, reply)
-    return { _tag: "Delivered", claimed, reply, outcome } as const
-  }).pipe(Effect.withSpan("Relay.step"))
-
   const deliveryOf = (claimed: typeof Claimed.Type) => ({
     eventId: claimed.event.eventId,
     flowId: claimed.event.flowId,
     seq: claimed.event.seq,
     body: claimed.event.body
   })
+
+  const deliver = (claimed: typeof Claimed.Type) => transport.deliver(deliveryOf(claimed))
+
+  /** claim → `send` → settle: the strict `step` and the daemon's resilient step differ only in `send`. */
+  const stepWith = <E>(send: (claimed: typeof Claimed.Type) => Effect.Effect<DeliveryReply, E>) =>
+    Effect.gen(function*() {
+      const claimed = yield* queue.claim
+      if (claimed._tag === "Idle") return claimed
+      const reply = yield* send(claimed)
+      const outcome = yield* queue.settle(claimed.token, reply)
+      return { _tag: "Delivered", claimed, reply, outcome } as const
+    })
+
+  const step: Effect.Effect<StepResult, StepError> = stepWith(deliver).pipe(Effect.withSpan("Relay.step"))
 
   /** One outcome per claim: through the transport's batch call when it has one. */
   const deliverAll = (
@@ -152,10 +156,14 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
     })
   }
 
-  const stepBatch = (size: number) =>
+  /** claimBatch → `send` → settleBatch of the replies that came; the rest are left to their lease. */
+  const batchWith = (
+    size: number,
+    send: (claims: ReadonlyArray<typeof Claimed.Type>) => Effect.Effect<ReadonlyArray<Either.Either<DeliveryReply, DeliveryFailed>>>
+  ) =>
     Effect.gen(function*() {
       const claims = yield* queue.claimBatch(size)
-      const replies = yield* deliverAll(claims)
+      const replies = claims.length === 0 ? [] : yield* send(claims)
       const delivered: Array<{ readonly claimed: typeof Claimed.Type; readonly reply: DeliveryReply }> = []
       const failed: Array<BatchResult["failed"][number]> = []
       claims.forEach((claimed, i) => {
@@ -170,7 +178,9 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
         delivered: delivered.map(({ claimed, reply }, i) => ({ _tag: "Delivered", claimed, reply, outcome: outcomes[i]! }) as const),
         failed
       }
-    }).pipe(Effect.withSpan("Relay.stepBatch"))
+    })
+
+  const stepBatch = (size: number) => batchWith(size, deliverAll).pipe(Effect.withSpan("Relay.stepBatch"))
 
   /**
    * A delivery that always ends in a reply: a timeout, a transport failure or a defect becomes
@@ -215,20 +225,17 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
   /** One unit of daemon work; `wakeAt`/`busy` say how long to sleep afterwards. */
   const work = (settings: Settings): Effect.Effect<{ readonly busy: boolean; readonly wakeAt?: number | undefined }, StepError> =>
     settings.batchSize <= 1
-      ? Effect.gen(function*() {
-        const claimed = yield* queue.claim
-        if (claimed._tag === "Idle") return { busy: false, wakeAt: claimed.wakeAt }
-        const reply = yield* deliverOrRetry(claimed, settings.deliveryTimeout)
-        yield* queue.settle(claimed.token, reply)
-        return { busy: true }
-      })
-      : Effect.gen(function*() {
-        const claims = yield* queue.claimBatch(settings.batchSize)
-        if (claims.length === 0) return { busy: false }
-        const replies = yield* deliverAllOrRetry(claims, settings.deliveryTimeout)
-        yield* queue.settleBatch(claims.map((claimed, i) => ({ token: claimed.token, reply: replies[i]! })))
-        return { busy: true }
-      })
+      ? Effect.map(
+        stepWith((claimed) => deliverOrRetry(claimed, settings.deliveryTimeout)),
+        (result) => (result._tag === "Idle" ? { busy: false, wakeAt: result.wakeAt } : { busy: true })
+      )
+      : Effect.map(
+        batchWith(
+          settings.batchSize,
+          (claims) => Effect.map(deliverAllOrRetry(claims, settings.deliveryTimeout), (replies) => replies.map(Either.right))
+        ),
+        (result) => ({ busy: result.delivered.length + result.failed.length > 0 })
+      )
 
   const run = (options?: RunOptions): Effect.Effect<never, RelayConfigError> =>
     Effect.gen(function*() {

@@ -12,6 +12,7 @@ import type { RelayQueueService } from "../src/services/RelayQueue.js"
 import type { Claimed, DeliveryReply, SettleOutcome } from "../src/domain/Outcomes.js"
 import * as SqliteInbox from "../src/layers/SqliteInbox.js"
 import * as SqliteRelayQueue from "../src/layers/SqliteRelayQueue.js"
+import { seedPolicy } from "../src/domain/Policy.js"
 import type { RelayPolicy } from "../src/domain/Policy.js"
 
 export interface World {
@@ -49,6 +50,7 @@ export interface WorldOptions {
   readonly queueFile?: string
   readonly inboxFile?: string
   readonly maxDelta?: number
+  /** Overrides of the seed policy (`seedPolicy`), which a world runs by default. */
   readonly policy?: Partial<RelayPolicy>
 }
 
@@ -56,7 +58,7 @@ export interface WorldOptions {
 export const makeWorld = (options: WorldOptions = {}): Effect.Effect<World, unknown, Scope.Scope> =>
   Effect.gen(function*() {
     const stores = options.stores ?? sqliteStores(options.queueFile, options.inboxFile)
-    const queue = yield* stores.queue(options.policy)
+    const queue = yield* stores.queue({ ...seedPolicy, ...options.policy })
     const maxDelta = yield* Ref.make(options.maxDelta ?? 1000)
     const inbox = yield* stores.inbox(Counter.business(maxDelta))
     const claim = Effect.flatMap(queue.claim, (outcome) =>

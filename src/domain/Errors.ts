@@ -78,3 +78,14 @@ export class IncompatibleStore extends Schema.TaggedError<IncompatibleStore>()("
   store: Schema.String,
   message: Schema.String
 }) {}
+
+/**
+ * A process opened a store with protocol settings (lease, budget, backoff, admission) that differ
+ * from the ones the store was created with. Every process of one store must run the same protocol;
+ * open it without those settings to adopt the stored ones. Nothing was changed.
+ */
+export class PolicyMismatch extends Schema.TaggedError<PolicyMismatch>()("PolicyMismatch", {
+  store: Schema.String,
+  settings: Schema.Array(Schema.String),
+  message: Schema.String
+}) {}

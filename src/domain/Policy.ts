@@ -1,5 +1,6 @@
 /**
- * The retry and lease policy. The defaults are the seed's, so the article's numbers reproduce.
+ * The retry and lease policy. The library's defaults are for production on a millisecond clock;
+ * `seedPolicy` is the article's logical-tick preset, which the demo and the scenario tests pass.
  */
 import { Duration, Either, Option, ParseResult, Schema } from "effect"
 import { DefaultMaxBodyBytes } from "./Json.js"
@@ -33,16 +34,38 @@ export const RelayPolicy = Schema.Struct({
   jitter: Schema.Literal("none", "full"),
   /**
    * What a write does when the clock reads earlier than the persisted tick: "strict" refuses with
-   * `ClockRegressed` (the seed's, for logical time); "clamp" uses the persisted tick instead and
-   * counts it in a metric — for processes on several machines whose clocks differ slightly.
+   * `ClockRegressed` (the seed's, for logical time); "clamp" goes on with its own time — leases,
+   * backoffs and eligibility are reckoned from the caller's clock, the persisted tick stays the
+   * highest time seen — and counts it in a metric. One process whose clock runs ahead then cannot
+   * stall the others, and a small skew between machines changes no delay by more than the skew.
    */
   clock: Schema.Literal("strict", "clamp")
 })
 /** @see RelayPolicy */
 export type RelayPolicy = typeof RelayPolicy.Type
 
-/** The seed policy: lease 5, budget 3, base 2, cap 8, bodies up to 1 MiB, seed admission. */
+/**
+ * The library's defaults, for a millisecond clock: a one-minute lease (longer than the worker's
+ * default 30 s delivery timeout), ten tries per round backing off from 1 s to 5 min, tail
+ * admission (a bounded wait for every flow), and a clock that tolerates small skews between
+ * processes instead of refusing writes.
+ */
 export const defaultPolicy: RelayPolicy = {
+  leaseTicks: 60_000,
+  retryBudget: 10,
+  backoffBase: 1_000,
+  backoffCap: 300_000,
+  maxBodyBytes: DefaultMaxBodyBytes,
+  admission: "tail",
+  jitter: "none",
+  clock: "clamp"
+}
+
+/**
+ * The article's policy on logical ticks: lease 5, budget 3, base 2, cap 8, seed admission, strict
+ * clock. The scenarios' numbers reproduce with it; a 5 ms lease is no production setting.
+ */
+export const seedPolicy: RelayPolicy = {
   leaseTicks: 5,
   retryBudget: 3,
   backoffBase: 2,
@@ -52,6 +75,35 @@ export const defaultPolicy: RelayPolicy = {
   jitter: "none",
   clock: "strict"
 }
+
+/**
+ * The settings that define the protocol a store runs: every process on one store must agree on
+ * them, so the store keeps them (set when it is created).
+ */
+export const ProtocolSettings = Schema.Struct({
+  leaseTicks: positiveInt,
+  retryBudget: positiveInt,
+  backoffBase: Schema.Int.pipe(Schema.nonNegative()),
+  backoffCap: Schema.Int.pipe(Schema.nonNegative()),
+  admission: Schema.Literal("seed", "tail")
+})
+/** @see ProtocolSettings */
+export type ProtocolSettings = typeof ProtocolSettings.Type
+
+/** Names of the protocol settings, in a fixed order. */
+export const protocolKeys = ["leaseTicks", "retryBudget", "backoffBase", "backoffCap", "admission"] as const
+
+/** One protocol setting's name. */
+export type ProtocolKey = typeof protocolKeys[number]
+
+/** The protocol settings of a policy. */
+export const protocolOf = (policy: RelayPolicy): ProtocolSettings => ({
+  leaseTicks: policy.leaseTicks,
+  retryBudget: policy.retryBudget,
+  backoffBase: policy.backoffBase,
+  backoffCap: policy.backoffCap,
+  admission: policy.admission
+})
 
 /**
  * A policy as a user writes it. Times may be numbers (ticks: milliseconds with Effect's default
@@ -70,15 +122,30 @@ const ticks = (value: Duration.DurationInput | undefined, fallback: number): unk
   return Option.isSome(decoded) && Duration.isFinite(decoded.value) ? Duration.toMillis(decoded.value) : value
 }
 
-/** Fills in the defaults and validates a partial policy given by a user. */
-export const makePolicy = (overrides: PolicyInput | undefined): Either.Either<RelayPolicy, string> =>
+/** Fills in `base` (the defaults unless given) and validates a partial policy given by a user. */
+export const makePolicy = (overrides: PolicyInput | undefined, base: RelayPolicy = defaultPolicy): Either.Either<RelayPolicy, string> =>
   Schema.decodeUnknownEither(RelayPolicy)({
-    ...defaultPolicy,
+    ...base,
     ...overrides,
-    leaseTicks: ticks(overrides?.leaseTicks, defaultPolicy.leaseTicks),
-    backoffBase: ticks(overrides?.backoffBase, defaultPolicy.backoffBase),
-    backoffCap: ticks(overrides?.backoffCap, defaultPolicy.backoffCap)
+    leaseTicks: ticks(overrides?.leaseTicks, base.leaseTicks),
+    backoffBase: ticks(overrides?.backoffBase, base.backoffBase),
+    backoffCap: ticks(overrides?.backoffCap, base.backoffCap)
   }).pipe(Either.mapLeft((error) => ParseResult.TreeFormatter.formatErrorSync(error)))
+
+/**
+ * The policy a process runs on a store that keeps `stored` protocol settings: the stored settings
+ * plus the caller's per-process options. A protocol setting the caller gives explicitly must
+ * equal the stored one; the names of those that differ are returned instead.
+ */
+export const adoptStored = (
+  stored: ProtocolSettings,
+  requested: RelayPolicy,
+  overrides: PolicyInput | undefined
+): Either.Either<RelayPolicy, ReadonlyArray<ProtocolKey>> => {
+  const given = new Set(Object.keys(overrides ?? {}).filter((key) => (overrides as Record<string, unknown>)[key] !== undefined))
+  const differing = protocolKeys.filter((key) => given.has(key) && requested[key] !== stored[key])
+  return differing.length > 0 ? Either.left(differing) : Either.right({ ...requested, ...stored })
+}
 
 /** Delay before the next try after the `attempts`-th claim of a round failed: min(cap, base·2^(attempts−1)). */
 export const backoff = (policy: RelayPolicy, attempts: number): number =>

@@ -13,17 +13,19 @@ import type { RelayPolicy } from "./Policy.js"
 import type { ClockRecord, EventRecord, FlowRecord, Token } from "./Records.js"
 
 /**
- * Stores `max(tick, now)`. A clock that went backwards is refused in "strict" mode (so the caller
- * changes nothing) and clamped to the persisted tick in "clamp" mode (`clamped` says so).
+ * Checks a write's time against the persisted tick. `now` below the tick is refused in "strict"
+ * mode (the caller changes nothing) and accepted in "clamp" mode (`regressed` says so): the
+ * operation reckons with its own `now` either way. `clock` is what a write that changes something
+ * stores: the tick never moves backwards.
  */
 export const advanceClock = (
   clock: ClockRecord,
   now: number,
   mode: RelayPolicy["clock"] = "strict"
-): Either.Either<{ readonly clock: ClockRecord; readonly clamped: boolean }, ClockRegressed> => {
-  if (now >= clock.tick) return Either.right({ clock: { ...clock, tick: now }, clamped: false })
+): Either.Either<{ readonly clock: ClockRecord; readonly regressed: boolean }, ClockRegressed> => {
+  if (now >= clock.tick) return Either.right({ clock: { ...clock, tick: now }, regressed: false })
   return mode === "clamp"
-    ? Either.right({ clock, clamped: true })
+    ? Either.right({ clock, regressed: true })
     : Either.left(new ClockRegressed({ now, tick: clock.tick }))
 }
 
@@ -102,6 +104,13 @@ export const turnAfterClaim = (turn: Turn, ticket: number): Turn =>
   turn.burst + 1 >= turn.weight
     ? { ...turn, served: ticket, burst: 0 }
     : { ...turn, burst: turn.burst + 1 }
+
+/**
+ * A flow's turn after its weight is set: a new weight starts a new turn; re-sending the weight it
+ * has (say, with every enqueue) keeps the turn it is in.
+ */
+export const turnWithWeight = (turn: Turn, weight: number): Turn =>
+  weight === turn.weight ? turn : { ...turn, weight, burst: 0 }
 
 /**
  * Where a flow enters the rotation when it gets a head again (new, or drained before): the seed
@@ -198,6 +207,9 @@ export interface RedriveRequest {
   readonly reason: string
   readonly actor?: string | undefined
 }
+
+/** Longest reason an operator may give (redrive, clock reset). */
+export const MaxReasonLength = 10_000
 
 /** Whether a redrive reason says anything. */
 export const isBlankReason = (reason: string): boolean => reason.trim().length === 0

@@ -5,6 +5,7 @@
 import { Config, Effect, Layer } from "effect"
 import type { ConfigError } from "effect/ConfigError"
 import type { Scope } from "effect"
+import type { PolicyMismatch } from "../domain/Errors.js"
 import type { PolicyInput } from "../domain/Policy.js"
 import { RelayQueue } from "../services/RelayQueue.js"
 import type { RelayQueueService } from "../services/RelayQueue.js"
@@ -14,19 +15,19 @@ import type * as Store from "./internal/Store.js"
 
 /** Options of a PostgreSQL queue store. */
 export interface PgRelayQueueOptions extends PgStore.PgStoreOptions {
-  /** Overrides of the seed policy. */
+  /** The policy; see `SqliteRelayQueueOptions.policy` (a store keeps its protocol settings). */
   readonly policy?: PolicyInput | undefined
 }
 
 /** Errors of opening a queue store. */
-export type OpenError = Store.OpenError
+export type OpenError = Store.OpenError | PolicyMismatch
 
 /** Opens (creating and migrating if needed) a queue store for the lifetime of the scope. */
 export const make = (options: PgRelayQueueOptions): Effect.Effect<RelayQueueService, OpenError, Scope.Scope> =>
   Effect.gen(function*() {
-    const policy = yield* SqlRelayQueue.decodePolicy(options.policy, "PgRelayQueue.make")
+    yield* SqlRelayQueue.decodePolicy(options.policy, "PgRelayQueue.make")
     const store = yield* PgStore.open(options, SqlRelayQueue.migrations, SqlRelayQueue.migrationsTable, "relay_queue")
-    return SqlRelayQueue.make(store, policy)
+    return yield* SqlRelayQueue.open(store, options.policy, "PostgreSQL queue store")
   })
 
 /** A layer providing `RelayQueue` over a PostgreSQL database. */

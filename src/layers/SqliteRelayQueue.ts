@@ -5,6 +5,7 @@
 import { Config, Effect, Layer } from "effect"
 import type { ConfigError } from "effect/ConfigError"
 import type { Scope } from "effect"
+import type { PolicyMismatch } from "../domain/Errors.js"
 import type { PolicyInput } from "../domain/Policy.js"
 import { RelayQueue } from "../services/RelayQueue.js"
 import type { RelayQueueService } from "../services/RelayQueue.js"
@@ -14,19 +15,23 @@ import * as SqliteStore from "./internal/SqliteStore.js"
 
 /** Options of a SQLite queue store. */
 export interface SqliteRelayQueueOptions extends SqliteStore.SqliteStoreOptions {
-  /** Overrides of the seed policy (lease 5, budget 3, base 2, cap 8, 1 MiB bodies). */
+  /**
+   * The policy (defaults: `defaultPolicy`; the article's numbers: `Policy.seed`). A new store keeps
+   * its protocol settings (lease, budget, backoff, admission); an existing store's own settings
+   * are adopted, and one given here that differs from them is refused with `PolicyMismatch`.
+   */
   readonly policy?: PolicyInput | undefined
 }
 
 /** Errors of opening a queue store. */
-export type OpenError = Store.OpenError
+export type OpenError = Store.OpenError | PolicyMismatch
 
 /** Opens (creating and migrating if needed) a queue store for the lifetime of the scope. */
 export const make = (options: SqliteRelayQueueOptions): Effect.Effect<RelayQueueService, OpenError, Scope.Scope> =>
   Effect.gen(function*() {
-    const policy = yield* SqlRelayQueue.decodePolicy(options.policy, "SqliteRelayQueue.make")
+    yield* SqlRelayQueue.decodePolicy(options.policy, "SqliteRelayQueue.make")
     const store = yield* SqliteStore.open(options, SqlRelayQueue.migrations, SqlRelayQueue.migrationsTable)
-    return SqlRelayQueue.make(store, policy)
+    return yield* SqlRelayQueue.open(store, options.policy, options.filename)
   })
 
 /** A layer providing `RelayQueue` over one SQLite file (":memory:" allowed). */
@@ -38,3 +43,15 @@ export const layerConfig = (
   config: Config.Config.Wrap<SqliteRelayQueueOptions>
 ): Layer.Layer<RelayQueue, OpenError | ConfigError> =>
   Layer.scoped(RelayQueue, Effect.flatMap(Config.unwrap(config), make))
+
+/**
+ * Opens an existing queue store read-only for the lifetime of the scope: nothing is created,
+ * migrated or written (SQLITE_OPEN_READONLY); reads work, writes fail with a `SqlError` caused by
+ * `ReadonlyStore`. A missing file is a `SqlError`; a foreign, older or newer store an `IncompatibleStore`.
+ */
+export const makeReadonly = (options: SqliteRelayQueueOptions): Effect.Effect<RelayQueueService, OpenError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const policy = yield* SqlRelayQueue.decodePolicy(options.policy, "SqliteRelayQueue.makeReadonly")
+    const store = yield* SqliteStore.openReadonly(options, SqlRelayQueue.migrations, SqlRelayQueue.migrationsTable)
+    return SqlRelayQueue.make(store, policy)
+  })

@@ -3,20 +3,22 @@
  * later PostgreSQL) implement it; the input checks every backend shares live here.
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Context, Effect, Either, Schema } from "effect"
-import type { ClockRegressed, EnqueueConflict, EventNotFound, RedriveError } from "../domain/Errors.js"
-import { InvalidInput, MissingReason } from "../domain/Errors.js"
-import { EventId, FlowId, Generation } from "../domain/Ids.js"
-import { decodeInput, shorten } from "../domain/Input.js"
-import { canonicalize } from "../domain/Json.js"
-import type { CanonicalBody } from "../domain/Json.js"
-import { DeliveryReply } from "../domain/Outcomes.js"
-import type { Claimed, ClaimOutcome, EnqueueResult, Redriven, SettleOutcome } from "../domain/Outcomes.js"
-import { isBlankReason } from "../domain/Protocol.js"
-import type { RedriveRequest } from "../domain/Protocol.js"
+import { Context, Effect, Either, Metric, Random } from "effect"
+import type { ClockRegressed, EnqueueConflict, EventNotFound, InvalidInput, RedriveError } from "../domain/Errors.js"
+import { EventNotFound as NotFound } from "../domain/Errors.js"
+import type { EventId } from "../domain/Ids.js"
+import * as Operations from "../domain/Operations.js"
+import type { Changes } from "../domain/Operations.js"
+import type { Claimed, ClaimOutcome, DeliveryReply, EnqueueResult, Redriven, SettleOutcome } from "../domain/Outcomes.js"
 import type { RelayPolicy } from "../domain/Policy.js"
-import { EventState } from "../domain/Records.js"
-import type { AuditRecord, ClockRecord, EventRecord, FlowRecord, Snapshot, Token } from "../domain/Records.js"
+import * as Protocol from "../domain/Protocol.js"
+import type { AuditRecord, ClockRecord, EventRecord, EventState, FlowRecord, Snapshot, Token } from "../domain/Records.js"
+import * as Faults from "./Faults.js"
+import * as Metrics from "./Metrics.js"
+import type { QueueBackend, QueueWrites } from "./QueueBackend.js"
+import * as Input from "./QueueInput.js"
+
+export { MaxBatchSize, MaxWeight } from "./QueueInput.js"
 
 /** A new event as a caller writes it. */
 export interface EnqueueInput {
@@ -45,9 +47,6 @@ export interface SettleInput {
   readonly reply: DeliveryReply
 }
 
-/** Largest batch a single transaction takes. */
-export const MaxBatchSize = 10_000
-
 /** An operator's redrive as a caller writes it. */
 export interface RedriveInput {
   readonly eventId: string
@@ -75,10 +74,37 @@ export interface EventFilter {
   readonly limit?: number | undefined
 }
 
-/** A page of a listing in id order. */
+/**
+ * A page of flows: in id order (default; `after` = the last flow id of the previous page), or in
+ * turn order (`order: "turn"`, ascending `(served, flowId)`: who is offered the next claim first;
+ * the cursor is the last row's `served` and flow id).
+ */
 export interface PageFilter {
+  readonly order?: "id" | "turn" | undefined
   readonly after?: string | undefined
+  readonly afterServed?: number | undefined
   readonly limit?: number | undefined
+}
+
+/** An operator's request to put a store's clock back to the current time. */
+export interface ResetClockInput {
+  readonly reason: string
+  readonly actor?: string | undefined
+}
+
+/** What a clock reset did. */
+export interface ClockReset {
+  /** The persisted tick before and after. */
+  readonly before: number
+  readonly after: number
+  /** Events whose backoff or lease reached further than the policy allows, now due at once. */
+  readonly eventsAdjusted: number
+}
+
+/** A batch of claims, and when idle, the earliest time a head becomes eligible. */
+export interface ClaimBatch {
+  readonly claims: ReadonlyArray<typeof Claimed.Type>
+  readonly wakeAt?: number | undefined
 }
 
 /** Which audit rows `audit` lists. */
@@ -114,6 +140,8 @@ export interface RelayQueueService {
    * `limit` single claims would take them (each takes its own ticket). Empty when idle.
    */
   readonly claimBatch: (limit: number) => Effect.Effect<ReadonlyArray<typeof Claimed.Type>, ClockRegressed | InvalidInput | SqlError>
+  /** `claimBatch`, also saying when the next head becomes eligible if nothing was (for workers). */
+  readonly claimUpTo: (limit: number) => Effect.Effect<ClaimBatch, ClockRegressed | InvalidInput | SqlError>
   /** Records a receiver's reply for a claim. */
   readonly settle: (
     token: TokenInput,
@@ -139,6 +167,12 @@ export interface RelayQueueService {
   readonly audit: (filter?: AuditFilter) => Effect.Effect<ReadonlyArray<AuditRecord>, InvalidInput | SqlError>
   /** Monitoring counts, read in one transaction (counting by state scans the event table). */
   readonly stats: Effect.Effect<QueueStats, SqlError>
+  /**
+   * Recovery after a process with a clock far ahead wrote to the store: sets the persisted tick
+   * to the current time and makes every backoff or lease that reaches further than the policy
+   * allows from now end now (a cut lease re-sends; the receiver answers `Duplicate`).
+   */
+  readonly resetClock: (input: ResetClockInput) => Effect.Effect<ClockReset, InvalidInput | SqlError>
   /** Completes when this queue instance gets new work (enqueue, redrive, an ack); for sleeping workers. */
   readonly awaitWork: Effect.Effect<void>
 }
@@ -147,120 +181,271 @@ export interface RelayQueueService {
 export class RelayQueue extends Context.Tag("fair-relay/RelayQueue")<RelayQueue, RelayQueueService>() {}
 
 
-/** A validated enqueue. */
-export interface EnqueueCommand {
-  readonly eventId: EventId
-  readonly flowId: FlowId
-  readonly body: CanonicalBody
-  readonly weight?: number | undefined
+
+/**
+ * Wakes this process's sleeping workers when work arrives through this queue instance (an
+ * enqueue, a redrive, an ack that exposes the next head). Other processes poll.
+ */
+const makeWake = () => {
+  let waiters: Array<() => void> = []
+  return {
+    signal: Effect.sync(() => {
+      const woken = waiters
+      waiters = []
+      for (const resume of woken) resume()
+    }),
+    await: Effect.async<void>((resume) => {
+      const waiter = () => resume(Effect.void)
+      waiters.push(waiter)
+      return Effect.sync(() => {
+        waiters = waiters.filter((w) => w !== waiter)
+      })
+    })
+  }
 }
 
-/** Largest flow weight. */
-export const MaxWeight = 1_000_000
+const noChanges: Changes = { inserted: [], events: [], flows: [], heads: [], clock: undefined }
 
-const Weight = Schema.Int.pipe(Schema.between(1, MaxWeight))
+const unique = <A>(values: ReadonlyArray<A>): ReadonlyArray<A> => [...new Set(values)]
 
-const EnqueueFields = Schema.Struct({
-  eventId: EventId,
-  flowId: FlowId,
-  body: Schema.Unknown,
-  weight: Schema.optional(Schema.UndefinedOr(Weight))
-})
+const byKey = <A, K>(rows: ReadonlyArray<A>, key: (row: A) => K): ReadonlyMap<K, A> => new Map(rows.map((row) => [key(row), row]))
 
-/** Validates an enqueue: ids, and a JSON body within the policy's size limit. */
-export const decodeEnqueue = (input: unknown, policy: RelayPolicy): Effect.Effect<EnqueueCommand, InvalidInput> =>
-  decodeInput(EnqueueFields, "enqueue")(input).pipe(
-    Effect.flatMap(({ body, eventId, flowId, weight }) =>
-      Either.match(canonicalize(body, policy.maxBodyBytes), {
-        onLeft: (message) => Effect.fail(new InvalidInput({ operation: "enqueue", message: shorten(message) })),
-        onRight: (canonical) => Effect.succeed({ eventId, flowId, body: canonical, weight })
+/** Stores what an operation decided, in the operation's transaction. */
+const store = (tx: QueueWrites, changes: Changes) =>
+  Effect.gen(function*() {
+    if (changes.inserted.length > 0) yield* tx.insertEvents(changes.inserted)
+    if (changes.events.length > 0) yield* tx.updateEvents(changes.events)
+    if (changes.flows.length > 0) yield* tx.putFlows(changes.flows)
+    if (changes.heads.length > 0) yield* tx.setHeads(changes.heads)
+    if (changes.clock !== undefined) yield* tx.setClock(changes.clock)
+  })
+
+interface FaultPoints {
+  readonly before: Faults.FaultPoint
+  readonly after: Faults.FaultPoint
+}
+
+const claimFaults: FaultPoints = { before: "claim:before-commit", after: "claim:after-commit" }
+const settleFaults: FaultPoints = { before: "settle:before-commit", after: "settle:after-commit" }
+
+/**
+ * The queue over a backend: validation, the clock check, the protocol's decisions, metrics,
+ * wake-ups and spans — the same for every backend.
+ */
+export const make = (backend: QueueBackend, policy: RelayPolicy): RelayQueueService => {
+  const wake = makeWake()
+  const currentTime = Effect.clockWith((clock) => clock.currentTimeMillis)
+
+  /**
+   * One write operation in one transaction: reads the time once the write lock is ours (a time
+   * read before waiting for it would be older than what the previous holder stored), checks it
+   * against the persisted tick, lets `decide` read and decide, and stores its changes. Fault
+   * points bracket the commit when the operation names them.
+   */
+  const write = <A, E>(
+    decide: (tx: QueueWrites, clock: ClockRecord, now: number) => Effect.Effect<readonly [A, Changes], E>,
+    faults?: FaultPoints
+  ): Effect.Effect<A, E | ClockRegressed | SqlError> => {
+    const transaction = backend.write(
+      (tx) =>
+        Effect.gen(function*() {
+          const now = yield* currentTime
+          const checked = Protocol.advanceClock(yield* tx.clock, now, policy.clock)
+          if (Either.isLeft(checked)) return yield* Effect.fail(checked.left)
+          if (checked.right.regressed) yield* Metric.increment(Metrics.clockClamped)
+          const [value, changes] = yield* decide(tx, checked.right.clock, now)
+          yield* store(tx, changes)
+          return value
+        }),
+      faults && Faults.hit(faults.before)
+    )
+    return faults ? Effect.tap(transaction, () => Faults.hit(faults.after)) : transaction
+  }
+
+  const enqueueAll = (commands: ReadonlyArray<Operations.EnqueueCommand>) =>
+    write((tx, clock, now) =>
+      Effect.gen(function*() {
+        const identities = yield* tx.identities(unique(commands.map((c) => c.eventId)))
+        const flows = yield* tx.flows(unique(commands.map((c) => c.flowId)))
+        const decided = Operations.enqueue(
+          commands,
+          byKey(identities, (row): string => row.eventId),
+          byKey(flows, (row): string => row.flowId),
+          clock,
+          now,
+          policy
+        )
+        if (Either.isLeft(decided)) return yield* Effect.fail(decided.left)
+        return [decided.right.results, decided.right.changes] as const
       })
+    ).pipe(Effect.tap((results) => {
+      const added = results.filter((r) => r._tag === "Enqueued").length
+      return added === 0 ? Effect.void : Effect.zipRight(Metric.incrementBy(Metrics.enqueued, added), wake.signal)
+    }))
+
+  const claimUpTo = (limit: number): Effect.Effect<ClaimBatch, ClockRegressed | SqlError> =>
+    write((tx, clock, now) =>
+      Effect.gen(function*() {
+        // An idle claim is one index seek, not a walk over every waiting flow.
+        const wakeAt = yield* tx.wakeAt
+        if (wakeAt === null || wakeAt > now) return [{ claims: [], wakeAt: wakeAt ?? undefined }, noChanges] as const
+        const decided = Operations.claim(yield* tx.candidates(now, limit), clock, now, policy)
+        if (decided === undefined) return yield* Effect.dieMessage("a flow caches a head that is not eligible")
+        return [{ claims: decided.claims }, decided.changes] as const
+      }), claimFaults).pipe(
+      Effect.tap(({ claims }) =>
+        claims.length === 0 ? Metric.increment(Metrics.idleClaims) : Metric.incrementBy(Metrics.claims, claims.length)
+      )
     )
+
+  const claim: Effect.Effect<ClaimOutcome, ClockRegressed | SqlError> = claimUpTo(1).pipe(
+    Effect.map(({ claims, wakeAt }): ClaimOutcome => claims[0] ?? (wakeAt === undefined ? { _tag: "Idle" } : { _tag: "Idle", wakeAt })),
+    Effect.tap((outcome) =>
+      Effect.annotateCurrentSpan(
+        outcome._tag === "Claimed"
+          ? { eventId: outcome.event.eventId, flowId: outcome.event.flowId, generation: outcome.token.generation }
+          : { idle: true }
+      )
+    ),
+    Effect.withSpan("RelayQueue.claim")
   )
 
-/** Validates every item of an enqueue batch; the first invalid item refuses the batch. */
-export const decodeEnqueueBatch = (
-  inputs: unknown,
-  policy: RelayPolicy
-): Effect.Effect<ReadonlyArray<EnqueueCommand>, InvalidInput> =>
-  Effect.flatMap(
-    decodeInput(Schema.Array(Schema.Unknown).pipe(Schema.maxItems(MaxBatchSize)), "enqueueBatch")(inputs),
-    (items) =>
-      Effect.forEach(items, (item, i) =>
-        Effect.mapError(decodeEnqueue(item, policy), (error) =>
-          new InvalidInput({ operation: "enqueueBatch", message: `item ${i}: ${error.message}` })))
-  )
-
-const TokenFields = Schema.Struct({ eventId: EventId, generation: Generation })
-
-/** Validates a settle: a well-formed token and a reply with a known tag. */
-export const decodeSettle = (
-  token: unknown,
-  reply: unknown
-): Effect.Effect<readonly [Token, DeliveryReply], InvalidInput> =>
-  Effect.all([decodeInput(TokenFields, "settle")(token), decodeInput(DeliveryReply, "settle")(reply)])
-
-const RedriveFields = Schema.Struct({
-  eventId: EventId,
-  expectedGeneration: Generation,
-  reason: Schema.String.pipe(Schema.maxLength(10_000)),
-  actor: Schema.optional(Schema.UndefinedOr(Schema.String.pipe(Schema.maxLength(200))))
-})
-
-/** Validates a redrive; a blank reason is `MissingReason` before anything is read. */
-export const decodeRedrive = (input: unknown): Effect.Effect<RedriveRequest, InvalidInput | MissingReason> =>
-  decodeInput(RedriveFields, "redrive")(input).pipe(
-    Effect.filterOrFail(
-      (request) => !isBlankReason(request.reason),
-      (request) => new MissingReason({ eventId: request.eventId })
+  const settleAll = (items: ReadonlyArray<readonly [Token, DeliveryReply]>) =>
+    write((tx, clock, now) =>
+      Effect.gen(function*() {
+        const draws = policy.jitter === "full" ? yield* Effect.forEach(items, () => Random.next) : []
+        const events = yield* tx.events(unique(items.map(([token]) => token.eventId)))
+        const { changed, outcomes } = Operations.settle(items, byKey(events, (e): string => e.eventId), now, policy, draws)
+        const acked = changed.filter((e) => e.state === "acked")
+        const successors = acked.length === 0
+          ? []
+          : yield* tx.eventsAt(acked.map((e) => ({ flowId: e.flowId, seq: e.seq + 1 })))
+        return [outcomes, Operations.settleChanges(changed, byKey(successors, Operations.positionKey), clock)] as const
+      }), settleFaults).pipe(
+      Effect.tap((outcomes) =>
+        Effect.zipRight(
+          Effect.forEach(outcomes, (o) => Metric.increment(Metric.tagged(Metrics.settles, "outcome", o._tag)), { discard: true }),
+          outcomes.some((o) => o._tag === "Acked") ? wake.signal : Effect.void
+        )
+      )
     )
-  )
 
-/** Validates a batch size: an integer from 1 to `MaxBatchSize`. */
-export const decodeBatchSize = (limit: unknown): Effect.Effect<number, InvalidInput> =>
-  decodeInput(Schema.Int.pipe(Schema.between(1, MaxBatchSize)), "claimBatch")(limit)
+  const redrive = (input: RedriveInput) =>
+    Effect.flatMap(Input.decodeRedrive(input), (request) =>
+      write((tx, clock, now) =>
+        Effect.gen(function*() {
+          const [event] = yield* tx.events([request.eventId])
+          const next = Protocol.redriveEvent(event, request, now)
+          if (Either.isLeft(next)) return yield* Effect.fail(next.left)
+          yield* tx.appendAudit({
+            eventId: next.right.eventId,
+            reason: request.reason,
+            generation: next.right.generation,
+            tick: clock.tick,
+            actor: request.actor ?? null
+          })
+          const changes: Changes = { ...noChanges, events: [next.right], heads: [Operations.headAfter(next.right, undefined)], clock }
+          return [{ _tag: "Redriven", generation: next.right.generation } as const, changes] as const
+        })
+      )).pipe(
+        Effect.tap(() => Effect.zipRight(Metric.increment(Metrics.redrives), wake.signal)),
+        Effect.withSpan("RelayQueue.redrive")
+      )
 
-/** Validates every item of a settle batch; one malformed item refuses the whole batch. */
-export const decodeSettleBatch = (
-  items: unknown
-): Effect.Effect<ReadonlyArray<readonly [Token, DeliveryReply]>, InvalidInput> =>
-  decodeInput(
-    Schema.Array(Schema.Struct({ token: TokenFields, reply: DeliveryReply })).pipe(Schema.maxItems(MaxBatchSize)),
-    "settleBatch"
-  )(items).pipe(
-    Effect.map((decoded) => decoded.map(({ reply, token }) => [token, reply] as const))
-  )
+  const resetClock = (input: ResetClockInput) =>
+    Effect.flatMap(Input.decodeResetClock(input), ({ actor, reason }) =>
+      backend.write((tx) =>
+        Effect.gen(function*() {
+          const now = yield* currentTime
+          const before = yield* tx.clock
+          const adjusted = (yield* tx.reachingBeyond(now + policy.backoffCap, now + policy.leaseTicks))
+            .flatMap((event) => Operations.pullIn(event, now, policy) ?? [])
+          const flows = byKey(yield* tx.flows(unique(adjusted.map((e) => e.flowId))), (f): string => f.flowId)
+          const heads = adjusted.filter((e) => flows.get(e.flowId)?.headSeq === e.seq)
+          yield* store(tx, {
+            ...noChanges,
+            events: adjusted,
+            heads: heads.map((e) => Operations.headAfter(e, undefined)),
+            clock: { ...before, tick: now }
+          })
+          yield* Effect.logWarning("queue clock reset").pipe(
+            Effect.annotateLogs({ before: before.tick, after: now, eventsAdjusted: adjusted.length, reason, actor: actor ?? "" })
+          )
+          return { before: before.tick, after: now, eventsAdjusted: adjusted.length }
+        })
+      )).pipe(Effect.withSpan("RelayQueue.resetClock"))
 
-/** Validates a flow weight: an integer from 1 to `MaxWeight`. */
-export const decodeFlowWeight = (input: unknown): Effect.Effect<{ readonly flowId: FlowId; readonly weight: number }, InvalidInput> =>
-  decodeInput(Schema.Struct({ flowId: FlowId, weight: Weight }), "setFlowWeight")(input)
+  const snapshot: Effect.Effect<Snapshot, SqlError> = backend.read((tx) =>
+    Effect.map(Effect.zip(tx.clock, tx.dump), ([clock, rest]) => ({ clock, ...rest }))
+  ).pipe(Effect.withSpan("RelayQueue.snapshot"))
 
-const Limit = Schema.optional(Schema.UndefinedOr(Schema.Int.pipe(Schema.between(1, MaxBatchSize))))
+  const stats = backend.read((tx) =>
+    Effect.gen(function*() {
+      const now = yield* currentTime
+      const eligible = yield* tx.eligibleHeads(now)
+      return {
+        byState: yield* tx.countByState,
+        eligibleHeads: eligible.count,
+        oldestEligibleAgeMillis: eligible.oldest === null ? 0 : Math.max(0, now - eligible.oldest),
+        clock: yield* tx.clock
+      }
+    })
+  ).pipe(Effect.withSpan("RelayQueue.stats"))
 
-/** Validates an event id given on its own. */
-export const decodeEventId = (eventId: unknown, operation: string): Effect.Effect<EventId, InvalidInput> =>
-  decodeInput(EventId, operation)(eventId)
+  const inspect = (eventId: string) =>
+    Effect.flatMap(Input.decodeEventId(eventId, "inspect"), (id: EventId) =>
+      backend.read((tx) =>
+        Effect.gen(function*() {
+          const [event] = yield* tx.events([id])
+          if (event === undefined) return yield* Effect.fail(new NotFound({ eventId: id }))
+          return { event, audit: yield* tx.listAudit({ eventId: id }) }
+        })
+      )).pipe(Effect.withSpan("RelayQueue.inspect"))
 
-/** Validates an `events` filter; the limit defaults to 100. */
-export const decodeEventFilter = (filter: unknown) =>
-  decodeInput(
-    Schema.Struct({
-      state: Schema.optional(Schema.UndefinedOr(EventState)),
-      flowId: Schema.optional(Schema.UndefinedOr(FlowId)),
-      afterEventId: Schema.optional(Schema.UndefinedOr(EventId)),
-      limit: Limit
-    }),
-    "events"
-  )(filter).pipe(Effect.map((f) => ({ ...f, limit: f.limit ?? 100 })))
-
-/** Validates a page filter; the limit defaults to 100. */
-export const decodePageFilter = (filter: unknown) =>
-  decodeInput(Schema.Struct({ after: Schema.optional(Schema.UndefinedOr(FlowId)), limit: Limit }), "flows")(filter).pipe(
-    Effect.map((f) => ({ ...f, limit: f.limit ?? 100 }))
-  )
-
-/** Validates an audit filter; the limit defaults to 100. */
-export const decodeAuditFilter = (filter: unknown) =>
-  decodeInput(Schema.Struct({ eventId: Schema.optional(Schema.UndefinedOr(EventId)), limit: Limit }), "audit")(filter).pipe(
-    Effect.map((f) => ({ ...f, limit: f.limit ?? 100 }))
-  )
+  return {
+    policy,
+    enqueue: (input) =>
+      Effect.flatMap(Input.decodeEnqueue(input, policy), (command) => Effect.map(enqueueAll([command]), (results) => results[0]!))
+        .pipe(Effect.withSpan("RelayQueue.enqueue")),
+    enqueueBatch: (inputs) =>
+      Effect.flatMap(Input.decodeEnqueueBatch(inputs, policy), enqueueAll).pipe(Effect.withSpan("RelayQueue.enqueueBatch")),
+    setFlowWeight: (input) =>
+      Effect.flatMap(Input.decodeFlowWeight(input), ({ flowId, weight }) =>
+        write((tx, clock) =>
+          Effect.map(tx.flows([flowId]), ([flow]) => [undefined, Operations.setWeight(flow, flowId, weight, clock)] as const)
+        )).pipe(Effect.withSpan("RelayQueue.setFlowWeight")),
+    claim,
+    claimBatch: (limit) =>
+      Effect.flatMap(Input.decodeBatchSize(limit), claimUpTo).pipe(
+        Effect.map(({ claims }) => claims),
+        Effect.withSpan("RelayQueue.claimBatch")
+      ),
+    claimUpTo: (limit) => Effect.flatMap(Input.decodeBatchSize(limit), claimUpTo).pipe(Effect.withSpan("RelayQueue.claimBatch")),
+    settle: (token, reply) =>
+      Effect.flatMap(Input.decodeSettle(token, reply), (item) =>
+        Effect.zipRight(
+          Effect.annotateCurrentSpan({ eventId: item[0].eventId, generation: item[0].generation }),
+          Effect.map(settleAll([item]), (outcomes) => outcomes[0]!)
+        )).pipe(Effect.withSpan("RelayQueue.settle")),
+    settleBatch: (items) =>
+      Effect.flatMap(Input.decodeSettleBatch(items), settleAll).pipe(Effect.withSpan("RelayQueue.settleBatch")),
+    redrive,
+    resetClock,
+    snapshot,
+    stats,
+    events: (filter = {}) =>
+      Effect.flatMap(Input.decodeEventFilter(filter), (query) => backend.read((tx) => tx.listEvents(query))).pipe(
+        Effect.withSpan("RelayQueue.events")
+      ),
+    flows: (filter = {}) =>
+      Effect.flatMap(Input.decodePageFilter(filter), (query) => backend.read((tx) => tx.listFlows(query))).pipe(
+        Effect.withSpan("RelayQueue.flows")
+      ),
+    inspect,
+    audit: (filter = {}) =>
+      Effect.flatMap(Input.decodeAuditFilter(filter), (query) => backend.read((tx) => tx.listAudit(query))).pipe(
+        Effect.withSpan("RelayQueue.audit")
+      ),
+    awaitWork: wake.await
+  }
+}

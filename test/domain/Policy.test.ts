@@ -1,7 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Arbitrary, Either, Schema, FastCheck as fc } from "effect"
 import { DefaultMaxBodyBytes } from "../../src/domain/Json.js"
-import { backoff, defaultPolicy, makePolicy, RelayPolicy } from "../../src/domain/Policy.js"
+import { adoptStored, backoff, defaultPolicy, makePolicy, protocolOf, RelayPolicy, seedPolicy } from "../../src/domain/Policy.js"
 import { rightOf } from "./fixtures.js"
 
 /** SPEC §3: next_at = now + min(cap, base · 2^(attempts−1)). */
@@ -19,26 +19,53 @@ const policyArb = fc.record({
   clock: fc.constantFrom("strict" as const, "clamp" as const)
 })
 
-describe("defaultPolicy", () => {
-  it("is the seed policy: lease 5, budget 3, base 2, cap 8", () => {
-    expect(defaultPolicy.leaseTicks).toBe(5)
-    expect(defaultPolicy.retryBudget).toBe(3)
-    expect(defaultPolicy.backoffBase).toBe(2)
-    expect(defaultPolicy.backoffCap).toBe(8)
+describe("seedPolicy", () => {
+  it("is the article's policy: lease 5, budget 3, base 2, cap 8, seed admission, strict clock", () => {
+    expect(seedPolicy.leaseTicks).toBe(5)
+    expect(seedPolicy.retryBudget).toBe(3)
+    expect(seedPolicy.backoffBase).toBe(2)
+    expect(seedPolicy.backoffCap).toBe(8)
+    expect(seedPolicy.admission).toBe("seed")
+    expect(seedPolicy.clock).toBe("strict")
   })
 
   it("is itself a valid policy", () => {
+    expect(Schema.is(RelayPolicy)(seedPolicy)).toBe(true)
+  })
+})
+
+describe("defaultPolicy", () => {
+  it("is safe on a millisecond clock: the lease outlives the worker's default 30 s delivery timeout", () => {
     expect(Schema.is(RelayPolicy)(defaultPolicy)).toBe(true)
+    expect(defaultPolicy.leaseTicks).toBeGreaterThan(30_000)
+    expect(defaultPolicy.backoffBase).toBeGreaterThanOrEqual(1_000)
+    expect(defaultPolicy.admission).toBe("tail")
+    expect(defaultPolicy.clock).toBe("clamp")
+  })
+})
+
+describe("adoptStored", () => {
+  it("adopts the stored protocol settings and keeps per-process options", () => {
+    const requested = rightOf(makePolicy({ jitter: "full" }))
+    expect(adoptStored(protocolOf(seedPolicy), requested, { jitter: "full" })).toEqual(
+      Either.right({ ...requested, ...protocolOf(seedPolicy) })
+    )
+  })
+
+  it("names every explicitly given protocol setting that differs from the stored one", () => {
+    const overrides = { leaseTicks: 5, admission: "tail" as const, backoffCap: 99 }
+    const requested = rightOf(makePolicy(overrides))
+    expect(adoptStored(protocolOf(seedPolicy), requested, overrides)).toEqual(Either.left(["backoffCap", "admission"]))
   })
 })
 
 describe("backoff", () => {
   it("follows the seed numbers 2, 4, 8 and stops at the cap 8", () => {
-    expect(backoff(defaultPolicy, 1)).toBe(2)
-    expect(backoff(defaultPolicy, 2)).toBe(4)
-    expect(backoff(defaultPolicy, 3)).toBe(8)
-    expect(backoff(defaultPolicy, 4)).toBe(8)
-    expect(backoff(defaultPolicy, 10)).toBe(8)
+    expect(backoff(seedPolicy, 1)).toBe(2)
+    expect(backoff(seedPolicy, 2)).toBe(4)
+    expect(backoff(seedPolicy, 3)).toBe(8)
+    expect(backoff(seedPolicy, 4)).toBe(8)
+    expect(backoff(seedPolicy, 10)).toBe(8)
   })
 
   it.prop(
@@ -84,7 +111,7 @@ describe("backoff", () => {
 })
 
 describe("makePolicy", () => {
-  it("fills in the seed defaults", () => {
+  it("fills in the defaults", () => {
     expect(rightOf(makePolicy(undefined))).toEqual(defaultPolicy)
     expect(rightOf(makePolicy({}))).toEqual(defaultPolicy)
   })

@@ -2,7 +2,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Arbitrary, Either, Schema, FastCheck as fc } from "effect"
 import { canonicalize } from "../../src/domain/Json.js"
 import { DeliveryReply, SettleOutcome } from "../../src/domain/Outcomes.js"
-import { defaultPolicy } from "../../src/domain/Policy.js"
+import { seedPolicy } from "../../src/domain/Policy.js"
 import type { RelayPolicy } from "../../src/domain/Policy.js"
 import {
   advanceClock,
@@ -29,7 +29,7 @@ const specEligible = (e: EventRecord, now: number): boolean =>
   (e.state === "ready" && e.nextAt <= now) || (e.state === "inflight" && e.leaseUntil !== null && e.leaseUntil <= now)
 
 /** A claimed head: inflight at generation 1 with one attempt spent, lease until `at + lease`. */
-const claimedAt = (at: number, overrides: Partial<EventRecord> = {}, policy: RelayPolicy = defaultPolicy) =>
+const claimedAt = (at: number, overrides: Partial<EventRecord> = {}, policy: RelayPolicy = seedPolicy) =>
   claimEvent(readyEvent({ nextAt: at, ...overrides }), at, policy)
 
 const tokenOf = (e: EventRecord): Token => ({ eventId: e.eventId, generation: e.generation })
@@ -43,13 +43,13 @@ describe("advanceClock", () => {
   })
 
   it("accepts the same tick and a later one", () => {
-    expect(rightOf(advanceClock({ tick: 10, ticket: 4 }, 10))).toEqual({ clock: { tick: 10, ticket: 4 }, clamped: false })
-    expect(rightOf(advanceClock({ tick: 10, ticket: 4 }, 12))).toEqual({ clock: { tick: 12, ticket: 4 }, clamped: false })
+    expect(rightOf(advanceClock({ tick: 10, ticket: 4 }, 10))).toEqual({ clock: { tick: 10, ticket: 4 }, regressed: false })
+    expect(rightOf(advanceClock({ tick: 10, ticket: 4 }, 12))).toEqual({ clock: { tick: 12, ticket: 4 }, regressed: false })
   })
 
-  it("in clamp mode uses the persisted tick for a clock that is behind, and says so", () => {
-    expect(rightOf(advanceClock({ tick: 10, ticket: 4 }, 9, "clamp"))).toEqual({ clock: { tick: 10, ticket: 4 }, clamped: true })
-    expect(rightOf(advanceClock({ tick: 10, ticket: 4 }, 11, "clamp"))).toEqual({ clock: { tick: 11, ticket: 4 }, clamped: false })
+  it("in clamp mode accepts a clock that is behind, keeps the persisted tick and says so", () => {
+    expect(rightOf(advanceClock({ tick: 10, ticket: 4 }, 9, "clamp"))).toEqual({ clock: { tick: 10, ticket: 4 }, regressed: true })
+    expect(rightOf(advanceClock({ tick: 10, ticket: 4 }, 11, "clamp"))).toEqual({ clock: { tick: 11, ticket: 4 }, regressed: false })
   })
 
   it.prop("stores max(tick, now) or refuses now < tick, never touching the ticket", [tick, tick, fc.nat()], ([t, now, ticket]) => {
@@ -61,7 +61,7 @@ describe("advanceClock", () => {
       expect(error._tag).toBe("ClockRegressed")
       expect({ now: error.now, tick: error.tick }).toEqual({ now, tick: t })
     } else {
-      expect(rightOf(result)).toEqual({ clock: { tick: Math.max(t, now), ticket }, clamped: false })
+      expect(rightOf(result)).toEqual({ clock: { tick: Math.max(t, now), ticket }, regressed: false })
     }
     expect(clock).toEqual(before)
   })
@@ -173,9 +173,9 @@ describe("pickNext", () => {
     const flows = { A: flowRecord("A", 0), B: flowRecord("B", 0) }
     const step1 = pickNext([{ flow: flows.A, head: a }, { flow: flows.B, head: b }], 0)
     expect(step1?.head.eventId).toBe("A1")
-    a = claimEvent(a, 0, defaultPolicy)
+    a = claimEvent(a, 0, seedPolicy)
     flows.A = { ...flows.A, served: ++ticket }
-    a = settleEvent(a, tokenOf(a), { _tag: "IdConflict" }, 0, defaultPolicy).next!
+    a = settleEvent(a, tokenOf(a), { _tag: "IdConflict" }, 0, seedPolicy).next!
     const step2 = pickNext([{ flow: flows.A, head: a }, { flow: flows.B, head: b }], 0)
     expect(step2?.head.eventId).toBe("B1")
   })
@@ -210,7 +210,7 @@ describe("claimEvent", () => {
   it("makes the head inflight under a new generation with one more attempt and a lease", () => {
     const head = readyEvent({ nextAt: 3, generation: 2, attempts: 1, lifetimeAttempts: 4 })
     const before = snapshotOf(head)
-    const claimed = claimEvent(head, 7, defaultPolicy)
+    const claimed = claimEvent(head, 7, seedPolicy)
     expect(claimed).toEqual({
       ...head,
       state: "inflight",
@@ -227,7 +227,7 @@ describe("claimEvent", () => {
     const first = claimedAt(0)
     expect(first.generation).toBe(1)
     expect(isEligible(first, 5)).toBe(true)
-    const second = claimEvent(first, 5, defaultPolicy)
+    const second = claimEvent(first, 5, seedPolicy)
     expect(second.generation).toBe(2)
     expect(second.leaseUntil).toBe(10)
     expect(second.attempts).toBe(2)
@@ -238,7 +238,7 @@ describe("claimEvent", () => {
     "generation+1, attempts+1, lifetimeAttempts+1, leaseUntil = now + lease, inflight; the rest kept",
     [eventArb, tick, fc.integer({ min: 1, max: 10_000 })],
     ([e, now, leaseTicks]) => {
-      const policy = { ...defaultPolicy, leaseTicks }
+      const policy = { ...seedPolicy, leaseTicks }
       const c = claimEvent(e, now, policy)
       expect(c.state).toBe("inflight")
       expect(c.generation).toBe(e.generation + 1)
@@ -256,7 +256,7 @@ describe("claimEvent", () => {
 describe("settleEvent", () => {
   describe("Stale and Expired change nothing", () => {
     it("an unknown event is Stale", () => {
-      const d = settleEvent(undefined, { eventId: eid("A1"), generation: 1 }, { _tag: "Accepted" }, 0, defaultPolicy)
+      const d = settleEvent(undefined, { eventId: eid("A1"), generation: 1 }, { _tag: "Accepted" }, 0, seedPolicy)
       expect(d.outcome).toEqual({ _tag: "Stale" })
       expect(d.next).toBeUndefined()
     })
@@ -264,7 +264,7 @@ describe("settleEvent", () => {
     it("a token of another generation is Stale", () => {
       const e = claimedAt(0)
       for (const generation of [0, 2, 7]) {
-        const d = settleEvent(e, { eventId: e.eventId, generation }, { _tag: "Accepted" }, 1, defaultPolicy)
+        const d = settleEvent(e, { eventId: e.eventId, generation }, { _tag: "Accepted" }, 1, seedPolicy)
         expect(d.outcome).toEqual({ _tag: "Stale" })
         expect(d.next).toBeUndefined()
       }
@@ -274,7 +274,7 @@ describe("settleEvent", () => {
       const inflight = claimedAt(0)
       for (const state of ["ready", "acked", "quarantined"] as const) {
         const e = { ...inflight, state }
-        const d = settleEvent(e, tokenOf(e), { _tag: "Accepted" }, 1, defaultPolicy)
+        const d = settleEvent(e, tokenOf(e), { _tag: "Accepted" }, 1, seedPolicy)
         expect(d.outcome).toEqual({ _tag: "Stale" })
         expect(d.next).toBeUndefined()
       }
@@ -284,22 +284,22 @@ describe("settleEvent", () => {
       // SPEC §5 scenario 6: claimed at 0, settled by the same worker at 5.
       const e = claimedAt(0)
       for (const now of [5, 6, 100]) {
-        const d = settleEvent(e, tokenOf(e), { _tag: "Accepted" }, now, defaultPolicy)
+        const d = settleEvent(e, tokenOf(e), { _tag: "Accepted" }, now, seedPolicy)
         expect(d.outcome).toEqual({ _tag: "Expired" })
         expect(d.next).toBeUndefined()
       }
-      expect(settleEvent(e, tokenOf(e), { _tag: "Accepted" }, 4, defaultPolicy).outcome).toEqual({ _tag: "Acked" })
+      expect(settleEvent(e, tokenOf(e), { _tag: "Accepted" }, 4, seedPolicy).outcome).toEqual({ _tag: "Acked" })
     })
 
     it("stale_after_reclaim: the old worker's settle is Stale, the new worker's counts", () => {
       // SPEC §5 scenario 5.
       const first = claimedAt(0)
       const oldToken = tokenOf(first)
-      const second = claimEvent(first, 5, defaultPolicy)
-      const old = settleEvent(second, oldToken, { _tag: "Accepted" }, 6, defaultPolicy)
+      const second = claimEvent(first, 5, seedPolicy)
+      const old = settleEvent(second, oldToken, { _tag: "Accepted" }, 6, seedPolicy)
       expect(old.outcome).toEqual({ _tag: "Stale" })
       expect(old.next).toBeUndefined()
-      const current = settleEvent(second, tokenOf(second), { _tag: "Duplicate" }, 6, defaultPolicy)
+      const current = settleEvent(second, tokenOf(second), { _tag: "Duplicate" }, 6, seedPolicy)
       expect(current.outcome).toEqual({ _tag: "Acked" })
       expect(current.next?.state).toBe("acked")
     })
@@ -308,7 +308,7 @@ describe("settleEvent", () => {
       "any reply with a token of another generation is Stale",
       [eventArb, replyArb, fc.integer({ min: 1, max: 5 }), tick],
       ([e, reply, delta, now]) => {
-        const d = settleEvent(e, { eventId: e.eventId, generation: e.generation + delta }, reply, now, defaultPolicy)
+        const d = settleEvent(e, { eventId: e.eventId, generation: e.generation + delta }, reply, now, seedPolicy)
         expect(d).toEqual({ outcome: { _tag: "Stale" }, next: undefined })
       }
     )
@@ -319,7 +319,7 @@ describe("settleEvent", () => {
       ([reply, claimTick, late]) => {
         const e = claimedAt(claimTick)
         const before = snapshotOf(e)
-        const d = settleEvent(e, tokenOf(e), reply, e.leaseUntil! + late, defaultPolicy)
+        const d = settleEvent(e, tokenOf(e), reply, e.leaseUntil! + late, seedPolicy)
         expect(d).toEqual({ outcome: { _tag: "Expired" }, next: undefined })
         expect(e).toEqual(before)
       }
@@ -327,7 +327,7 @@ describe("settleEvent", () => {
   })
 
   describe("replies within the lease", () => {
-    const within = (reply: DeliveryReply, overrides: Partial<EventRecord> = {}, policy: RelayPolicy = defaultPolicy) => {
+    const within = (reply: DeliveryReply, overrides: Partial<EventRecord> = {}, policy: RelayPolicy = seedPolicy) => {
       const e = claimedAt(10, overrides, policy)
       return { e, d: settleEvent(e, tokenOf(e), reply, 12, policy) }
     }
@@ -400,7 +400,7 @@ describe("settleEvent", () => {
         tick
       ],
       ([retryBudget, backoffBase, backoffCap, leaseTicks, claimTick]) => {
-        const policy = { ...defaultPolicy, retryBudget, backoffBase, backoffCap, leaseTicks }
+        const policy = { ...seedPolicy, retryBudget, backoffBase, backoffCap, leaseTicks }
         for (let spent = 0; spent < retryBudget; spent++) {
           const e = claimEvent(readyEvent({ attempts: spent }), claimTick, policy)
           const now = claimTick + leaseTicks - 1
@@ -423,9 +423,9 @@ describe("settleEvent", () => {
       "every reply maps to the outcome of the SPEC §3 table",
       [replyArb, fc.integer({ min: 0, max: 5 }), tick],
       ([reply, spent, claimTick]) => {
-        const e = claimEvent(readyEvent({ attempts: spent }), claimTick, defaultPolicy)
+        const e = claimEvent(readyEvent({ attempts: spent }), claimTick, seedPolicy)
         const now = claimTick + 1
-        const d = settleEvent(e, tokenOf(e), reply, now, defaultPolicy)
+        const d = settleEvent(e, tokenOf(e), reply, now, seedPolicy)
         expect(Schema.is(SettleOutcome)(d.outcome)).toBe(true)
         switch (reply._tag) {
           case "Accepted":
@@ -444,7 +444,7 @@ describe("settleEvent", () => {
             break
           case "Retry":
           case "Gap":
-            if (e.attempts < defaultPolicy.retryBudget) {
+            if (e.attempts < seedPolicy.retryBudget) {
               expect(d.outcome).toEqual({ _tag: "RetryScheduled", nextAt: now + Math.min(8, 2 * 2 ** (e.attempts - 1)) })
               expect(d.next?.state).toBe("ready")
             } else {
@@ -466,7 +466,7 @@ describe("settleEvent", () => {
 
   it("retry_backoff: nextAt 2, then 6, then Quarantined, with B1 dispatched at tick 0", () => {
     // SPEC §5 scenario 4, replayed purely. Flows A and B both new (served 0), heads ready at 0.
-    const policy = defaultPolicy
+    const policy = seedPolicy
     const retry = { _tag: "Retry", reason: "unavailable" } as const
     let ticket = 0
     let flowA = flowRecord("A", 0)
@@ -580,24 +580,24 @@ describe("redriveEvent", () => {
 
   it("redrive_after_fix: a rejected head, redriven, is claimed again with lifetime attempts 2", () => {
     // SPEC §5 scenario 8 (queue side).
-    let a1 = claimEvent(readyEvent({ body: { delta: 10 } }), 0, defaultPolicy)
-    const d = settleEvent(a1, tokenOf(a1), { _tag: "Rejected", code: "unsupported_delta" }, 0, defaultPolicy)
+    let a1 = claimEvent(readyEvent({ body: { delta: 10 } }), 0, seedPolicy)
+    const d = settleEvent(a1, tokenOf(a1), { _tag: "Rejected", code: "unsupported_delta" }, 0, seedPolicy)
     expect(d.outcome).toEqual({ _tag: "Quarantined", reason: "unsupported_delta" })
     a1 = d.next!
     a1 = rightOf(redriveEvent(a1, { eventId: a1.eventId, expectedGeneration: a1.generation, reason: "receiver limit raised" }, 1))
-    a1 = claimEvent(a1, 1, defaultPolicy)
+    a1 = claimEvent(a1, 1, seedPolicy)
     expect(a1.lifetimeAttempts).toBe(2)
     expect(a1.attempts).toBe(1)
-    expect(settleEvent(a1, tokenOf(a1), { _tag: "Accepted" }, 1, defaultPolicy).outcome).toEqual({ _tag: "Acked" })
+    expect(settleEvent(a1, tokenOf(a1), { _tag: "Accepted" }, 1, seedPolicy).outcome).toEqual({ _tag: "Acked" })
   })
 
   it("a redriven head gets a full new retry budget", () => {
     let e = claimedAt(0, { attempts: 2 })
-    e = settleEvent(e, tokenOf(e), { _tag: "Retry", reason: "unavailable" }, 1, defaultPolicy).next!
+    e = settleEvent(e, tokenOf(e), { _tag: "Retry", reason: "unavailable" }, 1, seedPolicy).next!
     expect(e.state).toBe("quarantined")
     e = rightOf(redriveEvent(e, { eventId: e.eventId, expectedGeneration: e.generation, reason: "fixed" }, 2))
-    e = claimEvent(e, 2, defaultPolicy)
-    expect(settleEvent(e, tokenOf(e), { _tag: "Retry", reason: "unavailable" }, 2, defaultPolicy).outcome).toEqual({
+    e = claimEvent(e, 2, seedPolicy)
+    expect(settleEvent(e, tokenOf(e), { _tag: "Retry", reason: "unavailable" }, 2, seedPolicy).outcome).toEqual({
       _tag: "RetryScheduled",
       nextAt: 4
     })

@@ -6,6 +6,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { ConfigProvider, Deferred, Duration, Effect, Fiber, Layer, Metric, Random, Ref, TestClock } from "effect"
 import * as SqliteInbox from "../../src/layers/SqliteInbox.js"
+import { seedPolicy } from "../../src/domain/Policy.js"
 import * as SqliteRelayQueue from "../../src/layers/SqliteRelayQueue.js"
 import * as Counter from "../../src/sample/Counter.js"
 import { Inbox } from "../../src/services/Inbox.js"
@@ -250,17 +251,53 @@ describe("runtime options", () => {
       expect(new Set(first).size).toBeGreaterThan(5)
     }))
 
-  it.scoped("clamp mode uses the persisted tick for a clock that is behind and counts it", () =>
+  it.scoped("clamp mode reckons with the caller's own clock when it is behind, keeps the persisted tick and counts it", () =>
     Effect.gen(function*() {
-      const queue = yield* SqliteRelayQueue.make({ filename: ":memory:", policy: { clock: "clamp" } })
+      const queue = yield* SqliteRelayQueue.make({ filename: ":memory:", policy: { ...seedPolicy, clock: "clamp", backoffBase: 500, backoffCap: 1000 } })
       yield* TestClock.setTime(100)
       yield* queue.enqueue({ eventId: "A1", flowId: "A", body: {} })
       const before = (yield* Metric.value(Metrics.clockClamped)).count
-      yield* TestClock.setTime(90)
+      // A process whose clock is 90 ms behind: its writes go through, on its own time line.
+      yield* TestClock.setTime(10)
       expect(yield* queue.enqueue({ eventId: "A2", flowId: "A", body: {} })).toEqual({ _tag: "Enqueued", seq: 2 })
+      const claimed = yield* queue.claim
+      expect(claimed._tag).toBe("Idle") // A1 is due at 100 on the persisted time line
+      yield* TestClock.setTime(100)
+      const a1 = yield* queue.claim
+      if (a1._tag !== "Claimed") return expect.unreachable()
+      yield* TestClock.setTime(20)
+      // The backoff of a retry decided by the lagging clock is 500 ms from *its* now, not from the
+      // persisted tick: a skew changes a delay by no more than the skew.
+      expect(yield* queue.settle(a1.token, { _tag: "Retry", reason: "x" })).toEqual({ _tag: "RetryScheduled", nextAt: 520 })
       const snapshot = yield* queue.snapshot
       expect(snapshot.clock.tick).toBe(100)
-      expect(snapshot.events[1]!.nextAt).toBe(100)
-      expect((yield* Metric.value(Metrics.clockClamped)).count).toBe(before + 1)
+      expect(snapshot.events[1]!.nextAt).toBe(10)
+      expect((yield* Metric.value(Metrics.clockClamped)).count).toBe(before + 3)
+    }))
+
+  it.scoped("a process whose clock ran a day ahead cannot freeze the store; an operator resets the clock", () =>
+    Effect.gen(function*() {
+      const day = 86_400_000
+      const queue = yield* SqliteRelayQueue.make({ filename: ":memory:", policy: { ...seedPolicy, clock: "clamp", leaseTicks: 1000 } })
+      yield* TestClock.setTime(1000)
+      yield* queue.enqueue({ eventId: "A1", flowId: "A", body: {} })
+      yield* queue.enqueue({ eventId: "B1", flowId: "B", body: {} })
+      // The wrong process claims A1 a day ahead: the persisted tick jumps, A1's lease ends in a day.
+      yield* TestClock.setTime(1000 + day)
+      const stuck = yield* queue.claim
+      if (stuck._tag !== "Claimed") return expect.unreachable()
+      // Correct processes keep working (no ClockRegressed) on B.
+      yield* TestClock.setTime(2000)
+      expect(yield* queue.enqueue({ eventId: "B2", flowId: "B", body: {} })).toEqual({ _tag: "Enqueued", seq: 2 })
+      const b1 = yield* queue.claim
+      if (b1._tag !== "Claimed") return expect.unreachable()
+      expect(b1.event.eventId).toBe("B1")
+      // A1 stays leased for a day, until an operator resets the clock: its lease then ends now.
+      const reset = yield* queue.resetClock({ reason: "host clock was a day ahead", actor: "ops" })
+      expect(reset).toEqual({ before: 1000 + day, after: 2000, eventsAdjusted: 1 })
+      const again = yield* queue.claimBatch(2)
+      expect(again.map((c) => c.event.eventId)).toEqual(["A1"])
+      expect((yield* queue.snapshot).clock.tick).toBe(2000)
+      expect(yield* Effect.flip(queue.resetClock({ reason: "  " }))).toMatchObject({ _tag: "InvalidInput" })
     }))
 })

@@ -1,0 +1,93 @@
+/**
+ * What a storage backend gives the queue: records in, records out, inside transactions. A backend
+ * holds no protocol logic — `RelayQueue.make` reads through it, decides with `Operations`, and
+ * writes back through it — so every backend (SQLite, PostgreSQL, memory) behaves the same.
+ */
+import type { SqlError } from "@effect/sql/SqlError"
+import type { Effect } from "effect"
+import type { EventId, FlowId } from "../domain/Ids.js"
+import type { Candidate, Head, NewEvent } from "../domain/Operations.js"
+import type { StoredIdentity } from "../domain/Protocol.js"
+import type { AuditRecord, ClockRecord, EventRecord, EventState, FlowRecord } from "../domain/Records.js"
+
+/** A flow's event by position. */
+export interface Position {
+  readonly flowId: FlowId
+  readonly seq: number
+}
+
+/** What an operator listing asks for (validated). */
+export interface EventQuery {
+  readonly state?: EventState | undefined
+  readonly flowId?: FlowId | undefined
+  readonly afterEventId?: EventId | undefined
+  readonly limit: number
+}
+
+/** A page of flows: by id, or in turn order (ascending `(served, flowId)`). */
+export type FlowQuery =
+  | { readonly order: "id"; readonly after?: FlowId | undefined; readonly limit: number }
+  | {
+    readonly order: "turn"
+    readonly after?: { readonly served: number; readonly flowId: FlowId } | undefined
+    readonly limit: number
+  }
+
+/** Reads inside a transaction. */
+export interface QueueReads {
+  readonly clock: Effect.Effect<ClockRecord, SqlError>
+  /** The least `eligibleAt` of all flows (when the next head becomes claimable), if any. */
+  readonly wakeAt: Effect.Effect<number | null, SqlError>
+  /** Up to `limit` flows whose head is eligible at `now`, in turn order, with their heads. */
+  readonly candidates: (now: number, limit: number) => Effect.Effect<ReadonlyArray<Candidate>, SqlError>
+  readonly events: (ids: ReadonlyArray<EventId>) => Effect.Effect<ReadonlyArray<EventRecord>, SqlError>
+  /** Id, flow, seq and body text of the stored events among `ids`. */
+  readonly identities: (
+    ids: ReadonlyArray<EventId>
+  ) => Effect.Effect<ReadonlyArray<StoredIdentity & { readonly eventId: EventId }>, SqlError>
+  readonly eventsAt: (positions: ReadonlyArray<Position>) => Effect.Effect<ReadonlyArray<EventRecord>, SqlError>
+  readonly flows: (ids: ReadonlyArray<FlowId>) => Effect.Effect<ReadonlyArray<FlowRecord>, SqlError>
+  /** Ready events due after `nextAtAfter` and inflight ones leased beyond `leaseAfter`. */
+  readonly reachingBeyond: (nextAtAfter: number, leaseAfter: number) => Effect.Effect<ReadonlyArray<EventRecord>, SqlError>
+  readonly listEvents: (query: EventQuery) => Effect.Effect<ReadonlyArray<EventRecord>, SqlError>
+  readonly listFlows: (query: FlowQuery) => Effect.Effect<ReadonlyArray<FlowRecord>, SqlError>
+  readonly listAudit: (query: { readonly eventId?: EventId | undefined; readonly limit?: number | undefined }) => Effect.Effect<
+    ReadonlyArray<AuditRecord>,
+    SqlError
+  >
+  /** Every flow (by id), event (by flow and seq) and audit row (in order): the whole store. */
+  readonly dump: Effect.Effect<
+    { readonly flows: ReadonlyArray<FlowRecord>; readonly events: ReadonlyArray<EventRecord>; readonly audit: ReadonlyArray<AuditRecord> },
+    SqlError
+  >
+  readonly countByState: Effect.Effect<Readonly<Record<EventState, number>>, SqlError>
+  /** Number of heads eligible at `now`, and the least `eligibleAt` among them. */
+  readonly eligibleHeads: (now: number) => Effect.Effect<{ readonly count: number; readonly oldest: number | null }, SqlError>
+}
+
+/** Writes inside a write transaction (which holds the store's write lock from its start). */
+export interface QueueWrites extends QueueReads {
+  readonly setClock: (clock: ClockRecord) => Effect.Effect<void, SqlError>
+  readonly insertEvents: (events: ReadonlyArray<NewEvent>) => Effect.Effect<void, SqlError>
+  /** Stores the mutable fields of existing events (state, times, generation, attempts, reason). */
+  readonly updateEvents: (events: ReadonlyArray<EventRecord>) => Effect.Effect<void, SqlError>
+  /** Inserts or replaces whole flow rows. */
+  readonly putFlows: (flows: ReadonlyArray<FlowRecord>) => Effect.Effect<void, SqlError>
+  /** Stores flows' cached heads. */
+  readonly setHeads: (heads: ReadonlyArray<Head>) => Effect.Effect<void, SqlError>
+  readonly appendAudit: (record: AuditRecord) => Effect.Effect<void, SqlError>
+}
+
+/** A queue store. */
+export interface QueueBackend {
+  /**
+   * Runs `body` in a transaction holding the write lock from its start. `beforeCommit` runs last
+   * inside it, outside any ambient transaction of the caller's (fault points use it).
+   */
+  readonly write: <A, E>(
+    body: (tx: QueueWrites) => Effect.Effect<A, E>,
+    beforeCommit?: Effect.Effect<void>
+  ) => Effect.Effect<A, E | SqlError>
+  /** Runs `body` in a transaction that sees one consistent state. */
+  readonly read: <A, E>(body: (tx: QueueReads) => Effect.Effect<A, E>) => Effect.Effect<A, E | SqlError>
+}

@@ -25,18 +25,19 @@ import { captureSql } from "../scenarios/support/captureSql.js"
  * `RelayQueue.claim` runs, with its planner hints.
  */
 export interface ClaimSql {
-  /** The turn query: the flow whose eligible head comes first (params: now, limit). */
+  /** The turn query: the flow whose eligible head comes first (params: now, limit); it may join the head itself. */
   readonly turn: string
-  /** The head lookup (params: flow id, seq). */
-  readonly head: string
+  /** The head lookup (params: flow id, seq), or `null` when the turn query joins the head row. */
+  readonly head: string | null
 }
 
 const placeholders = (sql: string) => (sql.match(/\?/g) ?? []).length
 
 const claimSqlOf = (statements: ReadonlyArray<string>): ClaimSql => {
-  const turn = statements.find((s) => /FROM relay_flow/.test(s) && /ORDER BY served/.test(s))
-  const head = statements.find((s) => /FROM relay_event/.test(s) && /flow_id = \?/.test(s) && /seq = \?/.test(s))
-  if (turn === undefined || head === undefined || placeholders(turn) !== 2 || placeholders(head) !== 2) {
+  const turn = statements.find((s) => /FROM relay_flow/.test(s) && /ORDER BY (f\.)?served/.test(s))
+  const joined = turn !== undefined && /JOIN relay_event/.test(turn)
+  const head = joined ? null : statements.find((s) => /FROM relay_event/.test(s) && /flow_id = \?/.test(s) && /seq = \?/.test(s))
+  if (turn === undefined || head === undefined || placeholders(turn) !== 2 || (head !== null && placeholders(head) !== 2)) {
     throw new Error(`the claim's SQL changed shape; update bench/claim.ts:\n${statements.join("\n")}`)
   }
   return { turn, head }
@@ -147,11 +148,13 @@ const readOnly = (file: string, sql: ClaimSql, now: number, budgetMs: number) =>
   const db = new Database(file, { readonly: true })
   try {
     const turn = db.prepare(sql.turn)
-    const head = db.prepare(sql.head)
+    const head = sql.head === null ? null : db.prepare(sql.head)
     const article = db.prepare(articleSql)
+    // A turn query that joins the head returns it in the same row (its seq is `head_seq`).
     const ourTurn = () => {
       const row = turn.get(now, 1) as Row | undefined
-      return row === undefined ? undefined : (head.get(row.flow_id, row.head_seq) as Row | undefined)
+      if (row === undefined) return undefined
+      return head === null ? { flow_id: row.flow_id, seq: row.head_seq } : (head.get(row.flow_id, row.head_seq) as Row | undefined)
     }
     const theirs = article.get(now, now) as Row | undefined
     const mine = ourTurn()
@@ -160,7 +163,11 @@ const readOnly = (file: string, sql: ClaimSql, now: number, budgetMs: number) =>
       idleTurnQuery: summarize(timeRuns(() => turn.get(-1, 1), budgetMs, 20, 20_000)),
       articleQuery: summarize(timeRuns(() => article.get(now, now), budgetMs, 3, 1_000)),
       sameHead: theirs !== undefined && mine !== undefined && theirs.flow_id === mine.flow_id && theirs.seq === mine.seq,
-      plans: { turn: plan(db, sql.turn, [now, 1]), head: plan(db, sql.head, ["x", 1]), article: plan(db, articleSql, [now, now]) }
+      plans: {
+        turn: plan(db, sql.turn, [now, 1]),
+        head: sql.head === null ? [] : plan(db, sql.head, ["x", 1]),
+        article: plan(db, articleSql, [now, now])
+      }
     }
   } finally {
     db.close()

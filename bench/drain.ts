@@ -1,63 +1,118 @@
 /**
- * End-to-end drain: claim → in-process receiver (the Counter business in its own SQLite file)
- * → settle, every write durable (WAL + synchronous=FULL, the library's defaults), at the fixed
- * logical tick 0. `Relay.step` loops (3 commits per event: claim, receive, settle) against
- * `Relay.stepBatch(n)` loops (1 claim commit + 1 receive commit (`Inbox.receiveBatch`) + 1 settle
- * commit per n events).
+ * Our drain loops: claim → in-process receiver (the Counter business in its own SQLite file) →
+ * settle, at the fixed logical tick 0. `Relay.step` (3 commits per event: claim, receive,
+ * settle), `Relay.stepBatch(n)` (1 claim + 1 receive (`Inbox.receiveBatch`) + 1 settle commit per
+ * n events), and the worker daemon `relay.run(...)`. The rows that use them are in `throughput.ts`.
  */
 import Database from "better-sqlite3"
-import { Effect, Layer, Ref } from "effect"
-import * as path from "node:path"
-import { Counter, Inbox, Relay, SqliteInbox, SqliteRelayQueue, TickClock, Transport } from "../src/index.js"
-import type { DeliveryReply } from "../src/index.js"
-import { openCeiling } from "./ceiling.js"
-import type { CeilingResult } from "./ceiling.js"
-import { fill, removeDb, workDir } from "./stores.js"
-import type { Backlog } from "./stores.js"
+import { Cause, Deferred, Duration, Effect, Exit, Fiber, Layer, Logger, LogLevel, Ref } from "effect"
+import { Counter, Inbox, Relay, RelayQueue, SqliteInbox, SqliteRelayQueue, Transport } from "../src/index.js"
+import type { DeliveryInput, DeliveryReply, PolicyInput, RelayQueueService, RunOptions, TransportService } from "../src/index.js"
+import type { Synchronous } from "./floor.js"
 
-/** `single`: Relay.step; `batch`: Relay.stepBatch(n); `batch-queue-only`: stepBatch(n) with a receiver that stores nothing. */
-export type DrainMode = "single" | "batch" | "batch-queue-only"
-
-export interface DrainResult extends Backlog {
-  readonly mode: DrainMode
-  readonly batchSize: number
-  /** Events delivered, accepted and acked. */
-  readonly drained: number
-  /** Whether the queue ran dry (else the time cap stopped the loop). */
-  readonly complete: boolean
-  readonly seconds: number
-  readonly eventsPerSecond: number
-  /** Durable commits issued, by store (the final idle claim included). */
-  readonly commits: { readonly queue: number; readonly inbox: number; readonly total: number }
-  readonly commitsPerEvent: number
-  readonly commitsPerSecond: number
-  /** CPU time of the process per drained event, ms (the rest of the wall time is mostly waiting for fsync). */
-  readonly cpuMsPerEvent: number
-  /** The raw commit ceiling, in bursts taken between this drain's steps (`null` if not interleaved). */
-  readonly interleavedCeiling: CeilingResult | null
-  /** Read back after the drain: acked events in the queue, receipts and counter total in the inbox. */
-  readonly check: { readonly acked: number; readonly receipts: number | null; readonly total: number | null; readonly ok: boolean }
+/** Options of the stores a drain opens: durability, and the policy the store was created with. */
+export interface StoreOptions {
+  readonly synchronous?: Synchronous | undefined
+  readonly policy?: PolicyInput | undefined
 }
 
+/**
+ * The layers' options for a durability. `synchronous` goes in only when it is not the default, and
+ * through a variable, so this compiles whether or not the library has the option yet; callers check
+ * the effect with `readSynchronous`.
+ */
+export const sqliteOptions = (filename: string, options: StoreOptions = {}) => {
+  const base: { filename: string; policy?: PolicyInput } = options.policy === undefined ? { filename } : { filename, policy: options.policy }
+  return options.synchronous === undefined || options.synchronous === "full" ? base : { ...base, synchronous: options.synchronous }
+}
+
+/**
+ * What the receiver saw (accepted deliveries, deliveries out of per-flow order: must stay 0) and
+ * how many settles came back `Acked`; `onAck` runs after each counted ack.
+ */
+export interface Delivered {
+  accepted: number
+  orderViolations: number
+  acked: number
+  onAck: () => void
+  readonly last: Map<string, number>
+}
+
+/** A fresh `Delivered`. */
+export const delivered = (): Delivered => ({ accepted: 0, orderViolations: 0, acked: 0, onAck: () => {}, last: new Map() })
+
+/** The queue as the worker sees it, counting `Acked` outcomes of `settle` and `settleBatch` (however the worker groups them). */
+const countingQueue = (seen: Delivered) =>
+  Layer.effect(
+    RelayQueue,
+    Effect.map(RelayQueue, (queue): RelayQueueService => {
+      const count = (outcomes: ReadonlyArray<{ readonly _tag: string }>) => {
+        for (const outcome of outcomes) {
+          if (outcome._tag === "Acked") {
+            seen.acked++
+            seen.onAck()
+          }
+        }
+      }
+      return {
+        ...queue,
+        settle: (token, reply) => Effect.tap(queue.settle(token, reply), (outcome) => count([outcome])),
+        settleBatch: (items) => Effect.tap(queue.settleBatch(items), count)
+      }
+    })
+  )
+
+const record = (seen: Delivered, delivery: DeliveryInput, reply: DeliveryReply) => {
+  if (reply._tag !== "Accepted") return
+  seen.accepted++
+  if (delivery.seq !== (seen.last.get(delivery.flowId) ?? 0) + 1) seen.orderViolations++
+  seen.last.set(delivery.flowId, delivery.seq)
+}
+
+/** The in-process transport to the inbox, counting accepted deliveries and checking their order. */
+const countingTransport = (seen: Delivered) =>
+  Layer.effect(
+    Transport,
+    Effect.map(Transport, (inner): TransportService => ({
+      deliver: (delivery) => Effect.tap(inner.deliver(delivery), (reply) => record(seen, delivery, reply)),
+      deliverBatch: inner.deliverBatch === undefined ? undefined : (deliveries) =>
+        Effect.tap(inner.deliverBatch!(deliveries), (replies) => replies.forEach((reply, i) => record(seen, deliveries[i]!, reply)))
+    }))
+  ).pipe(Layer.provide(Transport.layerInbox))
+
 /** The worker over a queue file and an inbox file running the Counter business. */
-export const relayLayer = (queueFile: string, inboxFile: string) => {
+export const relayLayer = (queueFile: string, inboxFile: string, options: StoreOptions = {}, seen: Delivered = delivered()) => {
   const receiver = Layer.unwrapEffect(
-    Effect.map(Ref.make(1000), (maxDelta) => SqliteInbox.layer({ filename: inboxFile, business: Counter.business(maxDelta) }))
+    Effect.map(Ref.make(1000), (maxDelta) =>
+      SqliteInbox.layer({ ...sqliteOptions(inboxFile, { synchronous: options.synchronous }), business: Counter.business(maxDelta) }))
   )
   return Relay.layer.pipe(
-    Layer.provide(Transport.layerInbox),
+    Layer.provide(countingTransport(seen)),
+    Layer.provide(countingQueue(seen)),
     Layer.provideMerge(receiver),
-    Layer.provideMerge(SqliteRelayQueue.layer({ filename: queueFile })),
+    Layer.provideMerge(SqliteRelayQueue.layer(sqliteOptions(queueFile, options))),
     Layer.orDie
   )
 }
 
 /** The worker over a queue file and a receiver that accepts everything and stores nothing (diagnosis only). */
-export const queueOnlyLayer = (queueFile: string) => {
+export const queueOnlyLayer = (queueFile: string, options: StoreOptions = {}) => {
   const accept: DeliveryReply = { _tag: "Accepted" }
   const transport = Layer.succeed(Transport, { deliver: () => Effect.succeed(accept) })
-  return Relay.layer.pipe(Layer.provide(transport), Layer.provideMerge(SqliteRelayQueue.layer({ filename: queueFile })), Layer.orDie)
+  return Relay.layer.pipe(Layer.provide(transport), Layer.provideMerge(SqliteRelayQueue.layer(sqliteOptions(queueFile, options))), Layer.orDie)
 }
+
+/**
+ * `PRAGMA synchronous` of the inbox connection the library opened with these options ("FULL",
+ * "NORMAL", …): whether the library honoured the option. (The queue has no read hook; its layer
+ * takes the same store options.)
+ */
+export const readSynchronous = (inboxFile: string, synchronous: Synchronous) =>
+  Effect.gen(function*() {
+    const inbox = yield* SqliteInbox.make({ ...sqliteOptions(inboxFile, { synchronous }), business: Counter.business(yield* Ref.make(1000)) })
+    const code = yield* inbox.read((sql) => Effect.map(sql<{ synchronous: number }>`PRAGMA synchronous`, (rows) => Number(rows[0]?.synchronous)))
+    return ({ 0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA" } as Record<number, string>)[code] ?? String(code)
+  }).pipe(Effect.scoped, Effect.orDie)
 
 export interface LoopResult {
   readonly drained: number
@@ -130,7 +185,7 @@ export const drainLoop = (
     return { drained, complete, seconds, queueCommits, inboxCommits: receiverStores ? inboxCommits : 0, cpuSeconds } satisfies LoopResult
   }).pipe(Effect.orDie)
 
-const inboxCheck = Effect.flatMap(Inbox, (inbox) =>
+export const inboxCheck = Effect.flatMap(Inbox, (inbox) =>
   inbox.read((sql) =>
     Effect.map(
       sql<{ n: number; total: number | null }>`SELECT (SELECT COUNT(*) FROM inbox_receipt) AS n,
@@ -138,6 +193,7 @@ const inboxCheck = Effect.flatMap(Inbox, (inbox) =>
       (rows) => ({ receipts: Number(rows[0]!.n), total: Number(rows[0]!.total ?? 0) })
     ))).pipe(Effect.orDie)
 
+/** Acked events in a queue file (read-only connection). */
 export const countAcked = (queueFile: string): number => {
   const db = new Database(queueFile, { readonly: true })
   try {
@@ -147,67 +203,37 @@ export const countAcked = (queueFile: string): number => {
   }
 }
 
-/** Builds a fresh queue (and inbox) and drains it in `mode`. */
-export const measureDrain = async (
-  backlog: Backlog,
-  mode: DrainMode,
-  batchSize: number,
+/**
+ * The worker daemon, `relay.run(options)`, until `events` settles came back `Acked` (or
+ * `maxSeconds` pass), then interrupted. Time and CPU run from the fork to the last ack. The end is
+ * signalled by the ack itself, not polled: with busy workers, a timer-driven poll is served late.
+ */
+export const daemonLoop = (
+  events: number,
   maxSeconds: number,
-  /** Every `everySeconds` of stepping, commit raw for `burstMs` (see `ceiling.ts`). */
-  interleave?: { readonly everySeconds: number; readonly burstMs: number }
-): Promise<DrainResult> => {
-  const queueFile = path.join(workDir, `drain-${mode}.queue.db`)
-  const inboxFile = mode === "batch-queue-only" ? undefined : path.join(workDir, `drain-${mode}.inbox.db`)
-  removeDb(queueFile)
-  if (inboxFile) removeDb(inboxFile)
-  const ceiling = interleave === undefined ? undefined : openCeiling(`ceiling-${mode}.db`)
-  let nextBurst = 0
-  const onProgress = (_: number, seconds: number) => {
-    if (ceiling === undefined || interleave === undefined || seconds < nextBurst) return
-    ceiling.burst(interleave.burstMs)
-    nextBurst = seconds + interleave.everySeconds
-  }
-  try {
-    await Effect.runPromise(fill(queueFile, backlog))
-    const size = mode === "single" ? 1 : batchSize
-    type Outcome = { readonly loop: LoopResult; readonly inbox: { readonly receipts: number; readonly total: number } | null }
-    const { inbox, loop } = await Effect.runPromise<Outcome, never>(
-      inboxFile === undefined
-        ? drainLoop(size, maxSeconds, false, onProgress).pipe(
-          Effect.map((loop) => ({ loop, inbox: null })),
-          Effect.provide(queueOnlyLayer(queueFile)),
-          TickClock.at(0)
-        )
-        : Effect.all({ loop: drainLoop(size, maxSeconds, true, onProgress), inbox: inboxCheck }).pipe(
-          Effect.provide(relayLayer(queueFile, inboxFile)),
-          TickClock.at(0)
-        )
-    )
-    const acked = countAcked(queueFile)
-    const commits = { queue: loop.queueCommits, inbox: loop.inboxCommits, total: loop.queueCommits + loop.inboxCommits }
-    return {
-      ...backlog,
-      mode,
-      batchSize: size,
-      drained: loop.drained,
-      complete: loop.complete,
-      seconds: loop.seconds,
-      eventsPerSecond: loop.drained / loop.seconds,
-      commits,
-      commitsPerEvent: commits.total / Math.max(1, loop.drained),
-      commitsPerSecond: commits.total / loop.seconds,
-      cpuMsPerEvent: (loop.cpuSeconds * 1000) / Math.max(1, loop.drained),
-      interleavedCeiling: ceiling?.result() ?? null,
-      check: {
-        acked,
-        receipts: inbox?.receipts ?? null,
-        total: inbox?.total ?? null,
-        ok: acked === loop.drained && (inbox === null || (inbox.receipts === loop.drained && inbox.total === loop.drained))
-      }
+  seen: Delivered,
+  options: RunOptions
+) =>
+  Effect.gen(function*() {
+    const relay = yield* Relay
+    const done = yield* Deferred.make<void>()
+    const cpu = process.cpuUsage()
+    const started = performance.now()
+    // The time cap is checked here too: the sleep below is a timer, and busy workers delay timers.
+    seen.onAck = () => {
+      if (seen.acked >= events || performance.now() - started >= maxSeconds * 1000) Deferred.unsafeDone(done, Exit.void)
     }
-  } finally {
-    ceiling?.close()
-    removeDb(queueFile)
-    if (inboxFile) removeDb(inboxFile)
-  }
-}
+    const fiber = yield* Effect.fork(relay.run({ metricsInterval: null, ...options }))
+    yield* Effect.raceAll([
+      Deferred.await(done),
+      Effect.sleep(Duration.seconds(maxSeconds)),
+      // A daemon that stopped by itself (a bad option, say) must not be waited for until maxSeconds.
+      Effect.flatMap(Fiber.await(fiber), (exit) =>
+        Effect.dieMessage(`relay.run stopped: ${Exit.isFailure(exit) ? Cause.pretty(exit.cause) : "?"}`))
+    ])
+    const seconds = (performance.now() - started) / 1000
+    const used = process.cpuUsage(cpu)
+    const drained = seen.acked
+    yield* Fiber.interrupt(fiber)
+    return { drained, complete: drained >= events, seconds, cpuSeconds: (used.user + used.system) / 1e6 }
+  }).pipe(Logger.withMinimumLogLevel(LogLevel.Warning))

@@ -5,6 +5,8 @@
  *   npm run bench -- --quick            about a minute (backlogs 1k…100k, smaller drains)
  *   npm run bench -- --rss-seconds N    time budget of the RSS drain (0: drain the whole store)
  *   npm run bench -- --out FILE         where to write the JSON (default bench/results/<mode>-<timestamp>.json)
+ *   npm run bench -- --peers [--quick]  only the throughput table, with plainjob, liteque and BullMQ beside ours
+ *   npm run bench -- --throughput       only the throughput table (floor and ours, no peers)
  *   npm run bench -- --pg [--quick]     the PostgreSQL bench instead (bench/pg/main.ts)
  */
 import Database from "better-sqlite3"
@@ -16,17 +18,17 @@ import { measureClaims } from "./claim.js"
 import type { ClaimResult } from "./claim.js"
 import { commitCeiling } from "./ceiling.js"
 import type { CeilingResult } from "./ceiling.js"
-import { measureDrain } from "./drain.js"
 import { measureRss } from "./rss.js"
 import { benchDir, workDir } from "./stores.js"
 import { chart } from "./svg.js"
+import { measureThroughput, throughputTable } from "./throughput.js"
 
 const args = process.argv.slice(2)
 if (args.includes("--pg")) {
   const { runPgBench } = await import("./pg/main.js")
   process.exit(await runPgBench(args.filter((arg) => arg !== "--pg")))
 }
-const known = new Set(["--quick", "--rss-seconds", "--out"])
+const known = new Set(["--quick", "--rss-seconds", "--out", "--peers", "--throughput"])
 for (const arg of args) {
   if (arg.startsWith("--") && !known.has(arg)) {
     console.error(`unknown option ${arg}; known: ${[...known].join(" ")}`)
@@ -38,17 +40,25 @@ const option = (name: string) => {
   return i < 0 ? undefined : args[i + 1]
 }
 const quick = args.includes("--quick")
-const mode = quick ? "quick" : "full"
+const withPeers = args.includes("--peers")
+// `--peers` and `--throughput` run the throughput table alone (claims and RSS are skipped).
+const throughputOnly = withPeers || args.includes("--throughput")
+const mode = `${throughputOnly ? (withPeers ? "peers-" : "throughput-") : ""}${quick ? "quick" : "full"}`
 
 const plan = quick
   ? {
     backlogs: [{ events: 1_000, flows: 10 }, { events: 10_000, flows: 100 }, { events: 100_000, flows: 1_000 }],
     claims: { claims: 150, warmup: 5, queryBudgetMs: 400, ceilingBurstMs: 5 },
     ceilingSeconds: 1,
-    single: { events: 2_000, flows: 100, maxSeconds: 25 },
-    batch: { events: 5_000, flows: 100, maxSeconds: 25 },
-    batchSize: 64,
-    interleave: { everySeconds: 1, burstMs: 200 },
+    throughput: {
+      events: 1_024,
+      flows: 64,
+      batchSize: 64,
+      daemonWorkers: 8,
+      maxSeconds: 8,
+      interleave: { everySeconds: 1, burstMs: 200 },
+      peerWorkers: [1, 16]
+    },
     rss: { events: 100_000, flows: 1_000 },
     rssRuntimes: ["tsx"] as const,
     rssSeconds: 8
@@ -62,10 +72,15 @@ const plan = quick
     ],
     claims: { claims: 500, warmup: 10, queryBudgetMs: 3_000, ceilingBurstMs: 5 },
     ceilingSeconds: 3,
-    single: { events: 20_000, flows: 200, maxSeconds: 240 },
-    batch: { events: 20_000, flows: 200, maxSeconds: 240 },
-    batchSize: 64,
-    interleave: { everySeconds: 2, burstMs: 300 },
+    throughput: {
+      events: 20_000,
+      flows: 64,
+      batchSize: 64,
+      daemonWorkers: 8,
+      maxSeconds: 240,
+      interleave: { everySeconds: 2, burstMs: 300 },
+      peerWorkers: [1, 16]
+    },
     rss: { events: 1_000_000, flows: 10_000 },
     rssRuntimes: ["tsx", "compiled"] as const,
     rssSeconds: 150
@@ -119,9 +134,11 @@ const ceiling = (label: string): CeilingResult & { readonly label: string } => {
 const ceilings = [ceiling("start")]
 
 // 2–3. Claim latency per backlog: ours (durable and read-only) against the article's query.
-const claimRun = await measureClaims(plan.backlogs, plan.claims, log)
-const claims: ReadonlyArray<ClaimResult> = claimRun.backlogs
-log(`raw durable commit ceiling (between claim rounds): ${claimRun.ceiling.commitsPerSecond.toFixed(0)} commits/s (${claimRun.ceiling.meanCommitMs.toFixed(3)} ms each)`)
+const claimRun = throughputOnly ? null : await measureClaims(plan.backlogs, plan.claims, log)
+const claims: ReadonlyArray<ClaimResult> = claimRun?.backlogs ?? []
+if (claimRun !== null) {
+  log(`raw durable commit ceiling (between claim rounds): ${claimRun.ceiling.commitsPerSecond.toFixed(0)} commits/s (${claimRun.ceiling.meanCommitMs.toFixed(3)} ms each)`)
+}
 for (const result of claims) {
   log(
     `${result.events.toLocaleString("en")} events / ${result.flows.toLocaleString("en")} flows: ` +
@@ -132,73 +149,95 @@ for (const result of claims) {
   )
 }
 
-// 4. End-to-end drains, with the ceiling measured on either side.
-ceilings.push(ceiling("before drains"))
-const drains = []
-for (const [kind, size] of [["single", plan.single], ["batch", plan.batch], ["batch-queue-only", plan.batch]] as const) {
-  const result = await measureDrain(size, kind, plan.batchSize, size.maxSeconds, plan.interleave)
-  drains.push(result)
-  log(
-    `drain ${kind}${kind === "single" ? "" : ` (n=${plan.batchSize})`}: ${result.drained}/${result.events} events over ${result.flows} flows ` +
-      `in ${result.seconds.toFixed(1)} s = ${result.eventsPerSecond.toFixed(0)} events/s, ${result.commitsPerEvent.toFixed(3)} commits/event, ` +
-      `${result.commitsPerSecond.toFixed(0)} commits/s, CPU ${result.cpuMsPerEvent.toFixed(2)} ms/event, ` +
-      `interleaved ceiling ${result.interleavedCeiling?.commitsPerSecond.toFixed(0)} commits/s, check ${result.check.ok ? "ok" : "FAILED"}`
-  )
-}
-ceilings.push(ceiling("after drains"))
+// 4. Throughput: the floor, ours, and (--peers) the peers on one workload, with the ceiling on either side.
+ceilings.push(ceiling("before throughput"))
+const throughput = await measureThroughput(plan.throughput, withPeers, log)
+ceilings.push(ceiling("after throughput"))
+console.log(`\n${throughputTable(throughput)}\n`)
 
 // 5. Peak RSS of a process draining the large store (batched), in a child process of its own:
 // under tsx like the rest of the bench, and (full runs) as tsc-compiled JavaScript under plain node.
 const rssRuns = []
-for (const runtime of plan.rssRuntimes) {
-  log(`RSS drain of ${plan.rss.events.toLocaleString("en")} events (${runtime}, n=${plan.batchSize}, up to ${rssSeconds} s)`)
-  const run = await measureRss(plan.rss, plan.batchSize, rssSeconds, runtime, log)
+for (const runtime of throughputOnly ? [] : plan.rssRuntimes) {
+  log(`RSS drain of ${plan.rss.events.toLocaleString("en")} events (${runtime}, n=${plan.throughput.batchSize}, up to ${rssSeconds} s)`)
+  const run = await measureRss(plan.rss, plan.throughput.batchSize, rssSeconds, runtime, log)
   rssRuns.push(run)
   log(
     `RSS drain (${runtime}): ${run.drained.toLocaleString("en")} events in ${run.seconds.toFixed(0)} s (${run.eventsPerSecond.toFixed(0)}/s), ` +
       `peak RSS ${run.peakRssMB} MB (baseline ${run.baselineRssMB} MB before opening any store)`
   )
 }
-const rss = rssRuns[0]!
 
-// Targets (reported, not asserted).
-const single = drains.find((d) => d.mode === "single")!
-const batch = drains.find((d) => d.mode === "batch")!
-// The ceiling taken in bursts between the single-step drain's own steps: same disk, same minutes.
-const drainCeiling = single.interleavedCeiling!.commitsPerSecond
-const first = claims[0]!
-const last = claims[claims.length - 1]!
+// Targets (reported, not asserted). A target whose figures this run did not take is left out.
+const row = (name: string) => throughput.rows.find((r) => r.name === name && r.status === "ok")
+const tp = plan.throughput
+const single = row("ours Relay.step FULL")
+const batch = row(`ours Relay.stepBatch(${tp.batchSize}) FULL`)
+const daemon = row(`ours relay.run({ workers: ${tp.daemonWorkers}, batchSize: 1 }) FULL`)
+const daemonNormal = row(`ours relay.run({ workers: ${tp.daemonWorkers}, batchSize: 1 }) NORMAL`)
+const batchNormal = row(`ours Relay.stepBatch(${tp.batchSize}) NORMAL`)
+const plainjob = throughput.rows.filter((r) => r.system === "plainjob" && r.status === "ok")
+const bestPlainjob = plainjob.reduce<typeof plainjob[number] | undefined>((best, r) => (best === undefined || r.eventsPerSecond > best.eventsPerSecond ? r : best), undefined)
+const oursNormal = [daemonNormal, batchNormal].filter((r) => r !== undefined)
+const bestOursNormal = oursNormal.reduce<typeof oursNormal[number] | undefined>((best, r) => (best === undefined || r.eventsPerSecond > best.eventsPerSecond ? r : best), undefined)
+const drainCeiling = single?.interleavedCeiling?.commitsPerSecond
+const first = claims[0]
+const last = claims[claims.length - 1]
 const targets = {
-  claimScaling: {
-    what: `our claims/s at ${last.events} events ≥ 0.5 × claims/s at ${first.events} events`,
-    atTargetBacklog: last.events === 1_000_000,
-    ratioMean: last.ourClaim.perSecond / first.ourClaim.perSecond,
-    ratioP50: first.ourClaim.p50Ms / last.ourClaim.p50Ms,
-    met: last.ourClaim.perSecond >= 0.5 * first.ourClaim.perSecond
-  },
-  singleDrain: {
-    what: "single-step drain events/s ≥ 0.7 × (commit ceiling ÷ 3 commits per event)",
-    commitsPerEvent: 3,
-    ceilingCommitsPerSecond: drainCeiling,
-    ceilingSource: "interleaved with the single-step drain",
-    bound: drainCeiling / 3,
-    eventsPerSecond: single.eventsPerSecond,
-    fraction: single.eventsPerSecond / (drainCeiling / 3),
-    met: single.eventsPerSecond >= 0.7 * (drainCeiling / 3)
-  },
-  batchedDrain: {
-    what: `batched drain (n = ${plan.batchSize}) events/s ≥ 10 × single-step`,
-    ratio: batch.eventsPerSecond / single.eventsPerSecond,
-    met: batch.eventsPerSecond >= 10 * single.eventsPerSecond
-  },
-  peakRss: {
-    what: "peak RSS while draining 1M events ≤ 300 MB",
-    atTargetBacklog: rss.events === 1_000_000,
-    drainedAll: rss.complete,
-    peakRssMB: Math.max(...rssRuns.map((run) => run.peakRssMB)),
-    byRuntime: Object.fromEntries(rssRuns.map((run) => [run.runtime, { peakRssMB: run.peakRssMB, met: run.peakRssMB <= 300 }])),
-    met: rssRuns.every((run) => run.peakRssMB <= 300)
-  }
+  ...(first !== undefined && last !== undefined ? {
+    claimScaling: {
+      what: `our claims/s at ${last.events} events ≥ 0.5 × claims/s at ${first.events} events`,
+      atTargetBacklog: last.events === 1_000_000,
+      ratioMean: last.ourClaim.perSecond / first.ourClaim.perSecond,
+      ratioP50: first.ourClaim.p50Ms / last.ourClaim.p50Ms,
+      met: last.ourClaim.perSecond >= 0.5 * first.ourClaim.perSecond
+    }
+  } : {}),
+  ...(batch?.floor ? {
+    batchedVsFloor: {
+      what: `batched drain (n = ${tp.batchSize}, FULL) ≥ 0.5 × the batched floor, CPU per event ≤ 2.5 × the floor's`,
+      eventsRatio: batch.floor.eventsRatio,
+      cpuRatio: batch.floor.cpuRatio,
+      met: batch.floor.eventsRatio >= 0.5 && batch.floor.cpuRatio <= 2.5
+    }
+  } : {}),
+  ...(single !== undefined && drainCeiling !== undefined ? {
+    singleDrain: {
+      what: "single-step drain events/s ≥ 0.7 × (commit ceiling ÷ 3 commits per event)",
+      commitsPerEvent: 3,
+      ceilingCommitsPerSecond: drainCeiling,
+      ceilingSource: "interleaved with the single-step drain",
+      bound: drainCeiling / 3,
+      eventsPerSecond: single.eventsPerSecond,
+      fraction: single.eventsPerSecond / (drainCeiling / 3),
+      met: single.eventsPerSecond >= 0.7 * (drainCeiling / 3)
+    }
+  } : {}),
+  ...(single !== undefined && daemon !== undefined ? {
+    daemonVsSingle: {
+      what: `relay.run({ workers: ${tp.daemonWorkers}, batchSize: 1 }) ≥ 5 × one worker single-step (FULL)`,
+      ratio: daemon.eventsPerSecond / single.eventsPerSecond,
+      met: daemon.eventsPerSecond >= 5 * single.eventsPerSecond
+    }
+  } : {}),
+  ...(bestPlainjob !== undefined ? {
+    vsPlainjob: {
+      what: "at equal durability (synchronous=NORMAL), our best processing rate ≥ plainjob's best on the same workload",
+      ours: bestOursNormal === undefined ? null : { name: bestOursNormal.name, eventsPerSecond: bestOursNormal.eventsPerSecond },
+      plainjob: { name: bestPlainjob.name, eventsPerSecond: bestPlainjob.eventsPerSecond },
+      met: bestOursNormal !== undefined && bestOursNormal.eventsPerSecond >= bestPlainjob.eventsPerSecond
+    }
+  } : {}),
+  ...(rssRuns.length > 0 ? {
+    peakRss: {
+      what: "peak RSS while draining 1M events ≤ 300 MB",
+      atTargetBacklog: rssRuns[0]!.events === 1_000_000,
+      drainedAll: rssRuns[0]!.complete,
+      peakRssMB: Math.max(...rssRuns.map((run) => run.peakRssMB)),
+      byRuntime: Object.fromEntries(rssRuns.map((run) => [run.runtime, { peakRssMB: run.peakRssMB, met: run.peakRssMB <= 300 }])),
+      met: rssRuns.every((run) => run.peakRssMB <= 300)
+    }
+  } : {})
 }
 
 const command = `npm run bench${args.length > 0 ? ` -- ${args.join(" ")}` : ""}`
@@ -212,10 +251,10 @@ const results = {
   source,
   plan,
   ceiling: ceilings,
-  claimCeiling: claimRun.ceiling,
-  claimSql: claimRun.sql,
+  claimCeiling: claimRun?.ceiling ?? null,
+  claimSql: claimRun?.sql ?? null,
   claims,
-  drains,
+  throughput,
   rss: rssRuns,
   mainProcessPeakRssMB: r1(process.resourceUsage().maxRSS / 1024),
   targets
@@ -225,9 +264,12 @@ const resultsDir = path.join(benchDir, "results")
 fs.mkdirSync(resultsDir, { recursive: true })
 const out = option("--out") ?? path.join(resultsDir, `${mode}-${timestamp.replace(/[:.]/g, "-")}.json`)
 fs.writeFileSync(out, JSON.stringify(results, null, 2) + "\n")
-const svg = path.join(resultsDir, quick ? "claim-latency-quick.svg" : "claim-latency.svg")
-fs.writeFileSync(svg, chart(results))
-log(`wrote ${path.relative(process.cwd(), out)} and ${path.relative(process.cwd(), svg)}`)
+if (claims.length > 0) {
+  const svg = path.join(resultsDir, quick ? "claim-latency-quick.svg" : "claim-latency.svg")
+  fs.writeFileSync(svg, chart({ ...results, claimCeiling: claimRun!.ceiling }))
+  log(`wrote ${path.relative(process.cwd(), svg)}`)
+}
+log(`wrote ${path.relative(process.cwd(), out)}`)
 for (const [name, target] of Object.entries(targets)) {
   log(`target ${name}: ${target.met ? "MET" : "NOT MET"} — ${target.what}`)
 }

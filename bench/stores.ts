@@ -53,7 +53,7 @@ export const removeDb = (file: string) => {
 }
 
 /** Folds the WAL into the main file, so one file is the whole store. */
-const checkpoint = (file: string) => {
+export const checkpoint = (file: string) => {
   const db = new Database(file)
   db.pragma("wal_checkpoint(TRUNCATE)")
   db.close()

@@ -22,6 +22,8 @@ export * as Metrics from "./services/Metrics.js"
 export * as HttpTransport from "./http/HttpTransport.js"
 /** The receiver's HTTP handler and a Node server for it. */
 export * as HttpInbox from "./http/HttpInbox.js"
+/** The operator dashboard in the browser (pages over RelayQueue; redrive behind a token). */
+export * as Dashboard from "./dashboard/Dashboard.js"
 /** Fault injection points on the worker's path (tests, chaos). */
 export * as Faults from "./services/Faults.js"
 /** A logical clock for deterministic runs. */
@@ -42,6 +44,7 @@ export {
   EnqueueConflict,
   EventNotFound,
   GenerationMismatch,
+  IncompatibleStore,
   InvalidInput,
   MissingReason,
   NotQuarantined

@@ -44,7 +44,7 @@ export interface ChaosOptions {
   /** Probability that the parent kills a worker stopped at a fault point (default 0.4). */
   readonly killAtPauseRate?: number | undefined
   /**
-   * The queue's clock policy in every process (default "strict", the library's default: a write
+   * The queue's clock policy in every process (default "strict", the seed's: a write
    * whose clock reads below the persisted tick fails with ClockRegressed, which a worker reports
    * as a failed step and retries; with one machine's clock read under the lock it never happens).
    */
@@ -136,8 +136,16 @@ export const runChaos = async (options: ChaosOptions): Promise<ChaosResult> => {
   const killAtPause = options.killAtPauseRate ?? 0.4
   const stallMs = options.stallMs ?? 120_000
 
-  // Both stores exist (and are migrated) before any child opens them.
-  await Effect.runPromise(Effect.scoped(Effect.asVoid(SqliteRelayQueue.make({ filename: queueFile }))))
+  // Both stores exist (and are migrated) before any child opens them; the queue store keeps the
+  // protocol the workers run (the producer adopts it).
+  const protocol = {
+    leaseTicks: workerBase.leaseMs,
+    retryBudget: 1_000_000,
+    backoffBase: workerBase.backoffBaseMs,
+    backoffCap: workerBase.backoffCapMs,
+    admission: "seed" as const
+  }
+  await Effect.runPromise(Effect.scoped(Effect.asVoid(SqliteRelayQueue.make({ filename: queueFile, policy: protocol }))))
   await Effect.runPromise(Effect.scoped(Effect.asVoid(SqliteInbox.make({ filename: inboxFile, business: business() }))))
 
   const details: Array<string> = []

@@ -130,6 +130,7 @@ const main = async () => {
             retryBudget: 1_000_000,
             backoffBase: config.backoffBaseMs,
             backoffCap: config.backoffCapMs,
+            admission: "seed",
             clock: config.clock
           }
         }),

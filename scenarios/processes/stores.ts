@@ -10,7 +10,8 @@ import { Effect, Ref } from "effect"
 import type { Layer, Scope } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import type { EnqueueInput, InboxBusiness, InboxService, ReceiptRecord, RelayQueueService, Snapshot } from "../../src/index.js"
+import type { EnqueueInput, InboxBusiness, InboxService, PolicyInput, ReceiptRecord, RelayQueueService, Snapshot } from "../../src/index.js"
+import { seedPolicy } from "../../src/domain/Policy.js"
 // The modules themselves rather than src/index.ts: a child loads less (faster start-up).
 import * as PgInbox from "../../src/layers/PgInbox.js"
 import * as PgRelayQueue from "../../src/layers/PgRelayQueue.js"
@@ -29,13 +30,15 @@ export const isPostgres = (locator: string): boolean => /^postgres(ql)?:\/\//.te
 export interface OpenOptions {
   /** Size of a PostgreSQL store's connection pool (default 1); a SQLite file has no pool. */
   readonly maxConnections?: number | undefined
+  /** The policy a new store is created with (an existing one keeps its own; default: adopt it). */
+  readonly policy?: PolicyInput | undefined
 }
 
-const pgOptions = (locator: string, options: OpenOptions) => ({ url: locator, maxConnections: options.maxConnections ?? 1 })
+const pgOptions = (locator: string, options: OpenOptions) => ({ url: locator, maxConnections: options.maxConnections ?? 1, policy: options.policy })
 
 /** Opens (creating and migrating if needed) the queue store at `locator` for the scope. */
 export const openQueue = (locator: string, options: OpenOptions = {}): Effect.Effect<RelayQueueService, OpenError, Scope.Scope> =>
-  isPostgres(locator) ? PgRelayQueue.make(pgOptions(locator, options)) : SqliteRelayQueue.make({ filename: locator })
+  isPostgres(locator) ? PgRelayQueue.make(pgOptions(locator, options)) : SqliteRelayQueue.make({ filename: locator, policy: options.policy })
 
 /** A layer providing `RelayQueue` over the store at `locator`. */
 export const queueLayer = (locator: string, options: OpenOptions = {}): Layer.Layer<RelayQueue, OpenError> =>
@@ -88,12 +91,12 @@ export type StoresOption = { readonly dir: string } | { readonly backend: StoreB
 /** The backend a `StoresOption` names. */
 export const backendOf = (option: StoresOption): StoreBackend => "backend" in option ? option.backend : sqliteFiles(option.dir)
 
-/** Creates (or opens) a queue store and enqueues `events` at `tick`. */
+/** Creates (or opens) a queue store running the article's policy and enqueues `events` at `tick`. */
 export const createQueue = (locator: string, events: ReadonlyArray<EnqueueInput>, tick = 0): Promise<void> =>
   Effect.runPromise(
     Effect.scoped(
       Effect.gen(function*() {
-        const queue = yield* openQueue(locator)
+        const queue = yield* openQueue(locator, { policy: seedPolicy })
         for (const event of events) yield* queue.enqueue(event)
       })
     ).pipe(TickClock.at(tick))

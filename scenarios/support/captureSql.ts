@@ -1,9 +1,10 @@
 /**
- * Records the text of every SQL statement an effect executes, from the `db.query.text` attribute
- * of `@effect/sql`'s `sql.execute` spans: what the library really sends, for query-plan tests and
- * the benchmark.
+ * Records the text of every SQL statement an effect executes — the store's own statements from
+ * the `StatementLog`, any other from the `db.query.text` attribute of `@effect/sql`'s
+ * `sql.execute` spans: what the library really sends, for query-plan tests and the benchmark.
  */
 import { Effect, Tracer } from "effect"
+import { StatementLog } from "../../src/layers/internal/Store.js"
 
 /** Runs `effect` and returns its result with the SQL statements it executed, in order. */
 export const captureSql = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
@@ -22,6 +23,9 @@ export const captureSql = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
       },
       context: (f, fiber) => native.context(f, fiber)
     })
-    const result = yield* Effect.withTracer(effect, tracer)
+    // The store's own statements run without spans; they report to the StatementLog instead.
+    const result = yield* Effect.withTracer(effect, tracer).pipe(
+      Effect.provideService(StatementLog, { record: (text) => statements.push(text) })
+    )
     return [result, statements] as const
   })

@@ -1,41 +1,37 @@
 /**
- * The `fair-relay` operator CLI: inspect a queue store, redrive a quarantined head with an audited
- * reason, enqueue, run the worker, run the demo. Read commands open the store read-only; every
- * command refuses a path that is not a fair-relay queue store before anything can write to it.
+ * The store commands of the operator CLI: inspect a queue store, redrive a quarantined head with
+ * an audited reason, enqueue. Read commands open the store read-only; every command refuses a
+ * path that is not a fair-relay queue store before anything can write to it.
  */
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
-import * as HelpDoc from "@effect/cli/HelpDoc"
 import * as Options from "@effect/cli/Options"
-import { Cause, Console, Effect, Exit, Option } from "effect"
+import { Effect, Option, ParseResult, Schema } from "effect"
 import * as fs from "node:fs"
-import * as os from "node:os"
 import { MissingReason } from "../domain/Errors.js"
-import { MaxIdLength } from "../domain/Ids.js"
 import { isBlankReason } from "../domain/Protocol.js"
 import type { EventRecord, EventState, FlowRecord } from "../domain/Records.js"
 import { MaxWeight } from "../services/RelayQueue.js"
 import type { RelayQueueService } from "../services/RelayQueue.js"
-import { report } from "./Errors.js"
-import * as Format from "./Format.js"
 import {
+  byOption,
   context,
-  decodeEventId,
+  EventIdText,
   eventIdOption,
   flowIdOption,
-  idProblem,
   integer,
-  invalidValue,
   limit,
-  MaxReasonLength,
-  parsed,
+  osUser,
   print,
   printJson,
-  root,
+  reasonOption,
+  schemaOption,
   shared,
-  States
-} from "./Root.js"
-import { demo, run } from "./Run.js"
+  States,
+  StateText
+} from "./Common.js"
+import { usage } from "./Errors.js"
+import * as Format from "./Format.js"
 import * as Store from "./Store.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -45,7 +41,7 @@ import * as Store from "./Store.js"
 const status = Command.make("status", shared, (options) =>
   Effect.scoped(Effect.gen(function*() {
     const { db, json } = yield* context(options)
-    const { queue } = yield* Store.openReader(db)
+    const queue = yield* Store.openReader(db)
     const stats = yield* queue.stats
     if (json) return yield* printJson({ db, ...stats })
     const oldest = stats.eligibleHeads === 0 ? "-" : Format.age(stats.oldestEligibleAgeMillis)
@@ -102,11 +98,10 @@ const flows = Command.make("flows", {
 }, (options) =>
   Effect.scoped(Effect.gen(function*() {
     const { db, json } = yield* context(options)
-    const { consistent, queue } = yield* Store.openReader(db)
-    const [page, stateOf] = yield* consistent(Effect.all([
-      queue.flows({ after: Option.getOrUndefined(options.after), limit: options.limit }),
-      headStates(queue)
-    ]))
+    const queue = yield* Store.openReader(db)
+    // Head states first, then the page: a head that moves in between shows its older state.
+    const stateOf = yield* headStates(queue)
+    const page = yield* queue.flows({ after: Option.getOrUndefined(options.after), limit: options.limit })
     const now = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
     const rows = page.map((flow) => ({ ...flow, headState: stateOf(flow) }))
     if (json) return yield* printJson(rows)
@@ -128,14 +123,15 @@ const flows = Command.make("flows", {
 
 const events = Command.make("events", {
   ...shared,
-  state: Options.choice("state", States).pipe(Options.withDescription("Only events in this state."), Options.optional),
+  state: schemaOption("state", "STATE", `Only events in this state: ${States.join(", ")}.`, StateText, (actual) =>
+    `expected one of ${States.join(", ")}, got ${JSON.stringify(actual)}`).pipe(Options.optional),
   flow: flowIdOption("flow", "Only events of this flow.").pipe(Options.optional),
   limit,
   after: eventIdOption("after", "List events whose id sorts after EVENT (the last one of the previous page).").pipe(Options.optional)
 }, (options) =>
   Effect.scoped(Effect.gen(function*() {
     const { db, json } = yield* context(options)
-    const { queue } = yield* Store.openReader(db)
+    const queue = yield* Store.openReader(db)
     const list = yield* queue.events({
       state: Option.getOrUndefined(options.state),
       flowId: Option.getOrUndefined(options.flow),
@@ -155,24 +151,25 @@ const events = Command.make("events", {
 // show
 // ---------------------------------------------------------------------------------------------
 
-const eventArg = Args.text({ name: "EVENT" }).pipe(Args.withDescription("The event id."), Args.mapEffect((text) => {
-  const problem = idProblem(decodeEventId, text)
-  return problem === undefined ? Effect.succeed(text) : Effect.fail(HelpDoc.p(`EVENT: ${problem}`))
-}))
+const eventArg = Args.text({ name: "EVENT" }).pipe(Args.withDescription("The event id."), Args.withSchema(EventIdText))
 
 const show = Command.make("show", { ...shared, event: eventArg }, (options) =>
   Effect.scoped(Effect.gen(function*() {
     const { db, json } = yield* context(options)
-    const { queue } = yield* Store.openReader(db)
+    const queue = yield* Store.openReader(db)
     const { audit, event } = yield* queue.inspect(options.event)
     if (json) return yield* printJson({ event, audit })
+    const now = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
+    // A head backing off is `ready` with a later next_at and attempts used; the store keeps no
+    // Retry reason (the reason column holds only a quarantine's), so say what is known.
+    const backingOff = event.state === "ready" && event.attempts > 0 && event.nextAt > now
     const lines = [
       Format.fields([
         ["event", event.eventId],
         ["flow", event.flowId],
         ["seq", event.seq],
-        ["state", event.state],
-        ["reason", event.reason],
+        ["state", backingOff ? `ready, backing off after ${event.attempts} failed attempt${event.attempts === 1 ? "" : "s"}; next try in ${Format.age(event.nextAt - now)}` : event.state],
+        ["reason", event.reason ?? (event.attempts > 0 && event.state !== "acked" ? "- (the store keeps no Retry reason)" : null)],
         ["generation", event.generation],
         ["attempts", `${event.attempts} this round, ${event.lifetimeAttempts} in total`],
         ["next at", Format.tick(event.nextAt)],
@@ -200,36 +197,12 @@ const auditTable = (rows: ReadonlyArray<{ tick: number; eventId: string; generat
 // redrive
 // ---------------------------------------------------------------------------------------------
 
-/** The OS user, recorded as the redrive's actor unless `--by` says otherwise. */
-const osUser = (): string => {
-  try {
-    return os.userInfo().username
-  } catch {
-    return process.env.USER ?? process.env.USERNAME ?? "unknown"
-  }
-}
-
 const redrive = Command.make("redrive", {
   ...shared,
   event: eventArg,
   generation: integer("generation", "N", "The generation you inspected (fair-relay show EVENT); refused if the event has moved on.", 0),
-  reason: Options.text("reason").pipe(
-    Options.withPseudoName("TEXT"),
-    Options.withDescription("Why the event may go again; recorded in the audit row."),
-    Options.mapEffect((text) =>
-      text.length <= MaxReasonLength ? Effect.succeed(text) : Effect.fail(invalidValue("--reason", `at most ${MaxReasonLength} characters (got ${text.length})`))
-    )
-  ),
-  by: Options.text("by").pipe(
-    Options.withPseudoName("WHO"),
-    Options.withDescription("Who decides; recorded in the audit row (default: the OS user name)."),
-    Options.mapEffect((text) =>
-      text.trim().length > 0 && text.length <= MaxIdLength
-        ? Effect.succeed(text)
-        : Effect.fail(invalidValue("--by", `1 to ${MaxIdLength} characters, not blank`))
-    ),
-    Options.optional
-  )
+  reason: reasonOption("Why the event may go again; recorded in the audit row."),
+  by: byOption
 }, (options) =>
   Effect.scoped(Effect.gen(function*() {
     const { db, json } = yield* context(options)
@@ -260,7 +233,7 @@ const audit = Command.make("audit", {
 }, (options) =>
   Effect.scoped(Effect.gen(function*() {
     const { db, json } = yield* context(options)
-    const { queue } = yield* Store.openReader(db)
+    const queue = yield* Store.openReader(db)
     const rows = yield* queue.audit({ eventId: Option.getOrUndefined(options.event), limit: options.limit })
     if (json) return yield* printJson(rows)
     yield* print(rows.length === 0 ? "no redrive recorded" : auditTable(rows))
@@ -278,25 +251,56 @@ const parseJson = (text: string): { readonly value: unknown } | string => {
   }
 }
 
+/** A JSON document as option text. */
+const JsonText: Schema.Schema<{ readonly value: unknown }, string> = Schema.transformOrFail(
+  Schema.String,
+  Schema.Struct({ value: Schema.Unknown }),
+  {
+    strict: true,
+    decode: (text, _, ast) => {
+      const parsed = parseJson(text)
+      return typeof parsed === "string" ? ParseResult.fail(new ParseResult.Type(ast, text, parsed)) : ParseResult.succeed(parsed)
+    },
+    encode: ({ value }) => ParseResult.succeed(JSON.stringify(value))
+  }
+)
+
+/** Reads a body file, or standard input for `-`, as one JSON document (a usage error otherwise). */
+const readBodyFile = (file: string) =>
+  Effect.gen(function*() {
+    const source = file === "-" ? "standard input" : JSON.stringify(file)
+    const text = yield* Effect.try({
+      try: () => fs.readFileSync(file === "-" ? 0 : file, "utf8"),
+      catch: (cause) => usage("InvalidOption", `--body-file: cannot read ${source}: ${cause instanceof Error ? cause.message : String(cause)}`)
+    })
+    const parsed = parseJson(text)
+    return typeof parsed === "string" ? yield* usage("InvalidOption", `--body-file: ${source} is ${parsed}`) : parsed
+  })
+
 const enqueue = Command.make("enqueue", {
   ...shared,
   flow: flowIdOption("flow", "The flow (ordering key)."),
   id: eventIdOption("id", "The event id (idempotency key).").pipe(Options.withPseudoName("ID")),
-  body: Options.text("body").pipe(
-    Options.withPseudoName("JSON"),
-    Options.withDescription("The event body, a JSON document."),
-    Options.mapEffect(parsed("body", parseJson))
+  body: schemaOption("body", "JSON", "The event body, a JSON document (or use --body-file).", JsonText).pipe(Options.optional),
+  bodyFile: Options.text("body-file").pipe(
+    Options.withPseudoName("FILE"),
+    Options.withDescription("Read the body from FILE, or from standard input with -, for bodies too large for a command line."),
+    Options.optional
   ),
   weight: integer("weight", "W", `Sets the flow's weight (1 to ${MaxWeight}).`, 1, MaxWeight).pipe(Options.optional),
-  create: Options.boolean("create").pipe(Options.withDescription("Create the store if the file does not exist."))
+  create: Options.boolean("create").pipe(Options.withDescription("Create the store if the file does not exist (SQLite)."))
 }, (options) =>
   Effect.scoped(Effect.gen(function*() {
     const { db, json } = yield* context(options)
+    if (Option.isSome(options.body) === Option.isSome(options.bodyFile)) {
+      return yield* usage("InvalidOption", "enqueue needs exactly one body: --body JSON or --body-file FILE (- for standard input)")
+    }
+    const body = Option.isSome(options.body) ? options.body.value : yield* readBodyFile(Option.getOrThrow(options.bodyFile))
     const queue = yield* Store.openWriter(db, { create: options.create })
     const result = yield* queue.enqueue({
       eventId: options.id,
       flowId: options.flow,
-      body: options.body.value,
+      body: body.value,
       weight: Option.getOrUndefined(options.weight)
     })
     if (json) return yield* printJson({ ...result, eventId: options.id, flowId: options.flow })
@@ -305,38 +309,9 @@ const enqueue = Command.make("enqueue", {
         ? `enqueued ${options.id} as ${options.flow}#${result.seq}`
         : `${options.id} was already enqueued as ${options.flow}#${result.seq} with this body: nothing changed`
     )
-  }))).pipe(Command.withDescription("Store an event at the next seq of its flow (idempotent on the id). A missing store is created only with --create."))
+  }))).pipe(Command.withDescription(
+    "Store an event at the next seq of its flow (idempotent on the id). A missing SQLite store is created only with --create."
+  ))
 
-// ---------------------------------------------------------------------------------------------
-// The application
-// ---------------------------------------------------------------------------------------------
-
-/** The command tree. */
-export const command = root.pipe(Command.withSubcommands([status, flows, events, show, redrive, audit, enqueue, run, demo]))
-
-const version = (): string => {
-  try {
-    const manifest = JSON.parse(fs.readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version?: unknown }
-    return typeof manifest.version === "string" ? manifest.version : "unknown"
-  } catch {
-    return "unknown"
-  }
-}
-
-/** Parses `argv` (node, script, args…) and runs the command. */
-export const cli = Command.run(command, { name: "fair-relay", version: version() })
-
-/**
- * Runs the CLI and returns the process exit code: 0, 1 (the store or the operation refused), 2
- * (usage). A failure is printed as one line on stderr first. Interruption passes through.
- */
-export const main = (argv: ReadonlyArray<string>) =>
-  cli(argv).pipe(
-    Effect.exit,
-    Effect.flatMap((exit) => {
-      if (Exit.isSuccess(exit)) return Effect.succeed(0)
-      if (Cause.isInterruptedOnly(exit.cause)) return Effect.failCause(exit.cause)
-      const { exitCode, line } = report(exit.cause)
-      return Effect.as(line === undefined ? Effect.void : Console.error(line), exitCode)
-    })
-  )
+/** The store commands, in the order the help lists them. */
+export const storeCommands = { status, flows, events, show, redrive, audit, enqueue }

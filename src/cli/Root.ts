@@ -1,148 +1,100 @@
 /**
- * What every command of the CLI shares: the root command with its `--db` / `--json` options, the
- * store and output mode a command works with, and option parsers that refuse bad values as usage
- * errors (printed by @effect/cli, exit 2) before any store is opened.
+ * The `fair-relay` command tree and the application: every subcommand is registered here, `--help`
+ * is rendered by `Help`, and `main` returns the process exit code.
  */
+import * as CliConfig from "@effect/cli/CliConfig"
 import * as Command from "@effect/cli/Command"
-import * as HelpDoc from "@effect/cli/HelpDoc"
-import * as Options from "@effect/cli/Options"
-import * as ValidationError from "@effect/cli/ValidationError"
-import { Config, Console, Duration, Effect, Either, Option, ParseResult, Schema } from "effect"
-import { EventId, FlowId } from "../domain/Ids.js"
-import type { EventState } from "../domain/Records.js"
-import { MaxBatchSize } from "../services/RelayQueue.js"
-import { usage } from "./Errors.js"
-import * as Format from "./Format.js"
+import { Cause, Console, Effect, Exit } from "effect"
+import * as fs from "node:fs"
+import { clock, clockReset } from "./Clock.js"
+import { storeCommands } from "./Commands.js"
+import { parent } from "./Common.js"
+import { report } from "./Errors.js"
+import * as Help from "./Help.js"
+import { demo, run } from "./Run.js"
+import { ui } from "./Ui.js"
 
-/** The environment variable naming the queue store when `--db` is not given. */
-export const DbEnv = "FAIR_RELAY_DB"
+const { audit, enqueue, events, flows, redrive, show, status } = storeCommands
 
-/** Event states in lifecycle order (table rows, `--state` choices). */
-export const States: ReadonlyArray<EventState> = ["ready", "inflight", "acked", "quarantined"]
+/** Every subcommand, in the order the help lists them. */
+export const entries: ReadonlyArray<Help.Entry> = [
+  { name: "status", command: status },
+  { name: "flows", command: flows },
+  { name: "events", command: events },
+  { name: "show", command: show },
+  { name: "redrive", command: redrive },
+  { name: "audit", command: audit },
+  { name: "enqueue", command: enqueue },
+  { name: "clock", command: clock, children: [{ name: "reset", command: clockReset }] },
+  { name: "run", command: run },
+  { name: "demo", command: demo },
+  { name: "ui", command: ui }
+]
 
-/** Longest redrive reason the queue stores. */
-export const MaxReasonLength = 10_000
-
-// ---------------------------------------------------------------------------------------------
-// Shared options
-// ---------------------------------------------------------------------------------------------
-
-const db = Options.text("db").pipe(
-  Options.withPseudoName("PATH"),
-  Options.withDescription(`The queue store (a SQLite file). Defaults to $${DbEnv}.`),
-  Options.optional
+/** The command tree. */
+export const command = parent.pipe(
+  Command.withSubcommands([status, flows, events, show, redrive, audit, enqueue, clock, run, demo, ui])
 )
 
-const json = Options.boolean("json").pipe(Options.withDescription("Print one JSON document instead of tables."))
+/** Said under the root's help. */
+const footer = [
+  "--db and --json may come before or after the command. Built in: --version, --log-level LEVEL (before the command), --help on every command.",
+  "Exit codes: 0 done; 1 the store or the operation refused (one line on stderr); 2 usage; 130/143 run stopped by SIGINT/SIGTERM (after its summary)."
+]
 
-/** `--db PATH` and `--json`, taken by the root and by every store command. */
-export const shared = { db, json }
-
-/** The root command: `fair-relay [--db PATH] [--json] <command>`; the options may also follow the command. */
-export const root = Command.make("fair-relay", shared).pipe(
-  Command.withDescription(
-    "Operate a fair-relay queue store: inspect it, redrive quarantined heads, enqueue, run the worker. " +
-      "Every command takes --help; --db and --json may come before or after the command; --version; --log-level LEVEL (before the command). " +
-      "Exit codes: 0 done, 1 the store or the operation refused (one line on stderr), 2 usage."
-  )
-)
-
-/** Where a command works and how it prints. */
-export interface Context {
-  readonly db: string
-  readonly json: boolean
+const version = (): string => {
+  try {
+    const manifest = JSON.parse(fs.readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version?: unknown }
+    return typeof manifest.version === "string" ? manifest.version : "unknown"
+  } catch {
+    return "unknown"
+  }
 }
 
-/** The store and output mode, from the command's options, the root's, then the environment. */
-export const context = (options: { readonly db: Option.Option<string>; readonly json: boolean }) =>
-  Effect.gen(function*() {
-    const top = yield* root
-    const fromEnv = yield* Config.option(Config.nonEmptyString(DbEnv)).pipe(Effect.orElseSucceed(() => Option.none<string>()))
-    const file = options.db.pipe(Option.orElse(() => top.db), Option.orElse(() => fromEnv))
-    if (Option.isNone(file)) {
-      return yield* usage("NoStore", `no queue store given: pass --db PATH or set ${DbEnv}`)
+/** Parses `argv` (node, script, args…) and runs the command. */
+export const cli = Command.run(command, { name: "fair-relay", version: version() })
+
+// Options of the root whose value is the next argument (so that value is not a command name).
+const valued = new Set(["--db", "--log-level"])
+
+/** The help asked for by `args` (the words after node and the script), if `--help`/`-h` is among them. */
+export const helpFor = (args: ReadonlyArray<string>, layout: Help.Layout): string | undefined => {
+  const end = args.indexOf("--")
+  const words = end < 0 ? args : args.slice(0, end)
+  if (args.length > 0 && !words.includes("--help") && !words.includes("-h")) return undefined
+  const path: Array<Help.Entry> = []
+  let choices = entries
+  for (let i = 0; i < words.length; i++) {
+    const word = words[i]!
+    if (valued.has(word)) {
+      i++
+      continue
     }
-    return { db: file.value, json: options.json || top.json } satisfies Context
-  })
-
-/** Prints human output on stdout. */
-export const print = (text: string) => Console.log(text)
-
-/** Prints the one JSON document of a `--json` command on stdout. */
-export const printJson = (value: unknown) => Console.log(Format.json(value))
-
-/** A bad option value as @effect/cli reports it (its message on stderr, exit 2). */
-export const invalidValue = (name: string, problem: string) => ValidationError.invalidValue(HelpDoc.p(`${name}: ${problem}`))
-
-/** Parses an option's text; a string result is the problem, refused as a usage error. */
-export const parsed = <A>(name: string, parse: (text: string) => A | string) => (text: string) => {
-  const result = parse(text)
-  return typeof result === "string" ? Effect.fail(invalidValue(`--${name}`, result)) : Effect.succeed(result)
+    const entry = choices.find((e) => e.name === word)
+    if (entry === undefined) continue
+    path.push(entry)
+    choices = entry.children ?? []
+  }
+  if (path.length === 0) return Help.root("fair-relay", version(), parent, entries, footer, layout)
+  const program = ["fair-relay", ...path.slice(0, -1).map((e) => e.name)].join(" ")
+  return Help.command(program, path[path.length - 1]!, layout)
 }
-
-const units: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }
-
-/** `1500` (milliseconds), `500ms`, `30s`, `2m`, `1h`, or Effect's `"30 seconds"`. */
-export const parseDuration = (text: string): Duration.Duration | string => {
-  const trimmed = text.trim()
-  if (/^\d+$/.test(trimmed)) return Duration.millis(Number(trimmed))
-  const short = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h)$/.exec(trimmed)
-  if (short !== null) return Duration.millis(Number(short[1]) * units[short[2]!]!)
-  const decoded = Duration.decodeUnknown(trimmed)
-  return Option.isSome(decoded) && Duration.isFinite(decoded.value)
-    ? decoded.value
-    : `${JSON.stringify(text)} is not a duration (e.g. 500ms, 30s, 2m, "30 seconds")`
-}
-
-/** A duration option with a default, parsed by `parseDuration`. */
-export const duration = (name: string, fallback: string, description: string) =>
-  Options.text(name).pipe(
-    Options.withPseudoName("DURATION"),
-    Options.withDescription(`${description} (default ${fallback}; e.g. 500ms, 30s, 2m, "30 seconds").`),
-    Options.withDefault(fallback),
-    Options.mapEffect(parsed(name, parseDuration))
-  )
-
-/** An integer option within `[min, max]`, refused as a usage error otherwise. */
-export const integer = (name: string, pseudo: string, description: string, min: number, max?: number) =>
-  Options.integer(name).pipe(
-    Options.withPseudoName(pseudo),
-    Options.withDescription(description),
-    Options.mapEffect((n) =>
-      n >= min && (max === undefined || n <= max)
-        ? Effect.succeed(n)
-        : Effect.fail(invalidValue(`--${name}`, `must be an integer ${max === undefined ? `of at least ${min}` : `from ${min} to ${max}`}, got ${n}`))
-    )
-  )
 
 /**
- * An id checked as the library checks it (not empty or blank, at most 200 characters, no control
- * characters), so the refusal is one plain sentence and a usage error.
+ * Runs the CLI and returns the process exit code: 0, 1 (the store or the operation refused), 2
+ * (usage). A failure is printed as one line on stderr first. Interruption passes through.
  */
-export const idProblem = (decode: (u: unknown) => Either.Either<unknown, ParseResult.ParseError>, text: string): string | undefined =>
-  Either.match(decode(text), {
-    onLeft: (error) => ParseResult.ArrayFormatter.formatErrorSync(error)[0]?.message ?? "not a valid id",
-    onRight: () => undefined
-  })
-
-/** Decoders of the library's id schemas. */
-export const decodeEventId = Schema.decodeUnknownEither(EventId)
-export const decodeFlowId = Schema.decodeUnknownEither(FlowId)
-
-/** Refuses an id option the library would refuse. */
-export const checkId = (name: string, decode: (u: unknown) => Either.Either<unknown, ParseResult.ParseError>) => (text: string) => {
-  const problem = idProblem(decode, text)
-  return problem === undefined ? Effect.succeed(text) : Effect.fail(invalidValue(name, problem))
+export const main = (argv: ReadonlyArray<string>) => {
+  const help = helpFor(argv.slice(2), Help.layout())
+  if (help !== undefined) return Effect.as(Console.log(help), 0)
+  return cli(argv).pipe(
+    Effect.provide(CliConfig.layer({ showBuiltIns: false })),
+    Effect.exit,
+    Effect.flatMap((exit) => {
+      if (Exit.isSuccess(exit)) return Effect.succeed(0)
+      if (Cause.isInterruptedOnly(exit.cause)) return Effect.failCause(exit.cause)
+      const { exitCode, line } = report(exit.cause)
+      return Effect.as(line === undefined ? Effect.void : Console.error(line), exitCode)
+    })
+  )
 }
-
-/** An option naming an event. */
-export const eventIdOption = (name: string, description: string) =>
-  Options.text(name).pipe(Options.withPseudoName("EVENT"), Options.withDescription(description), Options.mapEffect(checkId(`--${name}`, decodeEventId)))
-
-/** An option naming a flow. */
-export const flowIdOption = (name: string, description: string) =>
-  Options.text(name).pipe(Options.withPseudoName("FLOW"), Options.withDescription(description), Options.mapEffect(checkId(`--${name}`, decodeFlowId)))
-
-/** `--limit N` of the listings. */
-export const limit = integer("limit", "N", "At most N rows (1 to 10000, default 100).", 1, MaxBatchSize).pipe(Options.withDefault(100))
-

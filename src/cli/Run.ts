@@ -5,13 +5,15 @@
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
-import { Duration, Effect, Layer, Option, Ref } from "effect"
+import { SqlError } from "@effect/sql/SqlError"
+import { Deferred, Duration, Effect, Layer, Option, ParseResult, Ref, Schema } from "effect"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import type { InvalidInput } from "../domain/Errors.js"
 import type { DeliveryReply, SettleOutcome } from "../domain/Outcomes.js"
+import type { PolicyInput } from "../domain/Policy.js"
 import * as HttpTransport from "../http/HttpTransport.js"
 import * as SqliteInbox from "../layers/SqliteInbox.js"
 import * as Counter from "../sample/Counter.js"
@@ -20,10 +22,11 @@ import type { RunOptions } from "../services/Relay.js"
 import { MaxBatchSize, RelayQueue } from "../services/RelayQueue.js"
 import type { RelayQueueService, SettleInput, TokenInput } from "../services/RelayQueue.js"
 import { Transport } from "../services/Transport.js"
+import { context, duration, integer, print, printJson, schemaOption, shared, States } from "./Common.js"
 import { CliFailure, failure, usage } from "./Errors.js"
 import * as Format from "./Format.js"
-import { context, duration, integer, print, printJson, shared, States } from "./Root.js"
 import * as Store from "./Store.js"
+import { received } from "./Signals.js"
 
 // ---------------------------------------------------------------------------------------------
 // run
@@ -53,17 +56,62 @@ const outcomeText = (outcome: SettleOutcome, now: number): string => {
   }
 }
 
-/** A queue whose settles report each outcome (how `run` shows what it does). */
+/**
+ * Failures a worker cannot outlive: the store refuses writes (read-only file or directory,
+ * permissions, a store opened read-only), is no database, or the clock is behind the store's.
+ * The daemon's loop logs and retries every failure (right for a busy lock or a dropped
+ * connection); these would repeat forever, so `run` stops on the first one.
+ */
+const fatalCodes = new Set([
+  "SQLITE_READONLY", "SQLITE_READONLY_DIRECTORY", "SQLITE_READONLY_DBMOVED", "SQLITE_READONLY_ROLLBACK", "SQLITE_READONLY_RECOVERY",
+  "SQLITE_READONLY_CANTINIT", "SQLITE_READONLY_CANTLOCK", "SQLITE_CANTOPEN", "SQLITE_PERM", "SQLITE_AUTH", "SQLITE_NOTADB",
+  "SQLITE_CORRUPT", "SQLITE_IOERR_WRITE",
+  // PostgreSQL: insufficient privilege, read-only transaction, no such database, bad credentials.
+  "42501", "25006", "3D000", "28000", "28P01"
+])
+
+/** Whether `error` would recur on every try (see `fatalCodes`). */
+export const isFatal = (error: unknown): boolean => {
+  if (typeof error !== "object" || error === null || !("_tag" in error)) return false
+  if (error._tag === "ClockRegressed") return true
+  if (!(error instanceof SqlError)) return false
+  const cause = error.cause as { readonly _tag?: unknown; readonly code?: unknown } | undefined
+  return cause?._tag === "ReadonlyStore" || (typeof cause?.code === "string" && fatalCodes.has(cause.code))
+}
+
+/** How `run` reports the failure that stopped it: one line, the store named, the driver's reason kept. */
+const fatalFailure = (db: string, error: unknown): CliFailure => {
+  const tag = (error as { readonly _tag?: unknown })._tag
+  const message = String((error as { readonly message?: unknown }).message ?? error)
+  const cause = (error as { readonly cause?: unknown }).cause
+  const reason = cause instanceof Error && !message.includes(cause.message) ? `${message}: ${cause.message}` : message
+  return tag === "ClockRegressed"
+    ? failure("ClockRegressed", `the worker stopped: ${reason} (see fair-relay clock)`)
+    : failure(String(tag ?? "Error"), `the worker stopped: ${Store.display(db)} refused a write: ${reason}`)
+}
+
+/**
+ * A queue whose settles report each outcome (how `run` shows what it does), and whose writes
+ * complete `fatal` with the first failure that would repeat forever.
+ */
 const observed = (
   queue: RelayQueueService,
-  onOutcome: (token: TokenInput, reply: DeliveryReply, outcome: SettleOutcome) => Effect.Effect<void>
-): RelayQueueService => ({
-  ...queue,
-  settle: (token, reply) => Effect.tap(queue.settle(token, reply), (outcome) => onOutcome(token, reply, outcome)),
-  settleBatch: (items: ReadonlyArray<SettleInput>) =>
-    Effect.tap(queue.settleBatch(items), (outcomes) =>
-      Effect.forEach(outcomes, (outcome, i) => onOutcome(items[i]!.token, items[i]!.reply, outcome), { discard: true }))
-})
+  onOutcome: (token: TokenInput, reply: DeliveryReply, outcome: SettleOutcome) => Effect.Effect<void>,
+  fatal: Deferred.Deferred<never, unknown>
+): RelayQueueService => {
+  const watch = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+    Effect.tapError(effect, (error) => (isFatal(error) ? Deferred.fail(fatal, error) : Effect.void))
+  return {
+    ...queue,
+    claim: watch(queue.claim),
+    claimBatch: (limit) => watch(queue.claimBatch(limit)),
+    claimUpTo: (limit) => watch(queue.claimUpTo(limit)),
+    settle: (token, reply) => watch(Effect.tap(queue.settle(token, reply), (outcome) => onOutcome(token, reply, outcome))),
+    settleBatch: (items: ReadonlyArray<SettleInput>) =>
+      watch(Effect.tap(queue.settleBatch(items), (outcomes) =>
+        Effect.forEach(outcomes, (outcome, i) => onOutcome(items[i]!.token, items[i]!.reply, outcome), { discard: true })))
+  }
+}
 
 /** Whether no flow has a head that is or will become eligible: everything acked or quarantined. */
 const drained = (queue: RelayQueueService) =>
@@ -94,36 +142,46 @@ const sampleReceiver = (file: string, maxDelta: number) =>
     })
   )
 
+/** An absolute http(s) URL, checked before anything is opened. */
+const HttpUrl: Schema.Schema<string, string> = Schema.transformOrFail(Schema.String, Schema.String, {
+  strict: true,
+  decode: (text, _, ast) => {
+    let url: URL
+    try {
+      url = new URL(text)
+    } catch {
+      return ParseResult.fail(new ParseResult.Type(ast, text, `${JSON.stringify(text)} is not a URL (e.g. http://127.0.0.1:8080/deliveries)`))
+    }
+    return url.protocol === "http:" || url.protocol === "https:"
+      ? ParseResult.succeed(url.toString())
+      : ParseResult.fail(new ParseResult.Type(ast, text, `${JSON.stringify(text)} is not an http:// or https:// URL`))
+  },
+  encode: ParseResult.succeed
+})
+
 /** `run`: the worker daemon. */
 export const run = Command.make("run", {
   ...shared,
-  http: Options.text("http").pipe(
-    Options.withPseudoName("URL"),
-    Options.withDescription("Deliver by HTTP POST to this receiver endpoint."),
-    Options.optional
-  ),
+  http: schemaOption("http", "URL", "Deliver by HTTP POST to this receiver endpoint (http:// or https://).", HttpUrl).pipe(Options.optional),
   inbox: Options.text("inbox").pipe(
     Options.withPseudoName("PATH"),
     Options.withDescription("Deliver to the sample counter receiver, in this process, on its own SQLite file (created if missing)."),
     Options.optional
   ),
-  maxDelta: integer(
-    "max-delta",
-    "N",
-    "The sample receiver's limit: larger deltas are refused (Rejected unsupported_delta). Default 1000.",
-    0
-  ).pipe(Options.optional),
+  maxDelta: integer("max-delta", "N", "The sample receiver's limit: larger deltas are refused (Rejected unsupported_delta). Default 1000.", 0)
+    .pipe(Options.optional),
   workers: integer("workers", "N", "Concurrent workers (default 1).", 1, MaxBatchSize).pipe(Options.withDefault(1)),
   batch: integer("batch", "N", "Claim and settle up to N heads per transaction (default 1).", 1, MaxBatchSize).pipe(Options.withDefault(1)),
-  poll: duration("poll", "1s", "Longest sleep when nothing is eligible"),
-  deliveryTimeout: duration("delivery-timeout", "10s", "A delivery without a reply by then is settled as Retry; shorter than the lease"),
-  lease: duration("lease", "30s", "How long a claim holds a head"),
-  backoffBase: duration("backoff-base", "1s", "First retry delay, doubled on each failure"),
-  backoffCap: duration("backoff-cap", "1m", "Largest retry delay"),
-  retryBudget: integer("retry-budget", "N", "Transient failures per round before a head is quarantined (default 3).", 1).pipe(
-    Options.withDefault(3)
-  ),
-  shutdownGrace: duration("shutdown-grace", "10s", "On SIGINT/SIGTERM, how long in-flight deliveries may finish"),
+  poll: duration("poll", "Longest sleep when nothing is eligible; default 1s").pipe(Options.withDefault(Duration.seconds(1))),
+  deliveryTimeout: duration("delivery-timeout", "A delivery without a reply by then is settled as Retry; shorter than the lease; default 10s")
+    .pipe(Options.withDefault(Duration.seconds(10))),
+  lease: duration("lease", "How long a claim holds a head; default: the store's").pipe(Options.optional),
+  backoffBase: duration("backoff-base", "First retry delay, doubled on each failure; default: the store's").pipe(Options.optional),
+  backoffCap: duration("backoff-cap", "Largest retry delay; default: the store's").pipe(Options.optional),
+  retryBudget: integer("retry-budget", "N", "Transient failures per round before a head is quarantined (default: the store's).", 1)
+    .pipe(Options.optional),
+  shutdownGrace: duration("shutdown-grace", "On SIGINT/SIGTERM, how long in-flight deliveries may finish; default 10s")
+    .pipe(Options.withDefault(Duration.seconds(10))),
   untilIdle: Options.boolean("until-idle").pipe(
     Options.withDescription("Exit once nothing is left to deliver: no head is or will become eligible (all acked or quarantined).")
   )
@@ -139,22 +197,27 @@ export const run = Command.make("run", {
     if (Option.isSome(options.inbox) && path.resolve(options.inbox.value) === path.resolve(db)) {
       return yield* usage("InvalidOption", "--inbox must be another file than the queue store: the receiver keeps its own database")
     }
-    if (Duration.lessThanOrEqualTo(options.lease, options.deliveryTimeout)) {
+    if (Option.isSome(options.lease) && Duration.lessThanOrEqualTo(options.lease.value, options.deliveryTimeout)) {
       return yield* usage(
         "InvalidOption",
-        `--lease (${Duration.format(options.lease)}) must be longer than --delivery-timeout (${Duration.format(options.deliveryTimeout)})`
+        `--lease (${Duration.format(options.lease.value)}) must be longer than --delivery-timeout (${Duration.format(options.deliveryTimeout)})`
       )
     }
     // Before any layer is built: a missing or foreign queue store must not get a receiver file created next to it.
     yield* Store.check(db)
-    const policy = {
-      leaseTicks: Duration.toMillis(options.lease),
-      retryBudget: options.retryBudget,
-      backoffBase: Duration.toMillis(options.backoffBase),
-      backoffCap: Duration.toMillis(options.backoffCap)
-    }
+    // Only the settings given: the store keeps its protocol settings, and a process adopts them.
+    const millis = (d: Option.Option<Duration.Duration>) => Option.getOrUndefined(Option.map(d, Duration.toMillis))
+    const policy: PolicyInput = Object.fromEntries(
+      Object.entries({
+        leaseTicks: millis(options.lease),
+        retryBudget: Option.getOrUndefined(options.retryBudget),
+        backoffBase: millis(options.backoffBase),
+        backoffCap: millis(options.backoffCap)
+      }).filter(([, value]) => value !== undefined)
+    )
 
     const counts = yield* Ref.make<Record<string, number>>({})
+    const fatal = yield* Deferred.make<never, unknown>()
     const onOutcome = (token: TokenInput, reply: DeliveryReply, outcome: SettleOutcome) =>
       Effect.zipRight(
         Ref.update(counts, (c) => ({ ...c, [outcome._tag]: (c[outcome._tag] ?? 0) + 1 })),
@@ -164,7 +227,11 @@ export const run = Command.make("run", {
         )
       )
 
-    const Queue = Layer.scoped(RelayQueue, Effect.map(Store.openWriter(db, { policy }), (queue) => observed(queue, onOutcome)))
+    const Queue = Layer.scoped(
+      RelayQueue,
+      Effect.map(Store.openWriter(db, { policy: Object.keys(policy).length === 0 ? undefined : policy }), (queue) =>
+        observed(queue, onOutcome, fatal))
+    )
     const Deliveries: Layer.Layer<Transport, CliFailure | InvalidInput> = Option.isSome(options.http)
       ? HttpTransport.layer({
         url: options.http.value,
@@ -181,30 +248,30 @@ export const run = Command.make("run", {
       metricsInterval: null
     }
 
-    const summary = Effect.gen(function*() {
-      const queue = yield* RelayQueue
-      const stats = yield* queue.stats
-      const outcomes = yield* Ref.get(counts)
-      if (json) return yield* printJson({ db, outcomes, stats })
-      const done = Object.entries(outcomes).map(([tag, n]) => `${n} ${tag}`).join(", ")
-      yield* print(
-        `${options.untilIdle ? "idle" : "stopped"}: ${done === "" ? "nothing delivered" : done}; queue now ${
-          States.map((state) => `${stats.byState[state]} ${state}`).join(", ")
-        }`
-      )
-    })
+    const summary = (how: string) =>
+      Effect.gen(function*() {
+        const queue = yield* RelayQueue
+        const stats = yield* queue.stats
+        const outcomes = yield* Ref.get(counts)
+        if (json) return yield* printJson({ db, stopped: how, outcomes, stats })
+        const done = Object.entries(outcomes).map(([tag, n]) => `${n} ${tag}`).join(", ")
+        yield* print(
+          `${how}: ${done === "" ? "nothing delivered" : done}; queue now ${
+            States.map((state) => `${stats.byState[state]} ${state}`).join(", ")
+          }`
+        )
+      })
 
     const work = Effect.gen(function*() {
       const relay = yield* Relay
       const queue = yield* RelayQueue
-      if (options.untilIdle) {
-        yield* Effect.raceFirst(relay.run(runOptions), untilDrained(queue))
-        yield* summary
-      } else {
-        yield* relay.run(runOptions).pipe(
-          Effect.onInterrupt(() => Effect.ignore(summary))
-        )
-      }
+      // The daemon, until a signal (interruption), idleness (--until-idle), or a failure that would repeat forever.
+      const stop = Effect.catchAll(Deferred.await(fatal), (error) => Effect.fail(fatalFailure(db, error)))
+      const daemon = Effect.raceFirst(relay.run(runOptions), stop)
+      yield* (options.untilIdle ? Effect.raceFirst(daemon, untilDrained(queue)) : daemon).pipe(
+        Effect.onInterrupt(() => Effect.ignore(summary(`stopped by ${received() ?? "interruption"}`)))
+      )
+      yield* summary(options.untilIdle ? "idle" : "stopped")
     })
 
     yield* work.pipe(Effect.provide(Relay.layer.pipe(Layer.provide(Deliveries), Layer.provideMerge(Queue))))

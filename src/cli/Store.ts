@@ -1,46 +1,55 @@
 /**
- * Opening the queue store for the operator CLI. Opening a SQLite path creates the file and the
- * library's open runs migrations, so before anything opens it for writing the CLI checks, through
- * a read-only connection, that the path is a fair-relay queue store of a schema this build knows.
- * Read commands never open it for writing at all: they run the library's queries over that
- * read-only connection (no migration, no write lock, no way to change the file).
+ * Opening the queue store for the operator CLI: a SQLite file, or a PostgreSQL database when
+ * `--db` is a `postgres://` URL. Before anything opens a SQLite path for writing (which would
+ * create it, or add tables to another application's database) the CLI asks the library's one
+ * store check (`StoreCheck.inspectFile`) what the file holds. Read commands open the store
+ * read-only (`SqliteRelayQueue.makeReadonly`): no migration, no write lock, no way to change it.
  */
-import * as Reactivity from "@effect/experimental/Reactivity"
-import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
-import type { SqlError } from "@effect/sql/SqlError"
-import { Cause, Effect } from "effect"
+import { Effect } from "effect"
 import type { Scope } from "effect"
 import * as fs from "node:fs"
-import { defaultPolicy } from "../domain/Policy.js"
 import type { PolicyInput } from "../domain/Policy.js"
+import * as PgStore from "../layers/internal/PgStore.js"
 import * as SqlRelayQueue from "../layers/internal/SqlRelayQueue.js"
-import type { Store } from "../layers/internal/Store.js"
+import * as StoreCheck from "../layers/internal/StoreCheck.js"
+import * as PgRelayQueue from "../layers/PgRelayQueue.js"
 import * as SqliteRelayQueue from "../layers/SqliteRelayQueue.js"
 import type { RelayQueueService } from "../services/RelayQueue.js"
 import { failure, usage } from "./Errors.js"
 import type { CliFailure } from "./Errors.js"
 
 /** The queue schema version this build writes: the highest migration id it knows. */
-export const SchemaVersion: number = Math.max(...Object.keys(SqlRelayQueue.migrations).map((key) => Number.parseInt(key, 10)))
+export const SchemaVersion: number = StoreCheck.latestMigration(SqlRelayQueue.migrations)
+
+/** Whether `--db` names a PostgreSQL database rather than a SQLite file. */
+export const isPostgres = (db: string): boolean => /^postgres(ql)?:\/\//i.test(db)
+
+/** How a store is named in messages: a quoted path, or the URL without its password. */
+export const display = (db: string): string => {
+  if (!isPostgres(db)) return JSON.stringify(db)
+  try {
+    const url = new URL(db)
+    if (url.password !== "") url.password = "***"
+    return url.toString()
+  } catch {
+    return "the PostgreSQL URL given"
+  }
+}
 
 const sqliteHeader = "SQLite format 3\u0000"
-
-// Tables every queue store has, whatever its version.
-const queueTables = ["relay_clock", "relay_flow", "relay_event", "relay_audit"]
-
-const quoted = (file: string) => JSON.stringify(file)
 
 /** Checks the path itself before SQLite sees it: it exists, is a file, and starts like a SQLite database. */
 const checkFile = (file: string, kind = "queue"): Effect.Effect<void, CliFailure> =>
   Effect.suspend(() => {
+    const shown = display(file)
     let stat: fs.Stats
     try {
       stat = fs.statSync(file)
     } catch {
-      return Effect.fail(failure("StoreNotFound", `no ${kind} store at ${quoted(file)}: the file does not exist`))
+      return Effect.fail(failure("StoreNotFound", `no ${kind} store at ${shown}: the file does not exist`))
     }
-    if (!stat.isFile()) return Effect.fail(failure("NotAQueueStore", `${quoted(file)} is not a file`))
-    if (stat.size === 0) return Effect.fail(failure("NotAQueueStore", `${quoted(file)} is empty, not a fair-relay ${kind} store`))
+    if (!stat.isFile()) return Effect.fail(failure("NotAQueueStore", `${shown} is not a file`))
+    if (stat.size === 0) return Effect.fail(failure("NotAQueueStore", `${shown} is empty, not a fair-relay ${kind} store`))
     const header = Buffer.alloc(sqliteHeader.length)
     let read = 0
     try {
@@ -51,92 +60,86 @@ const checkFile = (file: string, kind = "queue"): Effect.Effect<void, CliFailure
         fs.closeSync(fd)
       }
     } catch (cause) {
-      return Effect.fail(failure("StoreUnreadable", `cannot read ${quoted(file)}: ${cause instanceof Error ? cause.message : String(cause)}`))
+      return Effect.fail(failure("StoreUnreadable", `cannot read ${shown}: ${cause instanceof Error ? cause.message : String(cause)}`))
     }
     return read === header.length && header.toString("latin1") === sqliteHeader
       ? Effect.void
-      : Effect.fail(failure("NotAQueueStore", `${quoted(file)} is not a SQLite database, so not a fair-relay ${kind} store`))
+      : Effect.fail(failure("NotAQueueStore", `${shown} is not a SQLite database, so not a fair-relay ${kind} store`))
   })
-
-const unreadable = (file: string) => (cause: unknown) =>
-  failure("StoreUnreadable", `cannot read ${quoted(file)}: ${Cause.isCause(cause) ? Cause.pretty(cause) : cause instanceof Error ? `${cause.message}${cause.cause instanceof Error ? `: ${cause.cause.message}` : ""}` : String(cause)}`)
-
-/** A read-only SQLite connection (SQLITE_OPEN_READONLY: cannot create or write the file). */
-const openReadonly = (file: string): Effect.Effect<SqliteClient.SqliteClient, CliFailure, Scope.Scope> =>
-  SqliteClient.make({ filename: file, readonly: true, disableWAL: true }).pipe(
-    Effect.provide(Reactivity.layer),
-    Effect.catchAllDefect((defect) => Effect.fail(unreadable(file)(defect))),
-    Effect.tap((sql) => Effect.mapError(sql.unsafe("PRAGMA busy_timeout = 2000"), unreadable(file)))
-  )
 
 /** How the store's schema compares with this build's. */
 export type SchemaCheck = "current" | "older"
 
+/** The store check's answer about a SQLite file, as the CLI words it. */
+const inspectQueueFile = (file: string): Effect.Effect<SchemaCheck, CliFailure> =>
+  StoreCheck.inspectFile(file, StoreCheck.MigrationsTables.queue).pipe(
+    Effect.mapError((error) => {
+      const code = (error.cause as { readonly code?: unknown } | undefined)?.code
+      return code === "SQLITE_NOTADB" || code === "SQLITE_CORRUPT"
+        ? failure("NotAQueueStore", `${display(file)} is not a readable SQLite database, so not a fair-relay queue store`)
+        : failure("StoreUnreadable", `cannot read ${display(file)}: ${error.cause instanceof Error ? error.cause.message : error.message}`)
+    }),
+    Effect.flatMap(StoreCheck.Contents.$match({
+      Empty: () =>
+        failure(
+          "NotAQueueStore",
+          `${display(file)} is a SQLite database but not a fair-relay queue store (it has no ${StoreCheck.MigrationsTables.queue} table)`
+        ),
+      Foreign: ({ tables }) =>
+        StoreCheck.kindOf(tables) === "receiver"
+          ? failure("NotAQueueStore", `${display(file)} is a fair-relay receiver (inbox) store, not a queue store`)
+          : failure(
+            "NotAQueueStore",
+            `${display(file)} is a SQLite database but not a fair-relay queue store (it has no ${StoreCheck.MigrationsTables.queue} table)`
+          ),
+      Version: ({ version }) =>
+        version > SchemaVersion
+          ? failure(
+            "UnsupportedSchema",
+            `${display(file)} was written by a newer fair-relay (queue schema ${version}; this one knows up to ${SchemaVersion})`
+          )
+          : Effect.succeed<SchemaCheck>(version === SchemaVersion ? "current" : "older")
+    }))
+  )
+
 /**
- * Reads the store's tables and migration version; fails unless it is a queue store this build
- * can open (an older version is reported, for the caller to decide).
+ * Checks that `db` is a queue store this build can open, touching nothing. A PostgreSQL store is
+ * checked by the library's own open (inside its first transaction).
  */
-const checkSchema = (file: string, sql: SqliteClient.SqliteClient): Effect.Effect<SchemaCheck, CliFailure> =>
-  Effect.gen(function*() {
-    const tables = new Set(
-      (yield* sql<{ name: string }>`SELECT name FROM sqlite_master WHERE type = 'table'`).map((row) => row.name)
-    )
-    if (!tables.has(SqlRelayQueue.migrationsTable)) {
-      return yield* tables.has("inbox_migrations")
-        ? failure("NotAQueueStore", `${quoted(file)} is a fair-relay receiver (inbox) store, not a queue store`)
-        : failure("NotAQueueStore", `${quoted(file)} is a SQLite database but not a fair-relay queue store (it has no ${SqlRelayQueue.migrationsTable} table)`)
-    }
-    const missing = queueTables.filter((table) => !tables.has(table))
-    if (missing.length > 0) {
-      return yield* failure("NotAQueueStore", `${quoted(file)} is not a complete fair-relay queue store (missing ${missing.join(", ")})`)
-    }
-    const [row] = yield* sql<{ version: unknown }>`SELECT MAX(migration_id) AS version FROM ${sql(SqlRelayQueue.migrationsTable)}`
-    const version = Number(row?.version ?? 0)
-    if (version > SchemaVersion) {
-      return yield* failure(
-        "UnsupportedSchema",
-        `${quoted(file)} was written by a newer fair-relay (queue schema ${version}; this one knows up to ${SchemaVersion})`
-      )
-    }
-    return version === SchemaVersion ? "current" : "older"
-  }).pipe(Effect.catchTag("SqlError", (error) => {
-    const code = (error.cause as { readonly code?: unknown } | undefined)?.code
-    return Effect.fail(
-      code === "SQLITE_NOTADB" || code === "SQLITE_CORRUPT"
-        ? failure("NotAQueueStore", `${quoted(file)} is not a readable SQLite database, so not a fair-relay queue store`)
-        : unreadable(file)(error)
-    )
-  }))
+export const check = (db: string): Effect.Effect<SchemaCheck, CliFailure> =>
+  isPostgres(db) ? Effect.succeed("current") : Effect.zipRight(checkFile(db), inspectQueueFile(db))
 
-/** Checks that `file` is a queue store this build can open, touching nothing. */
-export const check = (file: string): Effect.Effect<SchemaCheck, CliFailure> =>
-  Effect.scoped(Effect.zipRight(checkFile(file), Effect.flatMap(openReadonly(file), (sql) => checkSchema(file, sql))))
+/** A library error on opening, as the CLI reports it (the server's or driver's reason kept). */
+const openFailure = (db: string) => (error: SqliteRelayQueue.OpenError): CliFailure =>
+  error._tag === "InvalidInput"
+    ? usage("InvalidOption", error.message)
+    : failure(error._tag, `cannot open ${display(db)}: ${error.message}${causeText(error)}`)
 
-/** A queue store opened read-only. */
-export interface Reader {
-  /** The library's queue over the read-only connection: its reads work, its writes fail (SQLITE_READONLY). */
-  readonly queue: RelayQueueService
-  /** Runs several reads in one read transaction, so they see one state of the store. */
-  readonly consistent: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | SqlError, R>
+const causeText = (error: unknown): string => {
+  const cause = (error as { readonly cause?: unknown }).cause
+  const message = cause instanceof Error ? cause.message : undefined
+  return message === undefined || String((error as { readonly message?: unknown }).message).includes(message) ? "" : `: ${message}`
 }
 
 /** Opens an existing queue store read-only for the lifetime of the scope. */
-export const openReader = (file: string): Effect.Effect<Reader, CliFailure, Scope.Scope> =>
-  Effect.gen(function*() {
-    yield* checkFile(file)
-    const sql = yield* openReadonly(file)
-    const schema = yield* checkSchema(file, sql)
-    if (schema === "older") {
-      return yield* failure(
-        "UnsupportedSchema",
-        `${quoted(file)} has an older queue schema (this fair-relay writes ${SchemaVersion}); a writing command (enqueue, redrive, run) upgrades it`
-      )
-    }
-    // Nested inside `consistent`, the queue's own read transactions become savepoints of it.
-    const transaction = <A, E, R>(effect: Effect.Effect<A, E, R>) => sql.withTransaction(effect)
-    const store: Store = { sql, read: transaction, write: transaction }
-    return { queue: SqlRelayQueue.make(store, defaultPolicy), consistent: transaction }
-  })
+export const openReader = (db: string): Effect.Effect<RelayQueueService, CliFailure, Scope.Scope> =>
+  isPostgres(db)
+    ? Effect.gen(function*() {
+      // The public read-only open of PostgreSQL is still to come (`PgRelayQueue.makeReadonly`).
+      const policy = yield* SqlRelayQueue.decodePolicy(undefined, "PgRelayQueue.makeReadonly")
+      const store = yield* PgStore.openReadonly({ url: db }, SqlRelayQueue.migrations, SqlRelayQueue.migrationsTable, "relay_queue")
+      return SqlRelayQueue.make(store, policy)
+    }).pipe(Effect.mapError(openFailure(db)))
+    : Effect.gen(function*() {
+      const schema = yield* check(db)
+      if (schema === "older") {
+        return yield* failure(
+          "UnsupportedSchema",
+          `${display(db)} has an older queue schema (this fair-relay writes ${SchemaVersion}); a writing command (enqueue, redrive, run) upgrades it`
+        )
+      }
+      return yield* Effect.mapError(SqliteRelayQueue.makeReadonly({ filename: db }), openFailure(db))
+    })
 
 /**
  * Checks that an existing receiver file of the sample receiver is a fair-relay receiver store (a
@@ -144,40 +147,40 @@ export const openReader = (file: string): Effect.Effect<Reader, CliFailure, Scop
  */
 export const checkInbox = (file: string): Effect.Effect<void, CliFailure> =>
   fs.existsSync(file)
-    ? Effect.scoped(Effect.gen(function*() {
-      yield* checkFile(file, "receiver")
-      const sql = yield* openReadonly(file)
-      const tables = yield* Effect.mapError(
-        sql<{ name: string }>`SELECT name FROM sqlite_master WHERE type = 'table'`,
-        () => failure("NotAReceiverStore", `${quoted(file)} is not a readable SQLite database, so not a fair-relay receiver store`)
+    ? Effect.zipRight(
+      checkFile(file, "receiver"),
+      StoreCheck.inspectFile(file, StoreCheck.MigrationsTables.receiver).pipe(
+        Effect.mapError(() =>
+          failure("NotAReceiverStore", `${display(file)} is not a readable SQLite database, so not a fair-relay receiver store`)
+        ),
+        Effect.flatMap((contents) =>
+          contents._tag === "Version"
+            ? Effect.void
+            : contents._tag === "Foreign" && StoreCheck.kindOf(contents.tables) === "queue"
+            ? failure("NotAReceiverStore", `${display(file)} is a fair-relay queue store, not a receiver store`)
+            : failure("NotAReceiverStore", `${display(file)} is a SQLite database but not a fair-relay receiver store`)
+        )
       )
-      const names = new Set(tables.map((row) => row.name))
-      if (names.has("inbox_migrations")) return
-      return yield* names.has(SqlRelayQueue.migrationsTable)
-        ? failure("NotAReceiverStore", `${quoted(file)} is a fair-relay queue store, not a receiver store`)
-        : failure("NotAReceiverStore", `${quoted(file)} is a SQLite database but not a fair-relay receiver store`)
-    }))
+    )
     : Effect.void
 
 /** Options of a writing open. */
 export interface WriterOptions {
   /** Create the store when the file does not exist (otherwise a missing file is an error). */
   readonly create?: boolean | undefined
+  /** Protocol settings given on the command line (the store's own are adopted otherwise). */
   readonly policy?: PolicyInput | undefined
 }
 
 /**
  * Opens a queue store for writing for the lifetime of the scope, after checking it (an older
- * schema is migrated by the library's open). Creates it only when asked to and the path is free.
+ * schema is migrated by the library's open). Creates a SQLite file only when asked to and the
+ * path is free; on PostgreSQL the database must exist, and the library creates its tables.
  */
-export const openWriter = (file: string, options: WriterOptions = {}): Effect.Effect<RelayQueueService, CliFailure, Scope.Scope> =>
-  Effect.gen(function*() {
-    if (!(options.create === true && !fs.existsSync(file))) yield* check(file)
-    return yield* SqliteRelayQueue.make({ filename: file, policy: options.policy }).pipe(
-      Effect.mapError((error) =>
-        error._tag === "InvalidInput"
-          ? usage("InvalidOption", error.message)
-          : failure(error._tag, `cannot open ${quoted(file)}: ${error.message}`)
-      )
-    )
-  })
+export const openWriter = (db: string, options: WriterOptions = {}): Effect.Effect<RelayQueueService, CliFailure, Scope.Scope> =>
+  isPostgres(db)
+    ? Effect.mapError(PgRelayQueue.make({ url: db, policy: options.policy }), openFailure(db))
+    : Effect.gen(function*() {
+      if (!(options.create === true && !fs.existsSync(db))) yield* check(db)
+      return yield* Effect.mapError(SqliteRelayQueue.make({ filename: db, policy: options.policy }), openFailure(db))
+    })

@@ -1,20 +1,22 @@
 /**
  * The `fair-relay` executable (started by `bin/fair-relay.mjs`). Logs go to stderr so that stdout
  * carries only the command's output; the exit code is the command's (0, 1 or 2). SIGINT and
- * SIGTERM interrupt the command: `run` then shuts down gracefully and exits 0.
+ * SIGTERM interrupt the command: `run` then shuts down gracefully, prints its summary, and exits
+ * 130 (SIGINT) or 143 (SIGTERM).
  */
-import * as CliConfig from "@effect/cli/CliConfig"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Cause, Effect, Exit, Logger } from "effect"
-import { main } from "./Commands.js"
+import { colorFor, logger, plainConsole } from "./Output.js"
+import { main } from "./Root.js"
+import * as Signals from "./Signals.js"
+
+Signals.listen()
 
 main(process.argv).pipe(
   Effect.provide(NodeContext.layer),
-  // Help without the block of built-in options on every command (the root description names them).
-  Effect.provide(CliConfig.layer({ showBuiltIns: false })),
-  // One logfmt line per log event, on stderr.
-  Effect.provide(Logger.replace(Logger.defaultLogger, Logger.withConsoleError(Logger.logfmtLogger))),
+  Effect.provide(Logger.replace(Logger.defaultLogger, logger)),
+  (effect) => Effect.consoleWith((console) => Effect.withConsole(effect, plainConsole(console, colorFor(process.stdout), colorFor(process.stderr)))),
   NodeRuntime.runMain({
     disableErrorReporting: true,
     disablePrettyLogger: true,
@@ -22,7 +24,7 @@ main(process.argv).pipe(
       onExit(
         Exit.isSuccess(exit)
           ? typeof exit.value === "number" ? exit.value : 0
-          : Cause.isInterruptedOnly(exit.cause) ? 0 : 1
+          : Cause.isInterruptedOnly(exit.cause) ? Signals.exitCode() : 1
       )
   })
 )

@@ -6,26 +6,35 @@
  * |------------------------------------------------------------------|--------|----------------------------------|
  * | any delivery the inbox answered (every `DeliveryReply`)          | 200    | the reply, e.g. `{"_tag":"Accepted"}` |
  * | not a `POST`                                                     | 405    | `{"error":"method_not_allowed",…}` |
+ * | `Content-Type` not `application/json` (or `…+json`, UTF-8)       | 415    | `{"error":"unsupported_media_type",…}` |
+ * | body above `maxRequestBytes` (declared, or counted while reading) | 413    | `{"error":"payload_too_large",…}` |
  * | body is not JSON                                                 | 400    | `{"error":"malformed_json",…}`   |
+ * | the document is not a delivery (bad id, seq, missing body)       | 400    | `{"error":"invalid_delivery",…}` |
  * | `Idempotency-Key` present and not the body's `eventId`           | 400    | `{"error":"idempotency_key_mismatch",…}` |
- * | the inbox refuses the input (`InvalidInput`: bad id, seq, body)  | 400    | `{"error":"invalid_delivery",…}` |
  * | the receiver's database failed (`SqlError`)                      | 500    | `{"error":"receiver_store",…}`   |
  *
  * Every protocol reply — including `IdConflict`, `Rejected` and `Gap` — is a 200: the status says
- * whether the exchange worked, the body says what the receiver decided. A 400 means the sender
+ * whether the exchange worked, the body says what the receiver decided. A 4xx means the sender
  * (or something between) is broken; it is not a protocol reply, so `HttpTransport` maps it to
- * `Retry` and the queue's budget quarantines the event with the 400's reason: it is neither
+ * `Retry` and the queue's budget quarantines the event with the 4xx's reason: it is neither
  * acked nor refused for good before an operator looks. A 500 is transient: the sender retries.
+ *
+ * Error messages and the receiver's log lines are one line each. The body is read while it
+ * streams, up to `maxRequestBytes` (default `DefaultMaxRequestBytes`: the queue's 1 MiB body
+ * limit plus 16 KiB of envelope); past it the receiver answers 413 with `Connection: close` and
+ * reads no further. The `Idempotency-Key` is read as percent-encoded UTF-8 (see
+ * `HttpTransport`); a raw key equal to the event id is accepted too.
  */
 import * as HttpServer from "@effect/platform/HttpServer"
 import type { ServeError } from "@effect/platform/HttpServerError"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
-import { Effect, Layer } from "effect"
+import { Effect, Either, Layer } from "effect"
 import { createServer } from "node:http"
-import type { DeliveryInput } from "../domain/Records.js"
+import { InvalidInput } from "../domain/Errors.js"
 import { Inbox } from "../services/Inbox.js"
+import * as Body from "./internal/body.js"
 import * as Wire from "./internal/wire.js"
 
 /** The header carrying the event id (checked against the body when present). */
@@ -39,77 +48,132 @@ export const ErrorDocument = Wire.ErrorDocument
 /** @see ErrorDocument */
 export type ErrorDocument = Wire.ErrorDocument
 
-const failure = (status: number, error: Wire.ErrorCode, message: string, headers?: Record<string, string>) =>
-  HttpServerResponse.unsafeJson({ error, message } satisfies Wire.ErrorDocument, {
-    status,
-    ...(headers === undefined ? {} : { headers })
-  })
+/** Default request size limit: the queue's default `maxBodyBytes` (1 MiB) plus 16 KiB of envelope. */
+export const DefaultMaxRequestBytes: number = Wire.DefaultMaxRequestBytes
 
-const describe = (cause: unknown): string => (cause instanceof Error ? cause.message : String(cause))
+/** Options of the handler. */
+export interface HandlerOptions {
+  /**
+   * Largest request body read, in bytes (default `DefaultMaxRequestBytes`). Raise it together
+   * with the queue's `maxBodyBytes`, or large events are refused here with 413 after enqueue.
+   */
+  readonly maxRequestBytes?: number | undefined
+}
 
-const eventIdOf = (document: unknown): unknown =>
-  typeof document === "object" && document !== null && !Array.isArray(document)
-    ? (document as { readonly eventId?: unknown }).eventId
-    : undefined
+/** The receiver's HTTP app: answers one delivery per request, whatever the path. */
+export type Handler = Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest | Inbox>
 
-/**
- * The handler: an `HttpApp` answering one delivery, whatever the path. Serve it as the whole app
- * (`layer`, `layerServer`) or mount it on a route of your own server:
- *
- * ```ts
- * HttpRouter.empty.pipe(HttpRouter.post("/deliveries", HttpInbox.handler), HttpServer.serve())
- * ```
- */
-export const handler: Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest | Inbox> =
+/** Refuses the request: one WARN line for the receiver's operator, the error document for the sender. */
+const refuse = (status: number, error: Wire.ErrorCode, message: string, headers?: Record<string, string>) => {
+  const line = Wire.oneLine(message)
+  return Effect.as(
+    Effect.logWarning(`HttpInbox: ${status} ${error}: ${line}`),
+    HttpServerResponse.unsafeJson({ error, message: line } satisfies Wire.ErrorDocument, {
+      status,
+      ...(headers === undefined ? {} : { headers })
+    })
+  )
+}
+
+// `application/json` or a `+json` type, in UTF-8 (JSON's only interchange encoding, RFC 8259).
+const isJsonMediaType = (contentType: string | undefined): boolean => {
+  if (contentType === undefined) return false
+  const [type = "", ...parameters] = contentType.toLowerCase().split(";").map((part) => part.trim())
+  if (type !== "application/json" && !/^application\/[!#$&^_.+\-a-z0-9]+\+json$/.test(type)) return false
+  return parameters.every((parameter) => !parameter.startsWith("charset=") || /^charset="?utf-8"?$/.test(parameter))
+}
+
+const handle = (maxRequestBytes: number): Handler =>
   Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
     if (request.method !== "POST") {
-      return failure(405, "method_not_allowed", `deliveries are POSTed, not ${request.method}`, { allow: "POST" })
+      return yield* refuse(405, "method_not_allowed", `deliveries are POSTed, not ${request.method}`, { allow: "POST" })
     }
-    // An empty body is no JSON document (`request.json` would read it as null).
-    const text = yield* Effect.either(request.text)
-    const document = text._tag === "Left"
-      ? text
-      : yield* Effect.either(Effect.try({ try: () => JSON.parse(text.right) as unknown, catch: (cause) => ({ cause, message: "not JSON" }) }))
-    if (document._tag === "Left") {
-      // Only the parser's complaint: the request object would put its headers (credentials) in the log.
-      yield* Effect.logWarning("HttpInbox: request body is not JSON", describe(document.left.cause ?? document.left.message))
-      return failure(400, "malformed_json", "the request body is not JSON")
+    const contentType = request.headers["content-type"]
+    if (!isJsonMediaType(contentType)) {
+      return yield* refuse(
+        415,
+        "unsupported_media_type",
+        `deliveries are application/json (UTF-8), not ${contentType === undefined ? "a body without Content-Type" : JSON.stringify(contentType)}`
+      )
     }
-    const eventId = eventIdOf(document.right)
+    const body = yield* Effect.either(Body.readLimited(request, maxRequestBytes))
+    if (Either.isLeft(body)) {
+      return yield* refuse(400, "malformed_json", `the request body could not be read: ${String(body.left.cause)}`)
+    }
+    if (body.right._tag === "TooLarge") {
+      // `Connection: close`: the rest of the body is not read, so the connection cannot be reused.
+      return yield* refuse(413, "payload_too_large", `the request body is larger than ${maxRequestBytes} bytes`, { connection: "close" })
+    }
+    const json = Wire.parseJson(body.right.text)
+    if (Either.isLeft(json)) {
+      return yield* refuse(400, "malformed_json", `the request body is not JSON: ${Wire.describeIssues(json.left)}`)
+    }
+    const document = Wire.decodeDocument(json.right)
+    if (Either.isLeft(document)) {
+      return yield* refuse(400, "invalid_delivery", `the document is not a delivery: ${Wire.describeIssues(document.left)}`)
+    }
+    const delivery = document.right
     const key = request.headers[Wire.IdempotencyKeyHeader]
-    if (key !== undefined && key !== eventId) {
-      yield* Effect.logWarning("HttpInbox: idempotency key differs from the body's eventId")
-      return failure(400, "idempotency_key_mismatch", "the Idempotency-Key header differs from the body's eventId")
+    if (key !== undefined && !Wire.keyNames(key, delivery.eventId)) {
+      return yield* refuse(400, "idempotency_key_mismatch", "the Idempotency-Key header differs from the body's eventId")
     }
-    const annotations: Record<string, string> = typeof eventId === "string" ? { eventId } : {}
+    const annotations = { eventId: delivery.eventId, flowId: delivery.flowId, seq: delivery.seq }
     yield* Effect.annotateCurrentSpan(annotations)
     const inbox = yield* Inbox
-    // `receive` validates the whole document (ids, seq, body) against the domain schemas.
-    return yield* inbox.receive(document.right as DeliveryInput).pipe(
+    // `receive` validates again (and the body as canonical JSON) for every caller, not only HTTP.
+    return yield* inbox.receive(delivery).pipe(
       Effect.map((reply) => HttpServerResponse.unsafeJson(reply)),
       Effect.catchTags({
-        InvalidInput: (error) =>
-          Effect.as(
-            Effect.logWarning("HttpInbox: invalid delivery", error.message),
-            failure(400, "invalid_delivery", error.message)
-          ),
+        InvalidInput: (error) => refuse(400, "invalid_delivery", error.message),
         // The store's message stays in the receiver's log: it is no business of the sender's.
         SqlError: (error) =>
           Effect.as(
-            Effect.logError("HttpInbox: the receiver's store failed", error),
-            failure(500, "receiver_store", "the receiver's store failed; see the receiver's log")
+            Effect.logError(`HttpInbox: the receiver's store failed: ${Wire.oneLine(errorText(error))}`),
+            HttpServerResponse.unsafeJson({ error: "receiver_store", message: "the receiver's store failed; see the receiver's log" } satisfies Wire.ErrorDocument, { status: 500 })
           )
       }),
       Effect.annotateLogs(annotations)
     )
   }).pipe(Effect.withSpan("HttpInbox.handle"))
 
+const errorText = (error: { readonly message: string; readonly cause?: unknown }): string =>
+  error.cause instanceof Error && !error.message.includes(error.cause.message) ? `${error.message} (${error.cause.message})` : error.message
+
+/**
+ * Builds the handler with `options`; fails `InvalidInput` when `maxRequestBytes` is not a
+ * positive integer. Serve it (`HttpServer.serve(handler)`) or mount it on a route:
+ *
+ * ```ts
+ * HttpRouter.empty.pipe(HttpRouter.post("/deliveries", yield* HttpInbox.makeHandler({ maxRequestBytes: 4 << 20 })))
+ * ```
+ */
+export const makeHandler = (options: HandlerOptions = {}): Effect.Effect<Handler, InvalidInput> => {
+  const limit = options.maxRequestBytes ?? DefaultMaxRequestBytes
+  return Number.isSafeInteger(limit) && limit > 0
+    ? Effect.succeed(handle(limit))
+    : Effect.fail(new InvalidInput({ operation: "HttpInbox.makeHandler", message: `maxRequestBytes: ${String(limit)} is not a positive integer` }))
+}
+
+/**
+ * The handler with the default options: an `HttpApp` answering one delivery, whatever the path.
+ * Serve it as the whole app (`layer`, `layerServer`) or mount it on a route of your own server:
+ *
+ * ```ts
+ * HttpRouter.empty.pipe(HttpRouter.post("/deliveries", HttpInbox.handler), HttpServer.serve())
+ * ```
+ */
+export const handler: Handler = handle(DefaultMaxRequestBytes)
+
 /** Serves `handler` as the whole app of the `HttpServer` in context, for the scope of the layer. */
 export const layer: Layer.Layer<never, never, HttpServer.HttpServer | Inbox> = HttpServer.serve(handler)
 
+/** Like `layer`, with handler options; fails `InvalidInput` on a bad option. */
+export const layerWith = (options: HandlerOptions): Layer.Layer<never, InvalidInput, HttpServer.HttpServer | Inbox> =>
+  Layer.unwrapEffect(Effect.map(makeHandler(options), (app) => HttpServer.serve(app)))
+
 /** Options of `layerServer`. */
-export interface ServerOptions {
+export interface ServerOptions extends HandlerOptions {
   /** TCP port; 0 picks a free one (read it back with `url`). Default 0. */
   readonly port?: number | undefined
   /** Interface to bind. Default "127.0.0.1": exposing a receiver beyond the host is a decision. */
@@ -120,11 +184,11 @@ export interface ServerOptions {
  * A Node HTTP server serving `handler`, listening for the scope of the layer; it also provides
  * `HttpServer` so callers can read the bound address (`url`).
  */
-export const layerServer = (options: ServerOptions = {}) =>
+export const layerServer = (options: ServerOptions = {}): Layer.Layer<HttpServer.HttpServer, ServeError | InvalidInput, Inbox> =>
   Layer.provideMerge(
-    layer,
+    layerWith(options),
     NodeHttpServer.layer(() => createServer(), { port: options.port ?? 0, host: options.host ?? "127.0.0.1" })
-  ) satisfies Layer.Layer<HttpServer.HttpServer, ServeError, Inbox>
+  )
 
 /** The base URL of the `HttpServer` in context (`http://host:port/`), e.g. to build a transport. */
 export const url: Effect.Effect<string, never, HttpServer.HttpServer> = HttpServer.addressWith((address) =>

@@ -14,10 +14,23 @@
  * | no complete response within `timeout`                          | `Retry{"timeout after …"}`             |
  * | connection refused / reset / closed, unreadable body           | `Retry{"transport: …"}`                |
  * | body not encodable as JSON                                     | `Retry{"encode: …"}`                   |
+ * | the client throws (a defect of the `HttpClient` in use)        | `Retry{"transport threw: …"}`          |
  *
- * A URL that is not http(s) or a timeout that is not a finite positive duration fail `make` with
- * `InvalidInput`. The timeout runs on Effect's `Clock` (under `TestClock`, adjust it or test live).
+ * Every failure is first a typed `DeliveryFailed`, then that `Retry`: a delivery never dies.
+ *
+ * The event id travels in `Idempotency-Key` percent-encoded as UTF-8 (`encodeURIComponent`):
+ * `evt-A1` unchanged, `流-3` as `%E6%B5%81-3` — header values cannot carry such ids raw.
+ * `HttpInbox` decodes it and checks it against the body's `eventId`.
+ *
+ * It needs an `HttpClient` in context: `NodeHttpClient.layerUndici` (what the CLI uses) or
+ * `NodeHttpClient.layer` from `@effect/platform-node`, or `FetchHttpClient.layer` from
+ * `@effect/platform`; all three are tested. Redirects are never followed, `fetch` included.
+ *
+ * A URL that is not http(s), a timeout that is not a finite positive duration, or an extra
+ * header that is not a valid header fail `make` with `InvalidInput`. The timeout runs on
+ * Effect's `Clock` (under `TestClock`, adjust it or test live).
  */
+import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
 import * as HttpClient from "@effect/platform/HttpClient"
 import type * as HttpClientError from "@effect/platform/HttpClientError"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
@@ -26,7 +39,7 @@ import type { ConfigError } from "effect/ConfigError"
 import { InvalidInput } from "../domain/Errors.js"
 import { DeliveryReply } from "../domain/Outcomes.js"
 import type { DeliveryInput } from "../domain/Records.js"
-import { Transport } from "../services/Transport.js"
+import { catchDefects, DeliveryFailed, Transport } from "../services/Transport.js"
 import type { TransportService } from "../services/Transport.js"
 import * as Wire from "./internal/wire.js"
 
@@ -39,12 +52,21 @@ export interface HttpTransportOptions {
    * 10 seconds). Keep it below the queue's lease, or a slow reply settles `Expired`.
    */
   readonly timeout?: Duration.DurationInput | undefined
-  /** Extra request headers (authentication, routing); the transport's own headers win. */
+  /**
+   * Extra request headers (authentication, routing); the transport's own headers win. Values are
+   * Latin-1 without control characters; `make` refuses others.
+   */
   readonly headers?: Readonly<Record<string, string>> | undefined
 }
 
 /** The header carrying the event id, so a receiver or proxy can deduplicate before parsing the body. */
 export const IdempotencyKeyHeader = Wire.IdempotencyKeyHeader
+
+/** How an event id is written into `Idempotency-Key`: percent-encoded UTF-8 (`encodeURIComponent`). */
+export const encodeIdempotencyKey: (eventId: string) => string = Wire.encodeHeaderValue
+
+/** Reads an `Idempotency-Key` back into the event id; `undefined` when it is not valid percent-encoding. */
+export const decodeIdempotencyKey: (key: string) => string | undefined = Wire.decodeHeaderValue
 
 /** Default of `HttpTransportOptions.timeout`. */
 export const DefaultTimeout: Duration.Duration = Duration.seconds(10)
@@ -129,7 +151,21 @@ export const reasonOf = (error: HttpClientError.HttpClientError): string => {
   }
 }
 
+const failed = (delivery: DeliveryInput, message: string, cause: unknown) =>
+  new DeliveryFailed({ eventId: delivery.eventId, message, cause })
+
+// `fetch` follows redirects unless told not to; the Node clients never do. A redirected delivery
+// is a misconfigured URL: answered `Retry{"http 3xx"}` with every client.
+const withoutRedirects = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.flatMap(Effect.serviceOption(FetchHttpClient.RequestInit), (init) =>
+    Effect.provideService(self, FetchHttpClient.RequestInit, { ...Option.getOrElse(init, () => ({})), redirect: "manual" }))
+
 const invalid = (message: string) => new InvalidInput({ operation: "HttpTransport.make", message })
+
+// RFC 9110 §5.1 token; field values: visible Latin-1, spaces and tabs (no CR, LF, NUL).
+const headerName = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/
+// eslint-disable-next-line no-control-regex
+const headerValue = /^[\t\u0020-\u007e\u0080-\u00ff]*$/
 
 /**
  * Checks the options once, when the transport is built: a URL that cannot work is a
@@ -146,18 +182,26 @@ const decodeOptions = (options: HttpTransportOptions) =>
     if (Option.isNone(timeout) || !Duration.isFinite(timeout.value) || Duration.isZero(timeout.value)) {
       return yield* invalid(`timeout: ${String(options.timeout)} is not a finite positive duration`)
     }
+    const headers = options.headers ?? {}
+    for (const [name, value] of Object.entries(headers)) {
+      if (!headerName.test(name)) return yield* invalid(`headers: ${JSON.stringify(name)} is not a header name`)
+      // Only the name is quoted: header values are often credentials.
+      if (typeof value !== "string" || !headerValue.test(value)) {
+        return yield* invalid(`headers: the value of ${name} is not a header value (Latin-1 without control characters; percent-encode the rest)`)
+      }
+    }
     // Spans and logs show where deliveries go, never credentials or query tokens in the URL.
-    return { timeout: timeout.value, target: `${url.origin}${url.pathname}` }
+    return { headers, timeout: timeout.value, target: `${url.origin}${url.pathname}` }
   })
 
-/** Builds an HTTP transport over the `HttpClient` in context; fails `InvalidInput` on a bad URL or timeout. */
+/** Builds an HTTP transport over the `HttpClient` in context; fails `InvalidInput` on a bad URL, timeout or header. */
 export const make = (options: HttpTransportOptions): Effect.Effect<TransportService, InvalidInput, HttpClient.HttpClient> =>
   Effect.gen(function*() {
-    const { target, timeout } = yield* decodeOptions(options)
+    const { headers, target, timeout } = yield* decodeOptions(options)
     const client = yield* HttpClient.HttpClient
     const timeoutReason = `timeout after ${Duration.format(timeout)}`
     const base = HttpClientRequest.post(options.url).pipe(
-      HttpClientRequest.setHeaders(options.headers ?? {}),
+      HttpClientRequest.setHeaders(headers),
       HttpClientRequest.acceptJson
     )
 
@@ -170,32 +214,32 @@ export const make = (options: HttpTransportOptions): Effect.Effect<TransportServ
           body: delivery.body
         }
         const request = yield* HttpClientRequest.bodyJson(
-          HttpClientRequest.setHeader(base, Wire.IdempotencyKeyHeader, delivery.eventId),
+          HttpClientRequest.setHeader(base, Wire.IdempotencyKeyHeader, Wire.encodeHeaderValue(delivery.eventId)),
           document
-        ).pipe(
-          Effect.mapError((error) => ({ _tag: "EncodeFailed", reason: `encode: ${excerpt(causeText(error.reason.error))}` }) as const)
-        )
-        const response = yield* client.execute(request)
-        const text = yield* response.text
+        ).pipe(Effect.mapError((error) => failed(delivery, `encode: ${excerpt(causeText(error.reason.error))}`, error)))
+        const response = yield* Effect.mapError(client.execute(request), (error) => failed(delivery, reasonOf(error), error))
+        const text = yield* Effect.mapError(response.text, (error) => failed(delivery, reasonOf(error), error))
         return { status: response.status, text }
-      })
+      }).pipe(withoutRedirects)
 
     const deliver = (delivery: DeliveryInput): Effect.Effect<DeliveryReply> =>
       exchange(delivery).pipe(
         Effect.timeoutOption(timeout),
+        // A client that throws (a header it cannot write, a bug) fails this delivery, not the worker.
+        catchDefects(delivery.eventId),
         Effect.flatMap(Option.match({
-          onNone: () => Effect.as(Effect.logWarning("HttpTransport: no reply in time", timeoutReason), retry(timeoutReason)),
+          onNone: () => Effect.as(Effect.logWarning(`HttpTransport: no reply in time: ${timeoutReason}`), retry(timeoutReason)),
           onSome: ({ status, text }) => {
             const { answered, reply } = classify(status, text)
             return answered
               ? Effect.succeed(reply)
-              : Effect.as(Effect.logWarning("HttpTransport: no usable reply", reply._tag === "Retry" ? reply.reason : reply._tag), reply)
+              : Effect.as(Effect.logWarning(`HttpTransport: no usable reply: ${reply._tag === "Retry" ? reply.reason : reply._tag}`), reply)
           }
         })),
-        Effect.catchAll((error) => {
-          const reason = error._tag === "EncodeFailed" ? error.reason : reasonOf(error)
+        Effect.catchTag("DeliveryFailed", (error) => {
+          const reason = excerpt(error.message)
           // The reason says it all; the request itself (headers may carry credentials) is not logged.
-          return Effect.as(Effect.logWarning("HttpTransport: delivery failed", reason), retry(reason))
+          return Effect.as(Effect.logWarning(`HttpTransport: delivery failed: ${reason}`), retry(reason))
         }),
         Effect.tap((reply) => Effect.annotateCurrentSpan("reply", reply._tag)),
         Effect.annotateLogs({ eventId: delivery.eventId, flowId: delivery.flowId, seq: delivery.seq }),

@@ -31,6 +31,23 @@ export const business = (maxDelta: Ref.Ref<number>): Inbox.InboxBusiness => ({
       yield* sql`INSERT INTO counter_total (flow_id, total) VALUES (${delivery.flowId}, ${delta})
         ON CONFLICT (flow_id) DO UPDATE SET total = counter_total.total + ${delta}`
       return Inbox.applied
+    }),
+  // Deliveries of distinct flows: decide every refusal first, then one upsert for the rest.
+  applyBatch: (deliveries, sql) =>
+    Effect.gen(function*() {
+      const limit = yield* Ref.get(maxDelta)
+      const deltas = deliveries.map((delivery) => deltaOf(delivery.body))
+      const results = deltas.map((delta) =>
+        delta === undefined ? Inbox.refuse(InvalidDelta) : delta > limit ? Inbox.refuse(UnsupportedDelta) : Inbox.applied
+      )
+      const rows = deliveries.flatMap((delivery, i) =>
+        results[i]!._tag === "Applied" ? [{ flow_id: delivery.flowId, total: deltas[i]! }] : []
+      )
+      if (rows.length > 0) {
+        yield* sql`INSERT INTO counter_total ${sql.insert(rows)}
+          ON CONFLICT (flow_id) DO UPDATE SET total = counter_total.total + excluded.total`
+      }
+      return results
     })
 })
 

@@ -10,6 +10,14 @@ export const claims = Metric.counter("fair_relay_claims_total", { description: "
 export const idleClaims = Metric.counter("fair_relay_idle_claims_total", { description: "claims that found nothing eligible", incremental: true })
 /** Settle outcomes, tagged `outcome` = Acked | RetryScheduled | Quarantined | Stale | Expired. */
 export const settles = Metric.counter("fair_relay_settles_total", { description: "settle outcomes by kind", incremental: true })
+/** `settles` tagged with each outcome, made once: tagging makes a new metric key every time. */
+export const settlesByOutcome = {
+  Acked: Metric.tagged(settles, "outcome", "Acked"),
+  RetryScheduled: Metric.tagged(settles, "outcome", "RetryScheduled"),
+  Quarantined: Metric.tagged(settles, "outcome", "Quarantined"),
+  Stale: Metric.tagged(settles, "outcome", "Stale"),
+  Expired: Metric.tagged(settles, "outcome", "Expired")
+} as const
 /** Events enqueued (new ones, not `Existing`). */
 export const enqueued = Metric.counter("fair_relay_enqueued_total", { description: "new events enqueued", incremental: true })
 /** Redrives. */
@@ -29,6 +37,12 @@ export const deliveryLatency = Metric.histogram(
   "fair_relay_delivery_latency_ms",
   MetricBoundaries.exponential({ start: 1, factor: 2, count: 16 }),
   "time from sending an event to its reply"
+)
+/** Calls each group commit of the worker daemon gathered into one transaction, tagged `operation`. */
+export const groupCommitSize = Metric.histogram(
+  "fair_relay_group_commit_size",
+  MetricBoundaries.exponential({ start: 1, factor: 2, count: 12 }),
+  "calls gathered into one transaction by the worker daemon's group commit"
 )
 /** Events by state, tagged `state`. */
 export const depth = Metric.gauge("fair_relay_events", { description: "events by state" })

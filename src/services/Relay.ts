@@ -4,10 +4,14 @@
  */
 import type { SqlError } from "@effect/sql/SqlError"
 import { Cause, Config, Context, Deferred, Duration, Effect, Either, Fiber, Layer, Metric, Schema } from "effect"
+import type { TimeoutException } from "effect/Cause"
 import type { ClockRegressed, InvalidInput } from "../domain/Errors.js"
-import type { Claimed, DeliveryReply, SettleOutcome } from "../domain/Outcomes.js"
+import type { Claimed, ClaimOutcome, DeliveryReply, SettleOutcome } from "../domain/Outcomes.js"
+import type { DeliveryInput, Token } from "../domain/Records.js"
+import * as Coalesce from "./Coalesce.js"
 import * as Metrics from "./Metrics.js"
 import { RelayQueue } from "./RelayQueue.js"
+import type { SettleInput } from "./RelayQueue.js"
 import { Transport } from "./Transport.js"
 import type { DeliveryFailed } from "./Transport.js"
 
@@ -132,17 +136,52 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
 
   const deliver = (claimed: typeof Claimed.Type) => transport.deliver(deliveryOf(claimed))
 
+  /** How a single step reaches the queue: directly, or through the daemon's group commit. */
+  interface StepQueue {
+    readonly claim: Effect.Effect<ClaimOutcome, ClockRegressed | InvalidInput | SqlError>
+    readonly settle: (token: Token, reply: DeliveryReply) => Effect.Effect<SettleOutcome, ClockRegressed | InvalidInput | SqlError>
+  }
+
+  const direct: StepQueue = { claim: queue.claim, settle: queue.settle }
+
   /** claim → `send` → settle: the strict `step` and the daemon's resilient step differ only in `send`. */
-  const stepWith = <E>(send: (claimed: typeof Claimed.Type) => Effect.Effect<DeliveryReply, E>) =>
+  const stepWith = <E>(send: (claimed: typeof Claimed.Type) => Effect.Effect<DeliveryReply, E>, through: StepQueue = direct) =>
     Effect.gen(function*() {
-      const claimed = yield* queue.claim
+      const claimed = yield* through.claim
       if (claimed._tag === "Idle") return claimed
       const reply = yield* send(claimed)
-      const outcome = yield* queue.settle(claimed.token, reply)
+      const outcome = yield* through.settle(claimed.token, reply)
       return { _tag: "Delivered", claimed, reply, outcome } as const
     })
 
   const step: Effect.Effect<StepResult, StepError> = stepWith(deliver).pipe(Effect.withSpan("Relay.step"))
+
+  /**
+   * Group commit for single-step workers: the claims, deliveries (when the transport takes
+   * batches) and settles that N workers make at the same moment become one claim transaction,
+   * one receiver transaction and one settle transaction. Outcomes are those of `claimBatch` and
+   * `settleBatch`, which equal the single calls one after another.
+   */
+  const sizeOf = (operation: string) => Metric.tagged(Metrics.groupCommitSize, "operation", operation)
+
+  const groupCommit = (workers: number, deliveryTimeout: Duration.Duration) =>
+    Effect.gen(function*() {
+      const claimOne = yield* Coalesce.make((requests: ReadonlyArray<void>) =>
+        Effect.map(queue.claimUpTo(requests.length), ({ claims, wakeAt }) =>
+          requests.map((_, i): ClaimOutcome => claims[i] ?? (wakeAt === undefined ? { _tag: "Idle" } : { _tag: "Idle", wakeAt }))), workers, sizeOf("claim"))
+      const settleOne = yield* Coalesce.make((items: ReadonlyArray<SettleInput>) => queue.settleBatch(items), workers, sizeOf("settle"))
+      const { deliverBatch } = transport
+      // One timeout for the gathered deliveries (a timeout per delivery costs more than the delivery).
+      const deliverOne = deliverBatch === undefined
+        ? undefined
+        : yield* Coalesce.make((items: ReadonlyArray<DeliveryInput>) => Effect.timeout(deliverBatch(items), deliveryTimeout), workers, sizeOf("deliver"))
+      const through: StepQueue = { claim: claimOne(undefined), settle: (token, reply) => settleOne({ token, reply }) }
+      const send = (claimed: typeof Claimed.Type) =>
+        deliverOne === undefined
+          ? deliverOrRetry(claimed, deliveryTimeout)
+          : deliverOrRetry(claimed, deliveryTimeout, (claimed) => deliverOne(deliveryOf(claimed)), false)
+      return { through, send }
+    })
 
   /** One outcome per claim: through the transport's batch call when it has one. */
   const deliverAll = (
@@ -186,10 +225,10 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
    * A delivery that always ends in a reply: a timeout, a transport failure or a defect becomes
    * `Retry` with the cause logged; only interruption passes through (then nothing is settled).
    */
-  const orRetry = (timeout: Duration.Duration, annotations: Record<string, unknown>) =>
-  <A>(delivery: Effect.Effect<A, DeliveryFailed>, retry: (reply: DeliveryReply) => A): Effect.Effect<A> =>
+  const orRetry = (timeout: Duration.Duration, annotations: Record<string, unknown>, applyTimeout = true) =>
+  <A>(delivery: Effect.Effect<A, DeliveryFailed | TimeoutException>, retry: (reply: DeliveryReply) => A): Effect.Effect<A> =>
     delivery.pipe(
-      Effect.timeout(timeout),
+      (delivery) => (applyTimeout ? Effect.timeout(delivery, timeout) : delivery),
       Effect.timed,
       Effect.tap(([elapsed]) => Metric.update(Metrics.deliveryLatency, Duration.toMillis(elapsed))),
       Effect.map(([, reply]) => reply),
@@ -207,9 +246,14 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
       Effect.annotateLogs(annotations)
     )
 
-  const deliverOrRetry = (claimed: typeof Claimed.Type, timeout: Duration.Duration) =>
-    orRetry(timeout, { eventId: claimed.event.eventId, flowId: claimed.event.flowId, generation: claimed.token.generation })(
-      deliver(claimed),
+  const deliverOrRetry = (
+    claimed: typeof Claimed.Type,
+    timeout: Duration.Duration,
+    send: (claimed: typeof Claimed.Type) => Effect.Effect<DeliveryReply, DeliveryFailed | TimeoutException> = deliver,
+    applyTimeout = true
+  ) =>
+    orRetry(timeout, { eventId: claimed.event.eventId, flowId: claimed.event.flowId, generation: claimed.token.generation }, applyTimeout)(
+      send(claimed),
       (reply) => reply
     )
 
@@ -223,10 +267,13 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
       )
 
   /** One unit of daemon work; `wakeAt`/`busy` say how long to sleep afterwards. */
-  const work = (settings: Settings): Effect.Effect<{ readonly busy: boolean; readonly wakeAt?: number | undefined }, StepError> =>
+  const work = (
+    settings: Settings,
+    group: Effect.Effect.Success<ReturnType<typeof groupCommit>>
+  ): Effect.Effect<{ readonly busy: boolean; readonly wakeAt?: number | undefined }, StepError> =>
     settings.batchSize <= 1
       ? Effect.map(
-        stepWith((claimed) => deliverOrRetry(claimed, settings.deliveryTimeout)),
+        stepWith(group.send, group.through),
         (result) => (result._tag === "Idle" ? { busy: false, wakeAt: result.wakeAt } : { busy: true })
       )
       : Effect.map(
@@ -240,6 +287,8 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
   const run = (options?: RunOptions): Effect.Effect<never, RelayConfigError> =>
     Effect.gen(function*() {
       const settings = yield* settingsOf(options, queue.policy.leaseTicks)
+      // The group-commit fibers outlive the workers: they close with `run`'s scope, after shutdown.
+      const group = yield* groupCommit(settings.workers, settings.deliveryTimeout)
       const stopping = yield* Deferred.make<void>()
       const stopped = Deferred.isDone(stopping)
 
@@ -254,7 +303,7 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
       const worker = (id: number) =>
         Effect.gen(function*() {
           while (!(yield* stopped)) {
-            const result: { readonly busy: boolean; readonly wakeAt?: number | undefined } = yield* work(settings).pipe(
+            const result: { readonly busy: boolean; readonly wakeAt?: number | undefined } = yield* work(settings, group).pipe(
               Effect.catchAllCause((cause) =>
                 Effect.as(Effect.logWarning("relay step failed; retrying after the poll interval", cause), { busy: false })
               )
@@ -301,7 +350,7 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
           })
         )
       )
-    })
+    }).pipe(Effect.scoped)
 
   return { step, stepBatch, run }
 })

@@ -324,7 +324,7 @@ export const make = (backend: QueueBackend, policy: RelayPolicy): RelayQueueServ
       }), settleFaults).pipe(
       Effect.tap((outcomes) =>
         Effect.zipRight(
-          Effect.forEach(outcomes, (o) => Metric.increment(Metric.tagged(Metrics.settles, "outcome", o._tag)), { discard: true }),
+          Effect.forEach(outcomes, (o) => Metric.increment(Metrics.settlesByOutcome[o._tag]), { discard: true }),
           outcomes.some((o) => o._tag === "Acked") ? wake.signal : Effect.void
         )
       )

@@ -24,8 +24,36 @@ export interface TransportService {
   readonly deliverBatch?: ((deliveries: ReadonlyArray<DeliveryInput>) => Effect.Effect<ReadonlyArray<DeliveryReply>, DeliveryFailed>) | undefined
 }
 
+const describeDefect = (defect: unknown): string => {
+  if (defect instanceof Error) {
+    const code = "code" in defect ? defect.code : undefined
+    return typeof code === "string" && !defect.message.includes(code) ? `${code} ${defect.message}` : defect.message
+  }
+  return String(defect)
+}
+
+/**
+ * Makes whatever a delivery threw — a client library's exception, a bug in a transport — a typed
+ * `DeliveryFailed` for `eventId`, so the relay retries it instead of dying. Interruption passes
+ * through.
+ */
+export const catchDefects = (eventId: string) => <A, E>(self: Effect.Effect<A, E>): Effect.Effect<A, E | DeliveryFailed> =>
+  Effect.catchAllDefect(self, (defect) =>
+    Effect.fail(new DeliveryFailed({ eventId, message: `transport threw: ${describeDefect(defect)}`, cause: defect })))
+
+/** Wraps a transport so that no delivery can end in a defect (see `catchDefects`). */
+export const guard = (service: TransportService): TransportService => {
+  const { deliverBatch } = service
+  return {
+    deliver: (delivery) => catchDefects(delivery.eventId)(Effect.suspend(() => service.deliver(delivery))),
+    deliverBatch: deliverBatch === undefined
+      ? undefined
+      : (deliveries) => catchDefects(deliveries.map((d) => d.eventId).join(","))(Effect.suspend(() => deliverBatch(deliveries)))
+  }
+}
+
 /** A transport that calls an `Inbox` in the same process. */
-export const fromInbox: Effect.Effect<TransportService, never, Inbox> = Effect.map(Inbox, (inbox) => ({
+export const fromInbox: Effect.Effect<TransportService, never, Inbox> = Effect.map(Inbox, (inbox) => guard({
   deliver: (delivery) =>
     Effect.mapError(inbox.receive(delivery), (cause) =>
       new DeliveryFailed({ eventId: delivery.eventId, message: `inbox failed: ${cause.message}`, cause })),
@@ -42,4 +70,6 @@ export const fromInbox: Effect.Effect<TransportService, never, Inbox> = Effect.m
 export class Transport extends Context.Tag("fair-relay/Transport")<Transport, TransportService>() {
   /** A transport that calls an `Inbox` in the same process. */
   static readonly layerInbox: Layer.Layer<Transport, never, Inbox> = Layer.effect(Transport, fromInbox)
+  /** Wraps a transport of your own so that whatever it throws is a `DeliveryFailed`, never a defect. */
+  static readonly guard: (service: TransportService) => TransportService = guard
 }

@@ -171,7 +171,7 @@ const cases: ReadonlyArray<Case> = [
     prepare: copy,
     args: () => ["status"],
     code: 2,
-    stderr: /^fair-relay: no queue store given: pass --db PATH or set FAIR_RELAY_DB \(NoStore\)$/
+    stderr: /^fair-relay: no queue store given: pass --db DB or set FAIR_RELAY_DB \(NoStore\)$/
   }
 ]
 

@@ -1,6 +1,6 @@
 /**
  * The bin's worker and the rest of its surface: `run --http` against a real HTTP endpoint,
- * `run` stopped by SIGTERM (a graceful shutdown, exit 0), `--help`, `--version`, and `demo`.
+ * `run` stopped by SIGTERM (a graceful shutdown, its summary, exit 143), `--help`, `--version`, and `demo`.
  */
 import { Effect } from "effect"
 import { afterAll, describe, expect, it } from "vitest"
@@ -56,7 +56,7 @@ describe("fair-relay run, help, version and demo", () => {
     }
   }, 120_000)
 
-  it("run stops gracefully on SIGTERM and exits 0", async () => {
+  it("run stops gracefully on SIGTERM: the summary, then exit 143", async () => {
     const db = path.join(dir, "signal.db")
     await enqueued(db, [["A1", "A", 1]])
     const child = spawn(process.execPath, ["bin/fair-relay.mjs", "run", "--db", db, "--inbox", path.join(dir, "signal-inbox.db")], {
@@ -81,9 +81,8 @@ describe("fair-relay run, help, version and demo", () => {
       child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk))
     })
     child.kill("SIGTERM")
-    expect(await exited, stderr).toBe(0)
-    expect(stdout).toMatch(/^stopped: 1 Acked; queue now 0 ready, 0 inflight, 1 acked, 0 quarantined$/m)
-    expect(stderr).toMatch(/relay stopped/)
+    expect(await exited, stderr).toBe(143)
+    expect(stdout).toMatch(/^stopped by SIGTERM: 1 Acked; queue now 0 ready, 0 inflight, 1 acked, 0 quarantined$/m)
   }, 120_000)
 
   it("--help on the root and on commands, --version, usage errors, and demo", async () => {
@@ -97,11 +96,11 @@ describe("fair-relay run, help, version and demo", () => {
     ])
     const plain = (text: string) => text.replace(/\u001b\[[0-9;]*m/g, "")
     expect(rootHelp!.code).toBe(0)
-    for (const command of ["status", "flows", "events", "show", "redrive", "audit", "enqueue", "run", "demo"]) {
-      expect(plain(rootHelp!.stdout)).toMatch(new RegExp(`^ {2}- ${command} `, "m"))
+    for (const command of ["status", "flows", "events", "show", "redrive", "audit", "enqueue", "clock", "run", "demo"]) {
+      expect(plain(rootHelp!.stdout)).toMatch(new RegExp(`^ {2}${command} +[A-Z]`, "m"))
     }
     expect(redriveHelp!.code).toBe(0)
-    expect(plain(redriveHelp!.stdout)).toContain("--generation N --reason TEXT [--by WHO] <EVENT>")
+    expect(plain(redriveHelp!.stdout).replace(/\s+/g, " ")).toContain("$ fair-relay redrive [--db DB] [--json] --generation N --reason TEXT [--by WHO] <EVENT>")
     expect(runHelp!.code).toBe(0)
     expect(plain(runHelp!.stdout)).toContain("--until-idle")
     expect(version!.code).toBe(0)

@@ -28,6 +28,10 @@ export interface BinOptions {
   /** Called once the child is started (to signal it, say). */
   readonly started?: (child: import("node:child_process").ChildProcess) => void
   readonly timeoutMillis?: number
+  /** Written to the child's standard input (otherwise stdin is closed). */
+  readonly input?: string
+  /** Run as this user (possible when the tests run as root). */
+  readonly user?: { readonly uid: number; readonly gid: number }
 }
 
 /** Runs `node bin/fair-relay.mjs ...args` from the repository root, always from source. */
@@ -38,12 +42,14 @@ export const bin = (args: ReadonlyArray<string>, options: BinOptions = {}): Prom
     const child = spawn(process.execPath, [path.join("bin", "fair-relay.mjs"), ...args], {
       cwd: repositoryRoot,
       env,
-      stdio: ["ignore", "pipe", "pipe"]
+      stdio: [options.input === undefined ? "ignore" : "pipe", "pipe", "pipe"],
+      ...(options.user === undefined ? {} : { uid: options.user.uid, gid: options.user.gid })
     })
+    if (options.input !== undefined) child.stdin!.end(options.input)
     let stdout = ""
     let stderr = ""
-    child.stdout.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk))
-    child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk))
+    child.stdout!.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk))
+    child.stderr!.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk))
     const timer = setTimeout(() => {
       child.kill("SIGKILL")
       reject(new Error(`fair-relay ${args.join(" ")} did not finish in time\nstdout: ${stdout}\nstderr: ${stderr}`))

@@ -143,5 +143,5 @@ describe("a relay over HTTP, end to end on a loopback socket", () => {
       })
       expect((yield* inbox.receipts).map((r) => r.eventId)).toEqual(["A1", "C1", "C2"])
       expect(yield* inbox.read(Receiver.applyLog)).toHaveLength(3)
-    }), { backoffBase: 0, backoffCap: 0 }))
+    }), { retryBudget: 3, backoffBase: 0, backoffCap: 0 }))
 })

@@ -1,8 +1,9 @@
 /**
  * The HTTP transport against scripted receivers on a real loopback socket: what it sends, and
  * how every kind of answer (or lack of one) becomes a reply. Nothing that is not a receiver's
- * explicit ack may ever come back as `Accepted`/`Duplicate`. Runs with both Node clients.
+ * explicit ack may ever come back as `Accepted`/`Duplicate`. Runs with both Node clients and fetch.
  */
+import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import type * as HttpClient from "@effect/platform/HttpClient"
 import { describe, expect, it } from "@effect/vitest"
@@ -21,7 +22,8 @@ const delivery: DeliveryInput = { eventId: "evt-A1", flowId: "A", seq: 1, body: 
 
 const clients: ReadonlyArray<readonly [string, Layer.Layer<HttpClient.HttpClient>]> = [
   ["undici", NodeHttpClient.layerUndici],
-  ["node:http", NodeHttpClient.layer]
+  ["node:http", NodeHttpClient.layer],
+  ["fetch", FetchHttpClient.layer]
 ]
 
 describe("HttpTransport.replyOf (the status/body mapping, without a socket)", () => {
@@ -227,7 +229,7 @@ describe("HttpTransport under a relay", () => {
     Effect.gen(function*() {
       const server = yield* scripted(answer(200, `{"_tag":"Bogus"}`))
       const layer = Relay.layer.pipe(
-        Layer.provideMerge(SqliteRelayQueue.layer({ filename: ":memory:", policy: { leaseTicks: 60_000, backoffBase: 0, backoffCap: 0 } })),
+        Layer.provideMerge(SqliteRelayQueue.layer({ filename: ":memory:", policy: { leaseTicks: 60_000, retryBudget: 3, backoffBase: 0, backoffCap: 0 } })),
         Layer.provide(HttpTransport.layer({ url: server.url, timeout: "5 seconds" })),
         Layer.provide(NodeHttpClient.layerUndici)
       )

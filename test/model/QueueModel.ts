@@ -8,8 +8,17 @@
  * operation (or a whole batch) can be discarded: every operation is all-or-nothing.
  *
  * What it defines:
- * - clock `{ tick, ticket }`: every successful write stores `max(tick, now)`; a write whose `now`
- *   is below the persisted tick fails with `ClockRegressed` and changes nothing (SPEC §3).
+ * - clock `{ tick, ticket }`: an operation that writes stores `max(tick, now)`. An operation whose
+ *   outcome changes nothing — an enqueue answered `Existing`, a claim answered `Idle`, a settle
+ *   answered `Stale` or `Expired`, a `setFlowWeight` to the weight the flow already has, a batch
+ *   whose every item is one of these, and any operation that fails — leaves the clock (tick and
+ *   ticket) as it was: a no-op does not write.
+ *   "strict" clock: a write operation whose `now` is below the persisted tick fails with
+ *   `ClockRegressed` and changes nothing (SPEC §3) — checked first, even when the operation would
+ *   have been a no-op. "clamp" clock: nothing is refused; every decision (eligibility, lease
+ *   expiry, `nextAt = now + delay`, `leaseUntil = now + lease`, a redrive's `nextAt`) uses the
+ *   caller's own `now`; the persisted tick only ever grows, and an audit row records it (the
+ *   tick as the redrive stores it, max(tick, now)).
  * - flows `{ flowId, seq, served, weight, burst }`; `headSeq` (lowest non-acked seq) and
  *   `eligibleAt` (ready → nextAt, inflight → leaseUntil, quarantined or no head → null) are
  *   derived from the events.
@@ -74,6 +83,8 @@ export interface ModelPolicy {
   readonly backoffBase: number
   readonly backoffCap: number
   readonly admission: "seed" | "tail"
+  /** What a write does with a clock below the persisted tick: refuse it, or go on with it. */
+  readonly clock: "strict" | "clamp"
 }
 
 /** Behaviour switches for gaps found in src that the model tolerates until they are fixed. */
@@ -269,6 +280,9 @@ const invalid = (operation: string): Result<never> => ({ ok: false, error: { _ta
 const fail = (error: ModelError): Result<never> => ({ ok: false, error })
 const ok = <A>(value: A): Result<A> => ({ ok: true, value })
 
+/** A settle outcome that changed the event (`Stale` and `Expired` change nothing). */
+const settled = (outcome: SettleOutcome): boolean => outcome._tag !== "Stale" && outcome._tag !== "Expired"
+
 export class QueueModel {
   tick = 0
   ticket = 0
@@ -301,19 +315,20 @@ export class QueueModel {
     this.audit = other.audit
   }
 
-  /** Runs `op` on a copy and keeps the copy only when it succeeds. */
-  private atomically<A>(op: (m: QueueModel) => Result<A>): Result<A> {
+  /**
+   * Runs a write operation at `now` on a copy and keeps the copy only when the operation succeeds
+   * and `writes` says its outcome changed something; then the tick becomes max(tick, now). A
+   * "strict" clock below the persisted tick is refused before the operation is looked at.
+   */
+  private atomically<A>(now: number, op: (m: QueueModel, now: number) => Result<A>, writes: (value: A) => boolean): Result<A> {
+    if (this.policy.clock === "strict" && now < this.tick) return fail({ _tag: "ClockRegressed", now, tick: this.tick })
     const draft = this.clone()
-    const result = op(draft)
-    if (result.ok) this.adopt(draft)
+    const result = op(draft, now)
+    if (result.ok && writes(result.value)) {
+      draft.tick = Math.max(draft.tick, now)
+      this.adopt(draft)
+    }
     return result
-  }
-
-  /** SPEC §3: refuse a clock below the persisted tick, else store max(tick, now). */
-  private advance(now: number): ModelError | undefined {
-    if (now < this.tick) return { _tag: "ClockRegressed", now, tick: this.tick }
-    this.tick = now
-    return undefined
   }
 
   private head(flowId: string): ModelEvent | undefined {
@@ -406,11 +421,7 @@ export class QueueModel {
   enqueue(args: EnqueueArgs, now: number): Result<EnqueueOutcome> {
     const cmd = this.validEnqueue(args)
     if (cmd === undefined) return invalid("enqueue")
-    return this.atomically((m) => {
-      const regressed = m.advance(now)
-      if (regressed) return fail(regressed)
-      return this.enqueueValid(m, cmd, now)
-    })
+    return this.atomically(now, (m, now) => this.enqueueValid(m, cmd, now), (outcome) => outcome._tag === "Enqueued")
   }
 
   enqueueBatch(items: unknown, now: number): Result<ReadonlyArray<EnqueueOutcome>> {
@@ -421,9 +432,7 @@ export class QueueModel {
       if (cmd === undefined) return invalid("enqueueBatch")
       cmds.push(cmd)
     }
-    return this.atomically((m) => {
-      const regressed = m.advance(now)
-      if (regressed) return fail(regressed)
+    return this.atomically(now, (m, now) => {
       const results: Array<EnqueueOutcome> = []
       for (const cmd of cmds) {
         const r = this.enqueueValid(m, cmd, now)
@@ -431,26 +440,27 @@ export class QueueModel {
         results.push(r.value)
       }
       return ok(results)
-    })
+    }, (outcomes) => outcomes.some((o) => o._tag === "Enqueued"))
   }
 
   setFlowWeight(args: { flowId: unknown; weight: unknown }, now: number): Result<void> {
     if (!validId(args.flowId) || !isWeight(args.weight)) return invalid("setFlowWeight")
     const flowId = args.flowId
     const weight = args.weight
-    return this.atomically((m) => {
-      const regressed = m.advance(now)
-      if (regressed) return fail(regressed)
+    // The weight the flow already has changes nothing, so nothing is written.
+    let changed = true
+    return this.atomically(now, (m) => {
       const flow = m.flows.get(flowId)
       if (flow === undefined) {
         // A flow named before its first event: no head, served 0 until it is admitted.
         m.flows.set(flowId, { flowId, seq: 0, served: 0, weight, burst: 0 })
         m.byFlow.set(flowId, [])
       } else {
+        changed = flow.weight !== weight || (m.options.sameWeightResetsBurst && flow.burst !== 0)
         m.setWeight(flow, weight)
       }
       return ok(undefined)
-    })
+    }, () => changed)
   }
 
   // --- claim --------------------------------------------------------------------------------
@@ -503,21 +513,17 @@ export class QueueModel {
   }
 
   claim(now: number): Result<ClaimOutcome> {
-    return this.atomically((m): Result<ClaimOutcome> => {
-      const regressed = m.advance(now)
-      if (regressed) return fail(regressed)
+    return this.atomically(now, (m, now): Result<ClaimOutcome> => {
       const claimed = this.claimOne(m, now)
       if (claimed !== undefined) return ok(claimed)
       const wakeAt = m.wakeAt()
       return ok(wakeAt === undefined ? { _tag: "Idle" } : { _tag: "Idle", wakeAt })
-    })
+    }, (outcome) => outcome._tag === "Claimed")
   }
 
   claimBatch(limit: unknown, now: number): Result<ReadonlyArray<ClaimedOutcome>> {
     if (typeof limit !== "number" || !Number.isInteger(limit) || limit < 1 || limit > MaxBatch) return invalid("claimBatch")
-    return this.atomically((m) => {
-      const regressed = m.advance(now)
-      if (regressed) return fail(regressed)
+    return this.atomically(now, (m, now) => {
       const claims: Array<ClaimedOutcome> = []
       while (claims.length < limit) {
         const claimed = this.claimOne(m, now)
@@ -525,7 +531,7 @@ export class QueueModel {
         claims.push(claimed)
       }
       return ok(claims)
-    })
+    }, (claims) => claims.length > 0)
   }
 
   // --- settle -------------------------------------------------------------------------------
@@ -565,11 +571,7 @@ export class QueueModel {
 
   settle(token: unknown, reply: unknown, now: number): Result<SettleOutcome> {
     if (!isToken(token) || !isReply(reply)) return invalid("settle")
-    return this.atomically((m) => {
-      const regressed = m.advance(now)
-      if (regressed) return fail(regressed)
-      return ok(this.settleValid(m, token, reply, now))
-    })
+    return this.atomically(now, (m, now) => ok(this.settleValid(m, token, reply, now)), settled)
   }
 
   settleBatch(items: unknown, now: number): Result<ReadonlyArray<SettleOutcome>> {
@@ -579,11 +581,11 @@ export class QueueModel {
       if (!isToken((item as { token: unknown }).token) || !isReply((item as { reply: unknown }).reply)) return invalid("settleBatch")
     }
     const decoded = items as ReadonlyArray<{ token: { eventId: string; generation: number }; reply: Reply }>
-    return this.atomically((m) => {
-      const regressed = m.advance(now)
-      if (regressed) return fail(regressed)
-      return ok(decoded.map(({ reply, token }) => this.settleValid(m, token, reply, now)))
-    })
+    return this.atomically(
+      now,
+      (m, now) => ok(decoded.map(({ reply, token }) => this.settleValid(m, token, reply, now))),
+      (outcomes) => outcomes.some(settled)
+    )
   }
 
   // --- redrive ------------------------------------------------------------------------------
@@ -598,9 +600,7 @@ export class QueueModel {
     const { eventId, expectedGeneration, reason } = args as { eventId: string; expectedGeneration: number; reason: string }
     const actor = (args.actor as string | undefined) ?? null
     if (reason.trim() === "") return fail({ _tag: "MissingReason", eventId })
-    return this.atomically((m) => {
-      const regressed = m.advance(now)
-      if (regressed) return fail(regressed)
+    return this.atomically(now, (m, now) => {
       const stored = m.events.get(eventId)
       if (stored === undefined) return fail({ _tag: "EventNotFound", eventId })
       const e = stored.event
@@ -610,9 +610,11 @@ export class QueueModel {
       }
       const generation = e.generation + 1
       m.setEvent({ ...e, state: "ready", generation, attempts: 0, reason: null, nextAt: now, leaseUntil: null })
-      m.audit.push({ eventId, reason, generation, tick: now, actor })
+      // The audit row carries the store's tick as this write stores it (max(tick, now)), so the
+      // audit is in tick order even when a "clamp" caller's clock is behind.
+      m.audit.push({ eventId, reason, generation, tick: Math.max(m.tick, now), actor })
       return ok({ _tag: "Redriven" as const, generation })
-    })
+    }, () => true)
   }
 
   // --- inspection ---------------------------------------------------------------------------

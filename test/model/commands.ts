@@ -162,5 +162,6 @@ export const policyArb: fc.Arbitrary<ModelPolicy> = fc.record({
   retryBudget: fc.integer({ min: 1, max: 4 }),
   backoffBase: fc.integer({ min: 0, max: 4 }),
   backoffCap: fc.integer({ min: 0, max: 12 }),
-  admission: fc.constantFrom("seed" as const, "tail" as const)
+  admission: fc.constantFrom("seed" as const, "tail" as const),
+  clock: fc.constantFrom("strict" as const, "clamp" as const)
 })

@@ -1,16 +1,19 @@
 /**
- * Runs one command sequence against a fresh in-memory SQLite queue and the reference model in
- * lockstep, with time driven by the commands. After every command it compares the outcome (value
- * or typed error) and the whole `snapshot` with the model's; the first difference fails with the
- * command index and its arguments. Time is a logical clock the commands set: the queue reads
+ * Runs one command sequence against a fresh queue (in-memory SQLite unless another opener is
+ * given: see `backends.ts`) and the reference model in lockstep, with time driven by the
+ * commands. After every command it compares the outcome (value or typed error) and the whole
+ * `snapshot` with the model's; the first difference fails with the command index and its
+ * arguments. Time is a logical clock the commands set: the queue reads
  * it through Effect's `Clock`. (`realPolicy` opens the real queue with another policy than
  * the model's: only the harness self-test uses it, to show that a divergence is caught.)
  */
 import { expect } from "@effect/vitest"
 import { Effect, Either } from "effect"
-import * as SqliteRelayQueue from "../../src/layers/SqliteRelayQueue.js"
 import * as TickClock from "../../src/services/TickClock.js"
+import type { PolicyInput } from "../../src/domain/Policy.js"
 import type { RelayQueueService } from "../../src/services/RelayQueue.js"
+import type { OpenQueue } from "./backends.js"
+import { sqliteMemory } from "./backends.js"
 import type { Command, EnqueueSpec, RedriveSpec, RegressibleOp, SettleSpec } from "./commands.js"
 import { Actors, Flows, IdPrefixes, Reasons } from "./commands.js"
 import type { EnqueueArgs, Json, ModelOptions, ModelPolicy, Result } from "./QueueModel.js"
@@ -293,22 +296,38 @@ const recordTokens = (h: Harness, value: unknown) => {
 }
 
 /**
- * Runs `commands` against a fresh `:memory:` queue opened with `policy`, comparing each outcome
- * and the snapshot after each command with the model.
+ * The model's policy as the queue's, every field given: the library's defaults (production values
+ * on a millisecond clock) must never leak into the comparison.
+ */
+export const queuePolicy = (policy: ModelPolicy): PolicyInput => ({
+  leaseTicks: policy.leaseTicks,
+  retryBudget: policy.retryBudget,
+  backoffBase: policy.backoffBase,
+  backoffCap: policy.backoffCap,
+  admission: policy.admission,
+  clock: policy.clock,
+  jitter: "none",
+  maxBodyBytes: 1_048_576
+})
+
+/**
+ * Runs `commands` against a fresh queue from `open` (default: SQLite `:memory:`) opened with
+ * `policy`, comparing each outcome and the snapshot after each command with the model.
  */
 export const runSequence = (
   policy: ModelPolicy,
   commands: ReadonlyArray<Command>,
   options: ModelOptions,
   coverage?: Coverage,
-  realPolicy: ModelPolicy = policy
+  realPolicy: ModelPolicy = policy,
+  open: OpenQueue = sqliteMemory
 ): Effect.Effect<void, unknown> => {
   // Time is a logical clock set by the commands (TestClock would do too, but its `adjust` yields
   // to the scheduler and costs milliseconds per step).
   const clock = TickClock.make(0)
   return Effect.scoped(
     Effect.gen(function*() {
-      const queue = yield* SqliteRelayQueue.make({ filename: ":memory:", policy: realPolicy })
+      const queue = yield* open(queuePolicy(realPolicy))
       const h: Harness = { queue, model: new QueueModel(policy, options), tokens: [], nextId: 0, now: 0 }
       yield* clock.set(0)
       for (const [index, command] of commands.entries()) {
@@ -332,7 +351,8 @@ export const runSequence = (
             const actual = yield* Effect.either(op.real)
             yield* clock.set(h.now)
             compare(`${context} (clock set to ${regressedNow}) args ${JSON.stringify(op.args)}`, expected, actual, coverage)
-            count(coverage, `regress:${expected.ok ? "ok" : expected.error._tag}`)
+            count(coverage, `regress:${policy.clock}:${expected.ok ? "ok" : expected.error._tag}`)
+            if (expected.ok) recordTokens(h, expected.value)
             break
           }
           case "invalid": {
@@ -344,10 +364,13 @@ export const runSequence = (
           }
           default: {
             const op = writeOp(h, command.t, command)
+            const tickBefore = h.model.tick
             const expected = op.model(h.now)
             const actual = yield* Effect.either(op.real)
             compare(`${context} args ${JSON.stringify(op.args)}`, expected, actual, coverage)
             countOutcome(coverage, command.t, expected)
+            // A no-op (or a failure) at a later time than the stored tick: the tick must stay.
+            if (h.now > tickBefore && h.model.tick === tickBefore) count(coverage, "clock:kept-by-no-op")
             if (expected.ok) recordTokens(h, expected.value)
           }
         }

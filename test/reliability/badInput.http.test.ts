@@ -3,8 +3,9 @@
  * (`HttpInbox`, a real server on 127.0.0.1) and malformed responses read by the sender's
  * transport (`HttpTransport.replyOf`).
  *
- * The handler must answer each malformed request with the 4xx of its documented table and an
- * error document, and leave the receiver's store byte-identical; the transport must read every
+ * The handler must answer each malformed request with the 4xx of its documented table (405, 415,
+ * 413, 400) and an error document whose message is one line, and leave the receiver's store
+ * byte-identical; the transport must read every
  * response that is not a well-formed protocol reply — non-JSON, unknown tags, an ack under an
  * error status — as `Retry` with a short, one-line reason, never as an ack.
  *
@@ -60,6 +61,10 @@ const requestCases: ReadonlyArray<RequestCase> = [
   { what: "seq 1e400 (Infinity once parsed)", body: JSON.stringify(a2).replace('"seq":2', '"seq":1e400'), status: 400, error: "invalid_delivery" },
   { what: "a body delta of 1e400 (not a finite number)", body: JSON.stringify(a2).replace('"delta":2', '"delta":1e400'), status: 400, error: "invalid_delivery" },
   { what: "a missing body", body: JSON.stringify({ eventId: "A2", flowId: "A", seq: 2 }), status: 400, error: "invalid_delivery" },
+  { what: "a valid delivery sent as text/plain", body: JSON.stringify(a2), headers: { "content-type": "text/plain" }, status: 415, error: "unsupported_media_type" },
+  { what: "a form-encoded body", body: "eventId=A2&seq=2", headers: { "content-type": "application/x-www-form-urlencoded" }, status: 415, error: "unsupported_media_type" },
+  { what: "a 2 MiB delivery (above the default request limit)", body: JSON.stringify({ ...a2, body: { delta: 2, pad: "x".repeat(2 * 1024 * 1024) } }), status: 413, error: "payload_too_large" },
+  { what: "a malformed percent-encoded Idempotency-Key", body: JSON.stringify(a2), headers: { "idempotency-key": "%E6%B5" }, status: 400, error: "idempotency_key_mismatch" },
   {
     what: "an Idempotency-Key that is not the body's event id",
     body: JSON.stringify(a2),
@@ -107,6 +112,8 @@ describe("HttpInbox.handler: malformed requests get their 4xx, the receiver's st
       expect(document.error).toBe(c.error)
       expect(typeof document.message).toBe("string")
       expect((document.message as string).length).toBeLessThan(5_000)
+      // One readable line: no Schema tree, no line breaks.
+      expect(document.message).not.toMatch(/[\r\n└├]/)
       expect(changed).toEqual([])
     }, 30_000)
   }

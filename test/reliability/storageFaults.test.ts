@@ -111,7 +111,6 @@ interface TriggerCase {
   readonly afterwards: (value: unknown) => void
 }
 
-const tagOf = (value: unknown) => (value as { _tag?: unknown })._tag
 const trigger = (name: string, on: string) => `CREATE TRIGGER ${name} ${on} BEGIN SELECT RAISE(ABORT, 'injected write failure'); END`
 
 const triggerCases: ReadonlyArray<TriggerCase> = [
@@ -159,15 +158,6 @@ const triggerCases: ReadonlyArray<TriggerCase> = [
     afterwards: (v) => expect(v).toMatchObject({ _tag: "Claimed", event: { eventId: "A2" } })
   },
   {
-    what: "claim with nothing eligible, the clock update fails (not Idle)",
-    target: "queue",
-    on: "BEFORE UPDATE ON relay_clock",
-    // A2 claimed first: at tick 10 nothing else is eligible (C1 in flight, B1 quarantined, C2 behind C1).
-    prepare: (s) => s.queue.claim,
-    run: (s) => s.queue.claim,
-    afterwards: (v) => expect(tagOf(v)).toBe("Idle")
-  },
-  {
     what: "claimBatch at tick 15, the second claim (C1, lease expired) fails: A2 is not claimed either",
     target: "queue",
     on: "BEFORE UPDATE ON relay_event WHEN NEW.event_id = 'C1'",
@@ -189,13 +179,6 @@ const triggerCases: ReadonlyArray<TriggerCase> = [
     run: (s) => s.queue.settle({ eventId: "C1", generation: 1 }, { _tag: "Retry", reason: "unavailable" }),
     // attempts 1 of budget 3: next try at 10 + min(8, 2·2^0) = 12.
     afterwards: (v) => expect(v).toEqual({ _tag: "RetryScheduled", nextAt: 12 })
-  },
-  {
-    what: "settle of a stale token, the clock update fails (not Stale)",
-    target: "queue",
-    on: "BEFORE UPDATE ON relay_clock",
-    run: (s) => s.queue.settle({ eventId: "C1", generation: 7 }, { _tag: "Accepted" }),
-    afterwards: (v) => expect(v).toEqual({ _tag: "Stale" })
   },
   {
     what: "settleBatch, the second item's update fails (the first ack is not kept)",
@@ -307,14 +290,38 @@ describe("injected write failures: typed SqlError, no partial state, files byte-
     expect(results.claimed).toMatchObject({ _tag: "Claimed", event: { eventId: "N2" } })
   }, 30_000)
 
-  it("an empty queue file whose clock cannot be written: claim is SqlError, not Idle", async () => {
-    const dir = makeDir("fault-empty")
+  it("an outcome that changes nothing writes nothing: with every queue write refused, Idle, Stale, Expired and Existing still answer and the file is byte-identical", async () => {
+    const files = fresh("fault-noop")
+    for (const table of ["relay_clock", "relay_event", "relay_flow"]) {
+      execOn(files.queue, trigger(`no_update_${table}`, `BEFORE UPDATE ON ${table}`))
+      execOn(files.queue, trigger(`no_insert_${table}`, `BEFORE INSERT ON ${table}`))
+    }
+    const before = filesOf(files.dir)
+    const outcomes = await withStores(files, (s) =>
+      Effect.gen(function*() {
+        return {
+          claim: yield* Effect.exit(s.queue.claim), // A2 is eligible: its claim must write, and is refused
+          stale: yield* s.queue.settle({ eventId: "C1", generation: 7 }, { _tag: "Accepted" }),
+          existing: yield* s.queue.enqueue({ eventId: "A1", flowId: "A", body: { delta: 1 } })
+        }
+      }), { tick: TemplateTick })
+    expect(typedError(outcomes.claim)._tag).toBe("SqlError")
+    expect(outcomes.stale).toEqual({ _tag: "Stale" })
+    expect(outcomes.existing).toMatchObject({ _tag: "Existing", seq: 1 })
+    const expired = await withStores(files, (s) => s.queue.settle({ eventId: "C1", generation: 1 }, { _tag: "Accepted" }), { tick: 1_000 })
+    expect(expired).toEqual({ _tag: "Expired" })
+    expect(changedFiles(before, filesOf(files.dir))).toEqual([])
+  }, 30_000)
+
+  it("an idle claim writes nothing: an idle queue's files stay byte-identical", async () => {
+    const dir = makeDir("fault-idle")
     dirs.push(dir)
     const files = filesIn(dir)
     await withStores(files, () => Effect.void)
-    execOn(files.queue, trigger("injected", "BEFORE UPDATE ON relay_clock"))
-    const exit = await withStores(files, (s) => Effect.exit(s.queue.claim))
-    expect(typedError(exit)._tag).toBe("SqlError")
+    const before = filesOf(files.dir)
+    const outcomes = await withStores(files, (s) => Effect.all([s.queue.claim, s.queue.claim, s.queue.claimBatch(5)]), { tick: 50 })
+    expect(outcomes).toEqual([{ _tag: "Idle" }, { _tag: "Idle" }, []])
+    expect(changedFiles(before, filesOf(files.dir))).toEqual([])
   }, 30_000)
 })
 

@@ -11,10 +11,10 @@ import { SqlError } from "@effect/sql/SqlError"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import { Cause, Duration, Effect, Redacted } from "effect"
 import type { Scope } from "effect"
-import { commitFailuresAsErrors, isolated } from "./Store.js"
+import { commitFailuresAsErrors, execOnConnection, isolated } from "./Store.js"
 import type { OpenError, Store } from "./Store.js"
 import { IncompatibleStore } from "../../domain/Errors.js"
-import { latestMigration } from "./SqliteStore.js"
+import * as StoreCheck from "./StoreCheck.js"
 
 /** Options common to every PostgreSQL store. */
 export interface PgStoreOptions {
@@ -31,6 +31,25 @@ export interface PgStoreOptions {
   readonly lockTimeout?: Duration.DurationInput | undefined
 }
 
+/** A pooled client; a connection that fails (server down, database missing) is a `SqlError` with the server's reason as its cause. */
+const connect = (options: PgStoreOptions): Effect.Effect<PgClient.PgClient, SqlError, Scope.Scope> =>
+  PgClient.make({
+    url: Redacted.isRedacted(options.url) ? options.url : Redacted.make(options.url),
+    maxConnections: options.maxConnections ?? 10,
+    connectTimeout: options.connectTimeout ?? Duration.seconds(5),
+    applicationName: "fair-relay"
+  }).pipe(
+    Effect.provide(Reactivity.layer),
+    Effect.catchAllDefect((defect) =>
+      Effect.fail(new SqlError({ cause: Cause.squash(Cause.die(defect)), message: "cannot open PostgreSQL store" })))
+  )
+
+/** A read transaction: one consistent snapshot, refused writes. */
+const readTransaction = (sql: SqlClient.SqlClient) => <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  isolated(commitFailuresAsErrors(sql.withTransaction(
+    Effect.zipRight(sql`SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY`, effect)
+  )))
+
 /**
  * Opens a PostgreSQL store and applies its migrations under the store's lock, so concurrent
  * processes opening a new database do not race.
@@ -42,16 +61,7 @@ export const open = (
   lockName: string
 ): Effect.Effect<Store, OpenError, Scope.Scope> =>
   Effect.gen(function*() {
-    const sql = yield* PgClient.make({
-      url: Redacted.isRedacted(options.url) ? options.url : Redacted.make(options.url),
-      maxConnections: options.maxConnections ?? 10,
-      connectTimeout: options.connectTimeout ?? Duration.seconds(5),
-      applicationName: "fair-relay"
-    }).pipe(
-      Effect.provide(Reactivity.layer),
-      Effect.catchAllDefect((defect) =>
-        Effect.fail(new SqlError({ cause: Cause.squash(Cause.die(defect)), message: "cannot open PostgreSQL store" })))
-    )
+    const sql = yield* connect(options)
     // The lock key is per schema and store kind: two stores of one database in different schemas
     // do not wait for each other.
     const lockTimeoutMillis = Math.max(1, Math.round(Duration.toMillis(Duration.decode(options.lockTimeout ?? Duration.seconds(30)))))
@@ -61,26 +71,49 @@ export const open = (
     )
     const write = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
       isolated(commitFailuresAsErrors(sql.withTransaction(Effect.zipRight(lock, effect))))
-    const read = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-      isolated(commitFailuresAsErrors(sql.withTransaction(
-        Effect.zipRight(sql`SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY`, effect)
-      )))
-    const store: Store = { sql, write, read }
+    const read = readTransaction(sql)
+    const store: Store = { sql, write, read, exec: execOnConnection }
     yield* write(
       Effect.gen(function*() {
+        // A schema holds the application's tables too (and maybe the other kind of store): only
+        // a newer schema of this kind is refused.
+        yield* StoreCheck.inspect(sql, migrationsTable).pipe(
+          Effect.flatMap(StoreCheck.refuse(`the PostgreSQL ${lockName} store`, migrationsTable, StoreCheck.latestMigration(migrations), { foreign: "allow" }))
+        )
         // Created here so that the migrator finds it: a failed probe would abort the transaction.
         yield* sql`CREATE TABLE IF NOT EXISTS ${sql(migrationsTable)} (
           migration_id integer PRIMARY KEY, created_at timestamptz NOT NULL DEFAULT now(), name text NOT NULL)`
-        const [row] = yield* sql<{ readonly version: unknown }>`SELECT MAX(migration_id) AS version FROM ${sql(migrationsTable)}`
-        const version = Number(row?.version ?? 0)
-        if (version > latestMigration(migrations)) {
-          return yield* new IncompatibleStore({
-            store: migrationsTable,
-            message: `this schema was written by a newer version of fair-relay (schema ${version}; this one knows up to ${latestMigration(migrations)})`
-          })
-        }
         yield* Migrator.make({})({ loader: Migrator.fromRecord(migrations), table: migrationsTable })
       })
     ).pipe(Effect.provideService(SqlClient.SqlClient, sql))
     return store
+  })
+
+/**
+ * Opens an existing PostgreSQL store read-only: nothing is created or migrated; reads run in
+ * read-only transactions; `write` fails with a `SqlError` caused by `ReadonlyStore`. The store
+ * must exist at this build's schema version; anything else is an `IncompatibleStore`.
+ */
+export const openReadonly = (
+  options: PgStoreOptions,
+  migrations: Record<string, Effect.Effect<void, SqlError, SqlClient.SqlClient>>,
+  migrationsTable: string,
+  lockName: string
+): Effect.Effect<Store, OpenError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const sql = yield* connect(options)
+    const label = `the PostgreSQL ${lockName} store`
+    const latest = StoreCheck.latestMigration(migrations)
+    const contents = yield* readTransaction(sql)(StoreCheck.inspect(sql, migrationsTable)).pipe(
+      Effect.flatMap(StoreCheck.refuse(label, migrationsTable, latest, { foreign: "allow" }))
+    )
+    if (contents._tag !== "Version" || contents.version !== latest) {
+      return yield* new IncompatibleStore({
+        store: label,
+        message: contents._tag === "Version"
+          ? `${label} has an older schema (${contents.version}; this version of fair-relay writes ${latest}): open it for writing once to upgrade it`
+          : `${label} does not exist in this database's current schema (no ${migrationsTable} table)`
+      })
+    }
+    return { sql, read: readTransaction(sql), write: StoreCheck.refuseWrite(label), exec: execOnConnection } satisfies Store
   })

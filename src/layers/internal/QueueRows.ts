@@ -1,26 +1,22 @@
 /**
- * The queue's rows as SQL returns them, decoded by Schema into the domain's records. Integers may
- * come back as numbers (SQLite), strings (PostgreSQL int8) or bigints; the schemas coerce them.
+ * The queue's rows as SQL returns them: a Schema per row shape (integers may come back as numbers,
+ * int8 strings or bigints; the schemas coerce them) and the mapping to the domain's records.
  */
 import { Schema } from "effect"
-import { EventId, FlowId } from "../../domain/Ids.js"
 import { parseStored } from "../../domain/Json.js"
 import type { NewEvent } from "../../domain/Operations.js"
-import { AuditRecord, ClockRecord, EventRecord, EventState, FlowRecord } from "../../domain/Records.js"
+import { EventState } from "../../domain/Records.js"
+import type { AuditRecord, EventRecord, FlowRecord } from "../../domain/Records.js"
+import { decodeRows, SqlInt } from "./Store.js"
 
-/** A SQL integer, whatever the driver returns it as. */
-const SqlInt = Schema.transform(Schema.Union(Schema.Number, Schema.String, Schema.BigIntFromSelf), Schema.Int, {
-  strict: true,
-  decode: (value) => Number(value),
-  encode: (value) => value
-})
-
+// Ids this library stored were validated when they came in: rows only check they are strings.
+const StoredEventId = Schema.String.pipe(Schema.brand("fair-relay/EventId"))
+const StoredFlowId = Schema.String.pipe(Schema.brand("fair-relay/FlowId"))
 const NullableInt = Schema.NullOr(SqlInt)
 
-/** A `relay_event` row. */
-export const EventRow = Schema.Struct({
-  event_id: EventId,
-  flow_id: FlowId,
+const EventColumns = {
+  event_id: StoredEventId,
+  flow_id: StoredFlowId,
   seq: SqlInt,
   body: Schema.String,
   state: EventState,
@@ -30,113 +26,28 @@ export const EventRow = Schema.Struct({
   attempts: SqlInt,
   lifetime_attempts: SqlInt,
   reason: Schema.NullOr(Schema.String)
-})
+}
 
-/** A `relay_event` row decoded into an `EventRecord` (the body parsed from its canonical text). */
-export const Event = Schema.transform(EventRow, Schema.typeSchema(EventRecord), {
-  strict: true,
-  decode: (row) => ({
-    eventId: row.event_id,
-    flowId: row.flow_id,
-    seq: row.seq,
-    body: parseStored(row.body),
-    state: row.state,
-    nextAt: row.next_at,
-    leaseUntil: row.lease_until,
-    generation: row.generation,
-    attempts: row.attempts,
-    lifetimeAttempts: row.lifetime_attempts,
-    reason: row.reason
-  }),
-  encode: (event) => ({
-    event_id: event.eventId,
-    flow_id: event.flowId,
-    seq: event.seq,
-    body: JSON.stringify(event.body),
-    state: event.state,
-    next_at: event.nextAt,
-    lease_until: event.leaseUntil,
-    generation: event.generation,
-    attempts: event.attempts,
-    lifetime_attempts: event.lifetimeAttempts,
-    reason: event.reason
-  })
-})
+/** A `relay_event` row. */
+export const EventRow = Schema.Struct(EventColumns)
 
-/** A `relay_flow` row decoded into a `FlowRecord`. */
-export const Flow = Schema.transform(
-  Schema.Struct({
-    flow_id: FlowId,
-    seq: SqlInt,
-    served: SqlInt,
-    head_seq: NullableInt,
-    eligible_at: NullableInt,
-    weight: SqlInt,
-    burst: SqlInt
-  }),
-  Schema.typeSchema(FlowRecord),
-  {
-    strict: true,
-    decode: (row) => ({
-      flowId: row.flow_id,
-      seq: row.seq,
-      served: row.served,
-      headSeq: row.head_seq,
-      eligibleAt: row.eligible_at,
-      weight: row.weight,
-      burst: row.burst
-    }),
-    encode: (flow) => ({
-      flow_id: flow.flowId,
-      seq: flow.seq,
-      served: flow.served,
-      head_seq: flow.headSeq,
-      eligible_at: flow.eligibleAt,
-      weight: flow.weight,
-      burst: flow.burst
-    })
-  }
-)
-
-/** A `relay_audit` row decoded into an `AuditRecord`. */
-export const Audit = Schema.transform(
-  Schema.Struct({ event_id: EventId, reason: Schema.String, generation: SqlInt, tick: SqlInt, actor: Schema.NullOr(Schema.String) }),
-  Schema.typeSchema(AuditRecord),
-  {
-    strict: true,
-    decode: (row) => ({ eventId: row.event_id, reason: row.reason, generation: row.generation, tick: row.tick, actor: row.actor }),
-    encode: (audit) => ({ event_id: audit.eventId, reason: audit.reason, generation: audit.generation, tick: audit.tick, actor: audit.actor })
-  }
-)
-
-/** The `relay_clock` row. */
-export const Clock = Schema.transform(Schema.Struct({ tick: SqlInt, ticket: SqlInt }), Schema.typeSchema(ClockRecord), {
-  strict: true,
-  decode: (row) => row,
-  encode: (clock) => clock
-})
-
-/** Id, flow, seq and body text of a stored event (what a re-enqueue compares). */
-export const Identity = Schema.transform(
-  Schema.Struct({ event_id: EventId, flow_id: FlowId, seq: SqlInt, body: Schema.String }),
-  Schema.Struct({ eventId: Schema.typeSchema(EventId), flowId: Schema.typeSchema(FlowId), seq: Schema.Int, bodyText: Schema.String }),
-  {
-    strict: true,
-    decode: (row) => ({ eventId: row.event_id, flowId: row.flow_id, seq: row.seq, bodyText: row.body }),
-    encode: (identity) => ({ event_id: identity.eventId, flow_id: identity.flowId, seq: identity.seq, body: identity.bodyText })
-  }
-)
-
-/** A flow row joined with its head's event row (head columns prefixed `h_`). */
-export const Candidate = Schema.Struct({
-  flow_id: FlowId,
+const FlowColumns = {
+  flow_id: StoredFlowId,
   seq: SqlInt,
   served: SqlInt,
   head_seq: NullableInt,
   eligible_at: NullableInt,
   weight: SqlInt,
-  burst: SqlInt,
-  h_event_id: EventId,
+  burst: SqlInt
+}
+
+/** A `relay_flow` row. */
+export const FlowRow = Schema.Struct(FlowColumns)
+
+/** A `relay_flow` row joined with its head's `relay_event` row (head columns prefixed `h_`). */
+export const CandidateRow = Schema.Struct({
+  ...FlowColumns,
+  h_event_id: StoredEventId,
   h_body: Schema.String,
   h_state: EventState,
   h_next_at: SqlInt,
@@ -146,6 +57,92 @@ export const Candidate = Schema.Struct({
   h_lifetime_attempts: SqlInt,
   h_reason: Schema.NullOr(Schema.String)
 })
+
+/** A `relay_audit` row. */
+export const AuditRow = Schema.Struct({
+  event_id: StoredEventId,
+  reason: Schema.String,
+  generation: SqlInt,
+  tick: SqlInt,
+  actor: Schema.NullOr(Schema.String)
+})
+
+/** Id, flow, seq and body text of a stored event (what a re-enqueue compares). */
+export const IdentityRow = Schema.Struct({ event_id: StoredEventId, flow_id: StoredFlowId, seq: SqlInt, body: Schema.String })
+
+/** The `relay_clock` row. */
+export const ClockRow = Schema.Struct({ tick: SqlInt, ticket: SqlInt })
+
+/** Count of events in one state. */
+export const StateCountRow = Schema.Struct({ state: EventState, n: SqlInt })
+
+/** An aggregate that may be null (MIN over nothing), and a count. */
+export const AggregateRow = Schema.Struct({ at: NullableInt, n: Schema.optional(SqlInt) })
+
+/** An event row as a record (the body parsed from its canonical text). */
+export const toEvent = (row: typeof EventRow.Type): EventRecord => ({
+  eventId: row.event_id,
+  flowId: row.flow_id,
+  seq: row.seq,
+  body: parseStored(row.body),
+  state: row.state,
+  nextAt: row.next_at,
+  leaseUntil: row.lease_until,
+  generation: row.generation,
+  attempts: row.attempts,
+  lifetimeAttempts: row.lifetime_attempts,
+  reason: row.reason
+})
+
+/** A flow row as a record. */
+export const toFlow = (row: typeof FlowRow.Type): FlowRecord => ({
+  flowId: row.flow_id,
+  seq: row.seq,
+  served: row.served,
+  headSeq: row.head_seq,
+  eligibleAt: row.eligible_at,
+  weight: row.weight,
+  burst: row.burst
+})
+
+/** A candidate row as the flow and its head. */
+export const toCandidate = (row: typeof CandidateRow.Type) => ({
+  flow: toFlow(row),
+  head: toEvent({
+    event_id: row.h_event_id,
+    flow_id: row.flow_id,
+    seq: row.head_seq!,
+    body: row.h_body,
+    state: row.h_state,
+    next_at: row.h_next_at,
+    lease_until: row.h_lease_until,
+    generation: row.h_generation,
+    attempts: row.h_attempts,
+    lifetime_attempts: row.h_lifetime_attempts,
+    reason: row.h_reason
+  })
+})
+
+/** An audit row as a record. */
+export const toAudit = (row: typeof AuditRow.Type): AuditRecord => ({
+  eventId: row.event_id,
+  reason: row.reason,
+  generation: row.generation,
+  tick: row.tick,
+  actor: row.actor
+})
+
+/** Decoders of each row shape (a row that does not decode is a defect: the store is not ours). */
+export const decode = {
+  events: decodeRows(EventRow),
+  flows: decodeRows(FlowRow),
+  candidates: decodeRows(CandidateRow),
+  audit: decodeRows(AuditRow),
+  identities: decodeRows(IdentityRow),
+  clock: decodeRows(ClockRow),
+  counts: decodeRows(StateCountRow),
+  aggregate: decodeRows(AggregateRow)
+}
 
 /** The row an event is written back as (mutable columns and its key). */
 export const eventUpdate = (event: EventRecord) => ({
@@ -162,8 +159,13 @@ export const eventUpdate = (event: EventRecord) => ({
 /** The row a new event is inserted as. */
 export const eventInsert = ({ bodyText, record }: NewEvent) => ({ ...eventUpdate(record), flow_id: record.flowId, seq: record.seq, body: bodyText })
 
-/** Count of events in one state. */
-export const StateCount = Schema.Struct({ state: EventState, n: SqlInt })
-
-/** An aggregate that may be null (MIN over nothing) and a count. */
-export const Aggregate = Schema.Struct({ at: NullableInt, n: Schema.optional(SqlInt) })
+/** The row a flow is stored as. */
+export const flowRow = (flow: FlowRecord): typeof FlowRow.Type => ({
+  flow_id: flow.flowId,
+  seq: flow.seq,
+  served: flow.served,
+  head_seq: flow.headSeq,
+  eligible_at: flow.eligibleAt,
+  weight: flow.weight,
+  burst: flow.burst
+})

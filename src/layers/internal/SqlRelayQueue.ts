@@ -6,7 +6,6 @@
  */
 import { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import type { Fragment } from "@effect/sql/Statement"
 import { Effect, Either, Schema } from "effect"
 import { InvalidInput, PolicyMismatch } from "../../domain/Errors.js"
 import type { FlowId } from "../../domain/Ids.js"
@@ -17,7 +16,7 @@ import type { EventRecord, FlowRecord } from "../../domain/Records.js"
 import type { EventQuery, FlowQuery, Position, QueueBackend, QueueWrites } from "../../services/QueueBackend.js"
 import * as RelayQueue from "../../services/RelayQueue.js"
 import * as Rows from "./QueueRows.js"
-import { idType, isolated } from "./Store.js"
+import { chunks, idType, isolated, rowsTable } from "./Store.js"
 import type { Store } from "./Store.js"
 
 /** Embedded migrations of the queue store. */
@@ -132,190 +131,153 @@ export const resolvePolicy = (
       })
     ))
 
-/** The stored JSON rows as a table `v` with the named columns, in the store's dialect. */
-const jsonTable = (sql: SqlClient, table: string, columns: ReadonlyArray<string>, rows: ReadonlyArray<object>): Fragment => {
-  const json = JSON.stringify(rows)
-  return sql.onDialectOrElse({
-    pg: () => sql`json_populate_recordset(NULL::${sql(table)}, ${json}::json) AS v`,
-    orElse: () =>
-      sql`(SELECT ${sql.literal(columns.map((c) => `value ->> '${c}' AS ${c}`).join(", "))} FROM json_each(${json})) AS v`
-  })
-}
-
 const eventColumns = ["event_id", "state", "next_at", "lease_until", "generation", "attempts", "lifetime_attempts", "reason"]
 const insertColumns = [...eventColumns, "flow_id", "seq", "body"]
 const flowColumns = ["flow_id", "seq", "served", "head_seq", "eligible_at", "weight", "burst"]
 
-const encodeFlow = Schema.encodeSync(Rows.Flow)
-const decodeEvents = Schema.decodeUnknown(Schema.Array(Rows.Event))
-const decodeFlows = Schema.decodeUnknown(Schema.Array(Rows.Flow))
-const decodeAudit = Schema.decodeUnknown(Schema.Array(Rows.Audit))
-const decodeClock = Schema.decodeUnknown(Rows.Clock)
-const decodeIdentities = Schema.decodeUnknown(Schema.Array(Rows.Identity))
-const decodeCandidates = Schema.decodeUnknown(Schema.Array(Rows.Candidate))
-const decodeCounts = Schema.decodeUnknown(Schema.Array(Rows.StateCount))
-const decodeAggregate = Schema.decodeUnknown(Rows.Aggregate)
+const events = (rows: ReadonlyArray<unknown>) => Effect.map(Rows.decode.events(rows), (decoded) => decoded.map(Rows.toEvent))
+const flows = (rows: ReadonlyArray<unknown>) => Effect.map(Rows.decode.flows(rows), (decoded) => decoded.map(Rows.toFlow))
+const audit = (rows: ReadonlyArray<unknown>) => Effect.map(Rows.decode.audit(rows), (decoded) => decoded.map(Rows.toAudit))
+const identities = (rows: ReadonlyArray<unknown>) =>
+  Effect.map(Rows.decode.identities(rows), (decoded) =>
+    decoded.map((row) => ({ eventId: row.event_id, flowId: row.flow_id, seq: row.seq, bodyText: row.body })))
+const { aggregate: aggregates, clock: clocks, counts } = Rows.decode
 
-/** A row that does not decode is a store we cannot trust: a defect, never a guess. */
-const trusted = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.orDie(effect)
+/** One statement per part of `rows` that fits the bound-parameter limit (one part for any batch up to thousands). */
+const bulk = <A>(rows: ReadonlyArray<A>, columns: number, statement: (part: ReadonlyArray<A>) => Effect.Effect<unknown, SqlError>) =>
+  Effect.forEach(chunks(rows, columns), statement, { discard: true })
 
 /** The queue's reads and writes over an opened SQL store. */
 export const backend = (store: Store): QueueBackend => {
   const { sql } = store
-  const events = (rows: ReadonlyArray<unknown>) => trusted(decodeEvents(rows))
-  const flows = (rows: ReadonlyArray<unknown>) => trusted(decodeFlows(rows))
 
   const tx: QueueWrites = {
-    clock: Effect.flatMap(sql`SELECT tick, ticket FROM relay_clock WHERE id = 1`, (rows) => trusted(decodeClock(rows[0]))),
+    clock: Effect.map(Effect.flatMap(store.exec(sql`SELECT tick, ticket FROM relay_clock WHERE id = 1`), clocks), (rows) => rows[0]!),
     wakeAt: Effect.flatMap(
-      sql`SELECT MIN(eligible_at) AS at FROM relay_flow WHERE eligible_at IS NOT NULL`,
-      (rows) => Effect.map(trusted(decodeAggregate(rows[0])), (row) => row.at)
+      store.exec(sql`SELECT MIN(eligible_at) AS at FROM relay_flow WHERE eligible_at IS NOT NULL`),
+      (rows) => Effect.map(aggregates(rows), ([row]) => row!.at)
     ),
     // `+eligible_at` keeps the planner on the turn index (an ordered walk that stops at `limit`)
     // instead of the wake index (a range over every eligible flow, then a sort).
     candidates: (now, limit) =>
       Effect.flatMap(
-        sql`SELECT f.flow_id, f.seq, f.served, f.head_seq, f.eligible_at, f.weight, f.burst,
+        store.exec(sql`SELECT f.flow_id, f.seq, f.served, f.head_seq, f.eligible_at, f.weight, f.burst,
             e.event_id AS h_event_id, e.body AS h_body, e.state AS h_state, e.next_at AS h_next_at,
             e.lease_until AS h_lease_until, e.generation AS h_generation, e.attempts AS h_attempts,
             e.lifetime_attempts AS h_lifetime_attempts, e.reason AS h_reason
           FROM relay_flow f JOIN relay_event e ON e.flow_id = f.flow_id AND e.seq = f.head_seq
           WHERE f.eligible_at IS NOT NULL AND +f.eligible_at <= ${now}
-          ORDER BY f.served, f.flow_id LIMIT ${limit}`,
+          ORDER BY f.served, f.flow_id LIMIT ${limit}`),
         (rows) =>
-          Effect.map(trusted(decodeCandidates(rows)), (decoded) =>
-            decoded.map((row) => ({
-              flow: {
-                flowId: row.flow_id,
-                seq: row.seq,
-                served: row.served,
-                headSeq: row.head_seq,
-                eligibleAt: row.eligible_at,
-                weight: row.weight,
-                burst: row.burst
-              },
-              head: {
-                eventId: row.h_event_id,
-                flowId: row.flow_id,
-                seq: row.head_seq!,
-                body: JSON.parse(row.h_body),
-                state: row.h_state,
-                nextAt: row.h_next_at,
-                leaseUntil: row.h_lease_until,
-                generation: row.h_generation,
-                attempts: row.h_attempts,
-                lifetimeAttempts: row.h_lifetime_attempts,
-                reason: row.h_reason
-              }
-            })))
+          Effect.map(Rows.decode.candidates(rows), (decoded) => decoded.map(Rows.toCandidate))
       ),
     events: (ids) =>
-      ids.length === 0 ? Effect.succeed([]) : Effect.flatMap(sql`SELECT * FROM relay_event WHERE event_id IN ${sql.in(ids)}`, events),
+      ids.length === 0 ? Effect.succeed([]) : Effect.flatMap(store.exec(sql`SELECT * FROM relay_event WHERE event_id IN ${sql.in(ids)}`), events),
     identities: (ids) =>
       ids.length === 0 ? Effect.succeed([]) : Effect.flatMap(
-        sql`SELECT event_id, flow_id, seq, body FROM relay_event WHERE event_id IN ${sql.in(ids)}`,
-        (rows) => trusted(decodeIdentities(rows))
+        store.exec(sql`SELECT event_id, flow_id, seq, body FROM relay_event WHERE event_id IN ${sql.in(ids)}`),
+        identities
       ),
     eventsAt: (positions: ReadonlyArray<Position>) =>
       positions.length === 0 ? Effect.succeed([]) : Effect.flatMap(
-        sql`SELECT e.* FROM ${
-          jsonTable(sql, "relay_event", ["flow_id", "seq"], positions.map((p) => ({ flow_id: p.flowId, seq: p.seq })))
-        } JOIN relay_event e ON e.flow_id = v.flow_id AND e.seq = v.seq`,
+        store.exec(sql`SELECT e.* FROM ${
+          rowsTable(sql, "relay_event", ["flow_id", "seq"], positions.map((p) => ({ flow_id: p.flowId, seq: p.seq })))
+        } JOIN relay_event e ON e.flow_id = v.flow_id AND e.seq = v.seq`),
         events
       ),
     flows: (ids: ReadonlyArray<FlowId>) =>
-      ids.length === 0 ? Effect.succeed([]) : Effect.flatMap(sql`SELECT * FROM relay_flow WHERE flow_id IN ${sql.in(ids)}`, flows),
+      ids.length === 0 ? Effect.succeed([]) : Effect.flatMap(store.exec(sql`SELECT * FROM relay_flow WHERE flow_id IN ${sql.in(ids)}`), flows),
     reachingBeyond: (nextAtAfter, leaseAfter) =>
       Effect.flatMap(
-        sql`SELECT * FROM relay_event WHERE (state = 'ready' AND next_at > ${nextAtAfter})
-          OR (state = 'inflight' AND lease_until > ${leaseAfter})`,
+        store.exec(sql`SELECT * FROM relay_event WHERE (state = 'ready' AND next_at > ${nextAtAfter})
+          OR (state = 'inflight' AND lease_until > ${leaseAfter})`),
         events
       ),
     listEvents: (query: EventQuery) =>
       Effect.flatMap(
-        sql`SELECT * FROM relay_event WHERE ${
+        store.exec(sql`SELECT * FROM relay_event WHERE ${
           sql.and([
             ...(query.state === undefined ? [] : [sql`state = ${query.state}`]),
             ...(query.flowId === undefined ? [] : [sql`flow_id = ${query.flowId}`]),
             ...(query.afterEventId === undefined ? [] : [sql`event_id > ${query.afterEventId}`])
           ])
-        } ORDER BY event_id LIMIT ${query.limit}`,
+        } ORDER BY event_id LIMIT ${query.limit}`),
         events
       ),
     listFlows: (query: FlowQuery) =>
       Effect.flatMap(
         query.order === "id"
-          ? sql`SELECT * FROM relay_flow WHERE ${query.after === undefined ? sql.literal("1 = 1") : sql`flow_id > ${query.after}`}
-              ORDER BY flow_id LIMIT ${query.limit}`
-          : sql`SELECT * FROM relay_flow WHERE ${
+          ? store.exec(sql`SELECT * FROM relay_flow WHERE ${query.after === undefined ? sql.literal("1 = 1") : sql`flow_id > ${query.after}`}
+              ORDER BY flow_id LIMIT ${query.limit}`)
+          : store.exec(sql`SELECT * FROM relay_flow WHERE ${
             query.after === undefined
               ? sql.literal("1 = 1")
               : sql`(served > ${query.after.served} OR (served = ${query.after.served} AND flow_id > ${query.after.flowId}))`
-          } ORDER BY served, flow_id LIMIT ${query.limit}`,
+          } ORDER BY served, flow_id LIMIT ${query.limit}`),
         flows
       ),
     listAudit: (query) =>
       Effect.flatMap(
-        sql`SELECT * FROM relay_audit WHERE ${query.eventId === undefined ? sql.literal("1 = 1") : sql`event_id = ${query.eventId}`}
-          ORDER BY id ${query.limit === undefined ? sql.literal("") : sql`LIMIT ${query.limit}`}`,
-        (rows) => trusted(decodeAudit(rows))
+        store.exec(sql`SELECT * FROM relay_audit WHERE ${query.eventId === undefined ? sql.literal("1 = 1") : sql`event_id = ${query.eventId}`}
+          ORDER BY id ${query.limit === undefined ? sql.literal("") : sql`LIMIT ${query.limit}`}`),
+        audit
       ),
     dump: Effect.all({
-      flows: Effect.flatMap(sql`SELECT * FROM relay_flow ORDER BY flow_id`, flows),
-      events: Effect.flatMap(sql`SELECT * FROM relay_event ORDER BY flow_id, seq`, events),
-      audit: Effect.flatMap(sql`SELECT * FROM relay_audit ORDER BY id`, (rows) => trusted(decodeAudit(rows)))
+      flows: Effect.flatMap(store.exec(sql`SELECT * FROM relay_flow ORDER BY flow_id`), flows),
+      events: Effect.flatMap(store.exec(sql`SELECT * FROM relay_event ORDER BY flow_id, seq`), events),
+      audit: Effect.flatMap(store.exec(sql`SELECT * FROM relay_audit ORDER BY id`), audit)
     }),
-    countByState: Effect.flatMap(sql`SELECT state, COUNT(*) AS n FROM relay_event GROUP BY state`, (rows) =>
-      Effect.map(trusted(decodeCounts(rows)), (counts) => {
+    countByState: Effect.flatMap(store.exec(sql`SELECT state, COUNT(*) AS n FROM relay_event GROUP BY state`), (rows) =>
+      Effect.map(counts(rows), (decoded) => {
         const byState = { ready: 0, inflight: 0, acked: 0, quarantined: 0 }
-        for (const { n, state } of counts) byState[state] = n
+        for (const { n, state } of decoded) byState[state] = n
         return byState
       })),
     eligibleHeads: (now) =>
       Effect.flatMap(
-        sql`SELECT MIN(eligible_at) AS at, COUNT(*) AS n FROM relay_flow WHERE eligible_at IS NOT NULL AND eligible_at <= ${now}`,
-        (rows) => Effect.map(trusted(decodeAggregate(rows[0])), (row) => ({ count: row.n ?? 0, oldest: row.at }))
+        store.exec(sql`SELECT MIN(eligible_at) AS at, COUNT(*) AS n FROM relay_flow WHERE eligible_at IS NOT NULL AND eligible_at <= ${now}`),
+        (rows) => Effect.map(aggregates(rows), ([row]) => ({ count: row!.n ?? 0, oldest: row!.at }))
       ),
 
-    setClock: (clock) => Effect.asVoid(sql`UPDATE relay_clock SET tick = ${clock.tick}, ticket = ${clock.ticket} WHERE id = 1`),
+    setClock: (clock) => Effect.asVoid(store.exec(sql`UPDATE relay_clock SET tick = ${clock.tick}, ticket = ${clock.ticket} WHERE id = 1`)),
     insertEvents: (rows) =>
-      Effect.asVoid(
-        sql`INSERT INTO relay_event (${sql.literal(insertColumns.join(", "))})
+      bulk(rows, insertColumns.length, (rows) =>
+        store.exec(sql`INSERT INTO relay_event (${sql.literal(insertColumns.join(", "))})
           SELECT ${sql.literal(insertColumns.map((c) => `v.${c}`).join(", "))}
-          FROM ${jsonTable(sql, "relay_event", insertColumns, rows.map(Rows.eventInsert))}`
+          FROM ${rowsTable(sql, "relay_event", insertColumns, rows.map(Rows.eventInsert))}`)
       ),
     updateEvents: (records: ReadonlyArray<EventRecord>) =>
-      Effect.asVoid(
-        sql`UPDATE relay_event SET state = v.state, next_at = v.next_at, lease_until = v.lease_until,
+      bulk(records, eventColumns.length, (records) =>
+        store.exec(sql`UPDATE relay_event SET state = v.state, next_at = v.next_at, lease_until = v.lease_until,
             generation = v.generation, attempts = v.attempts, lifetime_attempts = v.lifetime_attempts, reason = v.reason
-          FROM ${jsonTable(sql, "relay_event", eventColumns, records.map(Rows.eventUpdate))}
-          WHERE relay_event.event_id = v.event_id`
+          FROM ${rowsTable(sql, "relay_event", eventColumns, records.map(Rows.eventUpdate))}
+          WHERE relay_event.event_id = v.event_id`)
       ),
     putFlows: (records: ReadonlyArray<FlowRecord>) =>
       // `WHERE true` tells SQLite's parser that ON CONFLICT belongs to the INSERT, not a join.
-      Effect.asVoid(
-        sql`INSERT INTO relay_flow (${sql.literal(flowColumns.join(", "))})
+      bulk(records, flowColumns.length, (records) =>
+        store.exec(sql`INSERT INTO relay_flow (${sql.literal(flowColumns.join(", "))})
           SELECT ${sql.literal(flowColumns.map((c) => `v.${c}`).join(", "))}
-          FROM ${jsonTable(sql, "relay_flow", flowColumns, records.map((flow) => encodeFlow(flow)))} WHERE true
+          FROM ${rowsTable(sql, "relay_flow", flowColumns, records.map(Rows.flowRow))} WHERE true
           ON CONFLICT (flow_id) DO UPDATE SET seq = excluded.seq, served = excluded.served, head_seq = excluded.head_seq,
-            eligible_at = excluded.eligible_at, weight = excluded.weight, burst = excluded.burst`
+            eligible_at = excluded.eligible_at, weight = excluded.weight, burst = excluded.burst`)
       ),
     setHeads: (heads: ReadonlyArray<Head>) =>
-      Effect.asVoid(
-        sql`UPDATE relay_flow SET head_seq = v.head_seq, eligible_at = v.eligible_at
+      bulk(heads, 3, (heads) =>
+        store.exec(sql`UPDATE relay_flow SET head_seq = v.head_seq, eligible_at = v.eligible_at
           FROM ${
-          jsonTable(
+          rowsTable(
             sql,
             "relay_flow",
             ["flow_id", "head_seq", "eligible_at"],
             heads.map((h) => ({ flow_id: h.flowId, head_seq: h.headSeq, eligible_at: h.eligibleAt }))
           )
-        } WHERE relay_flow.flow_id = v.flow_id`
+        } WHERE relay_flow.flow_id = v.flow_id`)
       ),
     appendAudit: (record) =>
       Effect.asVoid(
-        sql`INSERT INTO relay_audit (event_id, reason, generation, tick, actor)
-          VALUES (${record.eventId}, ${record.reason}, ${record.generation}, ${record.tick}, ${record.actor})`
+        store.exec(sql`INSERT INTO relay_audit (event_id, reason, generation, tick, actor)
+          VALUES (${record.eventId}, ${record.reason}, ${record.generation}, ${record.tick}, ${record.actor})`)
       )
   }
 

@@ -8,12 +8,15 @@ import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
 import type { Connection } from "@effect/sql/SqlConnection"
-import Database from "better-sqlite3"
+import type * as Statement from "@effect/sql/Statement"
 import * as fs from "node:fs"
 import { IncompatibleStore, InvalidInput } from "../../domain/Errors.js"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
-import { Cause, Clock, Duration, Effect, Schedule, Scope } from "effect"
-import { commitFailuresAsErrors, isolated } from "./Store.js"
+import { Cause, Clock, Duration, Effect, Exit, Schedule } from "effect"
+import type { Scope } from "effect"
+import * as StoreCheck from "./StoreCheck.js"
+import * as SqliteConnection from "./SqliteConnection.js"
+import { execOnConnection, isolated, logStatement } from "./Store.js"
 import type { OpenError, Store } from "./Store.js"
 
 /** Options common to every SQLite store. */
@@ -22,6 +25,13 @@ export interface SqliteStoreOptions {
   readonly filename: string
   /** How long a write waits for another process's write lock before failing with SQLITE_BUSY (default 5000 ms). */
   readonly busyTimeoutMillis?: number | undefined
+  /**
+   * When a commit reaches the disk. "full" (default): every commit is fsynced before it returns —
+   * an acknowledged write survives power loss. "normal" (WAL NORMAL): commits are fsynced at
+   * checkpoints — a process crash loses nothing, a power loss or OS crash may lose the last
+   * commits (never corrupts the file).
+   */
+  readonly synchronous?: "full" | "normal" | undefined
 }
 
 /** Default busy timeout. */
@@ -57,57 +67,62 @@ const retryBusy = (busyTimeoutMillis: number) => <A>(effect: Effect.Effect<A, Sq
     Effect.withClock(live)
   )
 
+const noTransaction = (error: SqlError): boolean =>
+  /no transaction is active/.test(String((error.cause as Error | undefined)?.message))
+
+/**
+ * A transaction on the store's one connection, as lean as it can be (the operation above it has
+ * its span; a transaction costs two cached statements and a semaphore): `begin` (retried without
+ * blocking while another process holds the lock), the body with the connection as its
+ * `TransactionConnection` (so nested `withTransaction` calls become savepoints), then COMMIT —
+ * or ROLLBACK on failure, defect or interruption.
+ */
 const transaction = (client: SqlClient.SqlClient, begin: string, busyTimeoutMillis: number) => {
-  const run = (conn: Connection, statement: string) =>
-    conn.executeUnprepared(statement, [], undefined)
-  const withTransaction = SqlClient.makeWithTransaction({
-    transactionTag: SqlClient.TransactionConnection,
-    spanAttributes: [["db.system.name", "sqlite"]],
-    acquireConnection: Effect.flatMap(Scope.make(), (scope) =>
-      Effect.map(Scope.extend(client.reserve, scope), (conn) => [scope, conn] as const)),
-    begin: (conn) => retryBusy(busyTimeoutMillis)(run(conn, begin)),
-    savepoint: (conn, id) => run(conn, `SAVEPOINT fair_relay_${id}`),
-    // A COMMIT that fails leaves SQLite's transaction open on our only connection; roll it back
-    // so the next operation does not find itself inside a dead transaction.
-    commit: (conn) => run(conn, "COMMIT").pipe(Effect.tapError(() => Effect.ignore(run(conn, "ROLLBACK")))),
-    // After a BEGIN that failed (say SQLITE_BUSY) there is no transaction to roll back; that
-    // ROLLBACK's complaint must not replace the real error.
-    rollback: (conn) =>
-      run(conn, "ROLLBACK").pipe(
-        Effect.catchIf((error) => /no transaction is active/.test(String((error.cause as Error | undefined)?.message)), () => Effect.void)
-      ),
-    rollbackSavepoint: (conn, id) => run(conn, `ROLLBACK TO SAVEPOINT fair_relay_${id}`)
-  })
+  const run = (conn: Connection, statement: string) => conn.execute(statement, [], undefined)
+  const start = (conn: Connection) =>
+    Effect.catchIf(run(conn, begin), isBusy, () => retryBusy(busyTimeoutMillis)(run(conn, begin)))
+  // A COMMIT that fails leaves SQLite's transaction open on our only connection; roll it back
+  // so the next operation does not find itself inside a dead transaction.
+  const commit = (conn: Connection) => run(conn, "COMMIT").pipe(Effect.tapError(() => Effect.ignore(run(conn, "ROLLBACK"))))
+  // SQLite may already have rolled back (some errors do); that ROLLBACK's complaint must not
+  // replace the real error.
+  const rollback = (conn: Connection) => Effect.catchIf(run(conn, "ROLLBACK"), noTransaction, () => Effect.void)
   return <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
-    isolated(commitFailuresAsErrors(withTransaction(effect)))
+    isolated(
+      Effect.uninterruptibleMask((restore) =>
+        Effect.scoped(
+          Effect.gen(function*() {
+            const conn = yield* client.reserve
+            yield* restore(start(conn))
+            const exit = yield* Effect.exit(restore(Effect.provideService(effect, SqlClient.TransactionConnection, [conn, 0])))
+            if (Exit.isSuccess(exit)) {
+              yield* commit(conn)
+              return exit.value
+            }
+            yield* rollback(conn)
+            return yield* exit
+          })
+        )
+      )
+    )
 }
+
+/** Runs the store's own statements synchronously on the connection's handle (see `SqliteConnection`). */
+const execOnHandle = (connection: SqliteConnection.SqliteConnection) =>
+<A extends object>(statement: Statement.Statement<A>): Effect.Effect<ReadonlyArray<A>, SqlError> =>
+  Effect.suspend(() => {
+    const [text, params] = statement.compile()
+    return Effect.zipRight(
+      logStatement(text),
+      Effect.try({
+        try: () => connection.run(text, params) as ReadonlyArray<A>,
+        catch: (cause) => new SqlError({ cause, message: "Failed to execute statement" })
+      })
+    )
+  })
 
 const openFailed = (filename: string) => (cause: Cause.Cause<never>) =>
   Effect.fail(new SqlError({ cause: Cause.squash(cause), message: `cannot open SQLite store ${JSON.stringify(filename)}` }))
-
-/** The highest migration id a set of migrations ("<id>_<name>") brings a store to. */
-export const latestMigration = (migrations: Record<string, unknown>): number =>
-  Math.max(0, ...Object.keys(migrations).map((key) => Number.parseInt(key, 10)))
-
-/** What a store's tables say about it: empty, another kind (`null`), or our schema version. */
-interface Contents {
-  readonly tables: ReadonlyArray<string>
-  readonly version: number | null
-}
-
-const contentsQuery = "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
-
-/** Refuses contents that are not a store of this kind at a schema version this library knows. */
-const checkContents = (filename: string, migrationsTable: string, latest: number) => ({ tables, version }: Contents) => {
-  const incompatible = (message: string) => Effect.fail(new IncompatibleStore({ store: filename, message }))
-  if (version === null) {
-    const shown = `${tables.slice(0, 5).join(", ")}${tables.length > 5 ? ", …" : ""}`
-    return incompatible(`${filename} is not a store of this kind: it has tables (${shown}) but no ${migrationsTable}`)
-  }
-  return version > latest
-    ? incompatible(`${filename} was written by a newer version of fair-relay (schema ${version}; this one knows up to ${latest})`)
-    : Effect.void
-}
 
 // SQLite's file header: byte 18 is 2 for a database in WAL mode.
 const isWalFile = (filename: string): boolean => {
@@ -124,7 +139,7 @@ const isWalFile = (filename: string): boolean => {
  * Refuses a file in rollback-journal mode (another application's database, typically) before
  * anything opens it for writing, which would switch it to WAL and add our tables. A read-only
  * connection to such a file creates no side files. A WAL file is checked inside the first write
- * transaction instead (`checkInTransaction`): a read-only connection would create -wal and -shm
+ * transaction instead (`StoreCheck.inspect`): a read-only connection would create -wal and -shm
  * files that are not ours to remove, since another process may be using them.
  */
 const precheck = (filename: string, migrationsTable: string, latest: number) =>
@@ -134,31 +149,14 @@ const precheck = (filename: string, migrationsTable: string, latest: number) =>
     if (stat === undefined || (stat.isFile() && stat.size === 0)) return Effect.void
     if (stat.isDirectory()) return openFailed(filename)(Cause.die(new Error(`${filename} is a directory`)))
     return Effect.try({
-      try: (): Contents | undefined => {
-        if (isWalFile(filename)) return undefined
-        const db = new Database(filename, { readonly: true, fileMustExist: true })
-        try {
-          const tables = db.prepare(contentsQuery).all().map((row) => (row as { readonly name: string }).name)
-          if (tables.length === 0) return { tables, version: 0 }
-          if (!tables.includes(migrationsTable)) return { tables, version: null }
-          const row = db.prepare(`SELECT MAX(migration_id) AS version FROM "${migrationsTable}"`).get() as { readonly version: number | null }
-          return { tables, version: row.version ?? 0 }
-        } finally {
-          db.close()
-        }
-      },
+      try: () => isWalFile(filename),
       catch: (cause) => new SqlError({ cause, message: `cannot read ${JSON.stringify(filename)} as a SQLite database` })
-    }).pipe(Effect.flatMap((contents) => (contents === undefined ? Effect.void : checkContents(filename, migrationsTable, latest)(contents))))
-  })
-
-/** The same check through the store's own client, inside its write transaction. */
-const checkInTransaction = (sql: SqlClient.SqlClient, filename: string, migrationsTable: string, latest: number) =>
-  Effect.gen(function*() {
-    const tables = (yield* sql.unsafe<{ readonly name: string }>(contentsQuery)).map((row) => row.name)
-    if (tables.length === 0) return
-    if (!tables.includes(migrationsTable)) return yield* checkContents(filename, migrationsTable, latest)({ tables, version: null })
-    const [row] = yield* sql<{ readonly version: number | null }>`SELECT MAX(migration_id) AS version FROM ${sql(migrationsTable)}`
-    return yield* checkContents(filename, migrationsTable, latest)({ tables, version: row?.version ?? 0 })
+    }).pipe(
+      Effect.flatMap((wal) =>
+        wal ? Effect.void : Effect.flatMap(StoreCheck.inspectFile(filename, migrationsTable), StoreCheck.refuse(filename, migrationsTable, latest))
+      ),
+      Effect.asVoid
+    )
   })
 
 /**
@@ -177,24 +175,87 @@ export const open = (
         new InvalidInput({ operation: "open", message: `busyTimeoutMillis must be a whole number of milliseconds ≥ 0, got ${requested}` })
       )
     }
-    yield* precheck(options.filename, migrationsTable, latestMigration(migrations))
-    const sql = yield* SqliteClient.make({ filename: options.filename }).pipe(
-      Effect.provide(Reactivity.layer),
+    if (options.synchronous !== undefined && options.synchronous !== "full" && options.synchronous !== "normal") {
+      return yield* Effect.fail(
+        new InvalidInput({ operation: "open", message: `synchronous must be "full" or "normal", got ${JSON.stringify(options.synchronous)}` })
+      )
+    }
+    const latest = StoreCheck.latestMigration(migrations)
+    yield* precheck(options.filename, migrationsTable, latest)
+    const connection = yield* SqliteConnection.make(options.filename).pipe(
       Effect.catchAllDefect((defect) => openFailed(options.filename)(Cause.die(defect)))
     )
+    const { sql } = connection
     const busy = requested
     yield* sql.unsafe(`PRAGMA busy_timeout = ${Math.min(busy, NativeBusyMillis)}`)
-    yield* sql`PRAGMA synchronous = FULL`
+    yield* sql.unsafe(`PRAGMA synchronous = ${options.synchronous === "normal" ? "NORMAL" : "FULL"}`)
     const store: Store = {
       sql,
       write: transaction(sql, "BEGIN IMMEDIATE", busy),
-      read: transaction(sql, "BEGIN", busy)
+      read: transaction(sql, "BEGIN", busy),
+      exec: execOnHandle(connection)
     }
     yield* store.write(
       Effect.zipRight(
-        checkInTransaction(sql, options.filename, migrationsTable, latestMigration(migrations)),
+        Effect.flatMap(StoreCheck.inspect(sql, migrationsTable), StoreCheck.refuse(options.filename, migrationsTable, latest)),
         Migrator.make({})({ loader: Migrator.fromRecord(migrations), table: migrationsTable })
       )
     ).pipe(Effect.provideService(SqlClient.SqlClient, sql))
     return store
+  })
+
+/** Why a read-only open found no store to read: `Empty` (nothing yet) or an older schema. */
+const notReadable = (filename: string, latest: number) => (contents: StoreCheck.Contents) =>
+  StoreCheck.Contents.$match(contents, {
+    Empty: () => Effect.fail(new IncompatibleStore({ store: filename, message: `${filename} holds no store yet` })),
+    Foreign: () => Effect.fail(new IncompatibleStore({ store: filename, message: `${filename} is not a store of this kind` })),
+    Version: ({ version }) =>
+      version === latest
+        ? Effect.void
+        : Effect.fail(
+          new IncompatibleStore({
+            store: filename,
+            message: `${filename} has an older schema (${version}; this version of fair-relay writes ${latest}): open it for writing once to upgrade it`
+          })
+        )
+  })
+
+/**
+ * Opens an existing SQLite store read-only (SQLITE_OPEN_READONLY: nothing can create, migrate or
+ * change the file): its reads work; its `write` fails with a `SqlError` caused by `ReadonlyStore`.
+ * The store must exist at this build's schema version; anything else is an `IncompatibleStore`.
+ */
+export const openReadonly = (
+  options: SqliteStoreOptions,
+  migrations: Record<string, Effect.Effect<void, SqlError, SqlClient.SqlClient>>,
+  migrationsTable: string
+): Effect.Effect<Store, OpenError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const busy = options.busyTimeoutMillis ?? DefaultBusyTimeoutMillis
+    if (!Number.isSafeInteger(busy) || busy < 0) {
+      return yield* Effect.fail(
+        new InvalidInput({ operation: "open", message: `busyTimeoutMillis must be a whole number of milliseconds ≥ 0, got ${busy}` })
+      )
+    }
+    const stat = fs.statSync(options.filename, { throwIfNoEntry: false })
+    if (stat === undefined || !stat.isFile()) {
+      return yield* openFailed(options.filename)(Cause.die(new Error(`${options.filename} is not an existing file`)))
+    }
+    const latest = StoreCheck.latestMigration(migrations)
+    // WAL is the store's own mode; a read-only connection must not try to set it.
+    const sql = yield* SqliteClient.make({ filename: options.filename, readonly: true, disableWAL: true }).pipe(
+      Effect.provide(Reactivity.layer),
+      Effect.catchAllDefect((defect) => openFailed(options.filename)(Cause.die(defect)))
+    )
+    yield* sql.unsafe(`PRAGMA busy_timeout = ${Math.min(busy, NativeBusyMillis)}`)
+    yield* StoreCheck.inspect(sql, migrationsTable).pipe(
+      Effect.flatMap(StoreCheck.refuse(options.filename, migrationsTable, latest)),
+      Effect.flatMap(notReadable(options.filename, latest))
+    )
+    return {
+      sql,
+      read: transaction(sql, "BEGIN", busy),
+      write: StoreCheck.refuseWrite(options.filename),
+      exec: execOnConnection
+    } satisfies Store
   })

@@ -5,7 +5,9 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
 import type { MigrationError } from "@effect/sql/Migrator"
-import { Context, Effect, Option } from "effect"
+import * as Statement from "@effect/sql/Statement"
+import type { Fragment } from "@effect/sql/Statement"
+import { Context, Effect, Option, Schema } from "effect"
 import type { IncompatibleStore, InvalidInput } from "../../domain/Errors.js"
 
 /** Why a store could not be opened. */
@@ -18,20 +20,44 @@ export interface Store {
   readonly write: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | SqlError, R>
   /** Runs `effect` in a transaction that sees one consistent state. */
   readonly read: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | SqlError, R>
+  /** Runs one of the store's own statements inside `write` or `read`, by the cheapest path the backend has. */
+  readonly exec: <A extends object>(statement: Statement.Statement<A>) => Effect.Effect<ReadonlyArray<A>, SqlError>
 }
 
-/** SQL integers may come back as strings (PostgreSQL int8) or bigints; the protocol uses numbers. */
-export const int = (value: unknown): number => (typeof value === "number" ? value : Number(value))
+/**
+ * Where the store's own statements are reported, for query-plan tests and benchmarks (they run
+ * without `sql.execute` spans). Nothing by default.
+ */
+export class StatementLog extends Context.Reference<StatementLog>()("fair-relay/StatementLog", {
+  defaultValue: (): { readonly record: ((text: string) => void) | undefined } => ({ record: undefined })
+}) {}
 
-/** A nullable SQL integer. */
-export const intOrNull = (value: unknown): number | null => (value === null || value === undefined ? null : int(value))
+/** Reports `text` to the `StatementLog`, if one listens. */
+export const logStatement = (text: string): Effect.Effect<void> =>
+  Effect.flatMap(StatementLog, (log) => (log.record === undefined ? Effect.void : Effect.sync(() => log.record!(text))))
+
+/**
+ * Runs a statement on the transaction's connection directly: no span and no scope per statement
+ * (the operation has its span), which makes a statement several times cheaper. Outside a
+ * transaction it runs as usual.
+ */
+export const execOnConnection = <A extends object>(statement: Statement.Statement<A>): Effect.Effect<ReadonlyArray<A>, SqlError> =>
+  Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (transaction) => {
+    if (Option.isNone(transaction)) return statement
+    const [text, params] = statement.compile()
+    return Effect.zipRight(logStatement(text), transaction.value[0].execute(text, params, undefined) as Effect.Effect<ReadonlyArray<A>, SqlError>)
+  })
 
 /**
  * The ambient transaction of another client (say, the application's own database) must never be
  * borrowed by ours: every store operation starts from a context without one.
  */
 export const isolated = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-  Effect.mapInputContext(effect, (context: Context.Context<R>) => Context.omit(SqlClient.TransactionConnection)(context) as Context.Context<R>)
+  // Omitting copies the whole context: only do it when there is something to omit.
+  Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (ambient) =>
+    Option.isNone(ambient)
+      ? effect
+      : Effect.mapInputContext(effect, (context: Context.Context<R>) => Context.omit(SqlClient.TransactionConnection)(context) as Context.Context<R>))
 
 /**
  * `@effect/sql` turns a failed COMMIT or ROLLBACK into a defect. A database failure is an error
@@ -46,3 +72,61 @@ export const commitFailuresAsErrors = <A, E, R>(effect: Effect.Effect<A, E, R>):
  */
 export const idType = (sql: SqlClient.SqlClient) =>
   sql.onDialectOrElse({ pg: () => sql.literal(`TEXT COLLATE "C"`), orElse: () => sql.literal("TEXT") })
+
+/** Bound parameters one SQLite statement may carry (SQLite's limit is 32766). */
+const MaxParameters = 30_000
+
+/**
+ * `rows` as a table `v` with the named columns of `table`, for one bulk statement: a `VALUES`
+ * list of bound parameters on SQLite (parsing one JSON parameter per column costs several times
+ * more), one JSON parameter read by `json_populate_recordset` (typed by the table) on PostgreSQL.
+ */
+export const rowsTable = (
+  sql: SqlClient.SqlClient,
+  table: string,
+  columns: ReadonlyArray<string>,
+  rows: ReadonlyArray<Readonly<Record<string, unknown>>>
+): Fragment =>
+  sql.onDialectOrElse({
+    pg: () => sql`json_populate_recordset(NULL::${sql(table)}, ${JSON.stringify(rows)}::json) AS v`,
+    orElse: () => {
+      const params: Array<unknown> = []
+      for (const row of rows) for (const column of columns) params.push(row[column] ?? null)
+      return Statement.unsafeFragment(valuesText(columns, rows.length), params)
+    }
+  })
+
+// The text of a VALUES table only depends on its columns and row count: made once for each.
+const valuesTexts = new Map<string, string>()
+const valuesText = (columns: ReadonlyArray<string>, count: number): string => {
+  const key = `${count}:${columns.join(",")}`
+  let text = valuesTexts.get(key)
+  if (text === undefined) {
+    const tuple = `(${columns.map(() => "?").join(",")})`
+    const aliases = columns.map((column, i) => `column${i + 1} AS ${column}`).join(", ")
+    text = `(SELECT ${aliases} FROM (VALUES ${Array.from({ length: count }, () => tuple).join(",")})) AS v`
+    if (valuesTexts.size < 1_000) valuesTexts.set(key, text)
+  }
+  return text
+}
+
+/** Splits `rows` so that each part fits one statement of `columns` parameters per row. */
+export const chunks = <A>(rows: ReadonlyArray<A>, columns: number): ReadonlyArray<ReadonlyArray<A>> => {
+  const size = Math.max(1, Math.floor(MaxParameters / columns))
+  const parts: Array<ReadonlyArray<A>> = []
+  for (let i = 0; i < rows.length; i += size) parts.push(rows.slice(i, i + size))
+  return parts
+}
+
+/** A SQL integer, whatever the driver returns it as (number, int8 string, bigint). */
+export const SqlInt = Schema.transform(Schema.Union(Schema.Number, Schema.String, Schema.BigIntFromSelf), Schema.Number, {
+  strict: true,
+  decode: (value) => Number(value),
+  encode: (value) => value
+})
+
+/** Decodes rows this library wrote; a row that does not decode is a store we cannot trust (a defect). */
+export const decodeRows = <A, I>(schema: Schema.Schema<A, I>) => {
+  const decode = Schema.decodeUnknown(Schema.Array(schema))
+  return (rows: ReadonlyArray<unknown>): Effect.Effect<ReadonlyArray<A>> => Effect.orDie(decode(rows))
+}

@@ -2,6 +2,7 @@
  * Store files for the reliability tests: a template pair (queue + receiver) holding every kind
  * of state, copied fresh for each case, and byte-level comparison of a directory's files.
  */
+import { seedPolicy } from "../../../src/domain/Policy.js"
 import Database from "better-sqlite3"
 import { Effect, Ref } from "effect"
 import type { Scope } from "effect"
@@ -49,7 +50,11 @@ export const inboxBusiness = () => Counter.business(Ref.unsafeMake(5))
 /** Opens the queue and the receiver of `files` for the scope (the caller provides the clock). */
 export const openStores = (files: Files, busyTimeoutMillis?: number): Effect.Effect<{ queue: RelayQueueService; inbox: InboxService }, unknown, Scope.Scope> =>
   Effect.gen(function*() {
-    const queue = yield* SqliteRelayQueue.make({ filename: files.queue, ...(busyTimeoutMillis === undefined ? {} : { busyTimeoutMillis }) })
+    const queue = yield* SqliteRelayQueue.make({
+      filename: files.queue,
+      policy: seedPolicy,
+      ...(busyTimeoutMillis === undefined ? {} : { busyTimeoutMillis })
+    })
     const inbox = yield* SqliteInbox.make({
       filename: files.inbox,
       business: inboxBusiness(),

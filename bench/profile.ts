@@ -1,0 +1,113 @@
+/**
+ * A CPU profile of the batched drain (`Relay.stepBatch(64)`, FULL), for diagnosis; not part of
+ * `npm run bench`. Profile, then summarize self time by package:
+ *
+ *   node --import tsx --cpu-prof --cpu-prof-dir bench/.cache/profile bench/profile.ts [events]
+ *     (also writes bench/.cache/profile/drain-only-….cpuprofile: the drain alone, via node:inspector)
+ *   npx tsx bench/profile.ts --summarize bench/.cache/profile/CPU.….cpuprofile
+ */
+import * as fs from "node:fs"
+import * as inspector from "node:inspector"
+import * as path from "node:path"
+
+interface ProfileNode {
+  readonly id: number
+  readonly callFrame: { readonly functionName: string; readonly url: string }
+}
+
+interface Profile {
+  readonly nodes: ReadonlyArray<ProfileNode>
+  readonly samples: ReadonlyArray<number>
+  readonly timeDeltas: ReadonlyArray<number>
+}
+
+const native = new Set(["run", "all", "get", "iterate", "exec", "prepare", "pragma", "raw", "columns", "safeIntegers"])
+
+/** The package a profile node's own time is charged to. */
+export const groupOf = ({ functionName, url }: ProfileNode["callFrame"]): string => {
+  if (functionName === "(garbage collector)") return "GC"
+  if (functionName === "(idle)") return "idle"
+  if (functionName === "(program)") return "(program: V8/native, unattributed)"
+  // V8 charges a native method's time to its JS caller's frame; these names show up only when called from elsewhere.
+  if (url === "" && native.has(functionName)) return "better-sqlite3 (native: SQLite, fsync)"
+  if (url.includes("/node_modules/better-sqlite3/")) return "better-sqlite3 (JS)"
+  if (url.includes("/node_modules/@effect/sql-sqlite-node/")) return "@effect/sql-sqlite-node (with the native SQLite calls it makes: statements, fsync)"
+  if (url.includes("/node_modules/@effect/sql/")) return "@effect/sql"
+  if (url.includes("/node_modules/@effect/experimental/")) return "@effect/experimental"
+  if (url.includes("/node_modules/effect/")) return "effect runtime"
+  if (url.includes("/node_modules/tsx/") || url.includes("/node_modules/esbuild/")) return "tsx"
+  if (url.includes("/src/")) return "ours (src/)"
+  if (url.includes("/bench/")) return "bench harness"
+  if (url.startsWith("node:") || url === "") return "node internals / other native"
+  return "other"
+}
+
+/** Self time by group (ms, share) and the top self-time functions. */
+export const summarize = (profile: Profile) => {
+  const byId = new Map(profile.nodes.map((node) => [node.id, node]))
+  const self = new Map<number, number>()
+  profile.samples.forEach((id, i) => self.set(id, (self.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0)))
+  const groups = new Map<string, number>()
+  const functions = new Map<string, number>()
+  let total = 0
+  for (const [id, micros] of self) {
+    const frame = byId.get(id)!.callFrame
+    const group = groupOf(frame)
+    groups.set(group, (groups.get(group) ?? 0) + micros)
+    const name = `${frame.functionName || "(anonymous)"} ${frame.url.replace(/^.*\/node_modules\//, "").replace(/^.*\/work\/main\//, "")}`
+    functions.set(`${group}: ${name}`, (functions.get(`${group}: ${name}`) ?? 0) + micros)
+    total += micros
+  }
+  const rows = (m: Map<string, number>, n: number) =>
+    [...m].sort((a, b) => b[1] - a[1]).slice(0, n).map(([name, micros]) => ({ name, ms: Math.round(micros / 1000), share: Math.round((micros / total) * 1000) / 10 }))
+  return { totalMs: Math.round(total / 1000), groups: rows(groups, 20), top: rows(functions, 25) }
+}
+
+const args = process.argv.slice(2)
+if (args[0] === "--summarize") {
+  const file = args[1]
+  if (file === undefined) {
+    console.error("usage: npx tsx bench/profile.ts --summarize FILE.cpuprofile")
+    process.exit(2)
+  }
+  const summary = summarize(JSON.parse(fs.readFileSync(file, "utf8")) as Profile)
+  console.log(`total sampled ${summary.totalMs} ms\n\nself time by group:`)
+  for (const g of summary.groups) console.log(`  ${String(g.share).padStart(5)} %  ${String(g.ms).padStart(6)} ms  ${g.name}`)
+  console.log("\ntop self-time functions:")
+  for (const f of summary.top) console.log(`  ${String(f.share).padStart(5)} %  ${String(f.ms).padStart(6)} ms  ${f.name}`)
+} else {
+  // Imported here so that summarizing works while the library is mid-edit.
+  const { Effect } = await import("effect")
+  const { TickClock } = await import("../src/index.js")
+  const { drainLoop, relayLayer } = await import("./drain.js")
+  const { fill, removeDb, workDir } = await import("./stores.js")
+  const events = Number(args[0] ?? 10_000)
+  const queueFile = path.join(workDir, "profile.queue.db")
+  const inboxFile = path.join(workDir, "profile.inbox.db")
+  removeDb(queueFile)
+  removeDb(inboxFile)
+  await Effect.runPromise(fill(queueFile, { events, flows: 64 }))
+  // Besides any whole-process `--cpu-prof`, profile the drain alone (no module loading, no fill).
+  const session = new inspector.Session()
+  session.connect()
+  const post = (method: string, params?: object) =>
+    new Promise<unknown>((resolve, reject) => session.post(method, params ?? {}, (error, result) => (error ? reject(error) : resolve(result))))
+  await post("Profiler.enable")
+  await post("Profiler.setSamplingInterval", { interval: 200 })
+  const loop = await Effect.runPromise(
+    Effect.gen(function*() {
+      // Open the stores first, outside the profile.
+      yield* Effect.promise(() => post("Profiler.start"))
+      return yield* drainLoop(64, 600, true)
+    }).pipe(Effect.provide(relayLayer(queueFile, inboxFile)), TickClock.at(0))
+  )
+  const { profile } = (await post("Profiler.stop")) as { profile: Profile }
+  session.disconnect()
+  const out = path.join(workDir, "..", "profile", `drain-only-${Date.now()}.cpuprofile`)
+  fs.mkdirSync(path.dirname(out), { recursive: true })
+  fs.writeFileSync(out, JSON.stringify(profile))
+  console.log(`wrote ${path.relative(process.cwd(), out)} (the drain alone)`)
+  console.log(`drained ${loop.drained} events in ${loop.seconds.toFixed(2)} s: ${(loop.drained / loop.seconds).toFixed(0)} events/s, CPU ${((loop.cpuSeconds * 1e6) / loop.drained).toFixed(0)} µs/event`)
+  removeDb(queueFile)
+  removeDb(inboxFile)
+}

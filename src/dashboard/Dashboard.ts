@@ -1,0 +1,530 @@
+/**
+ * The operator dashboard: server-rendered pages over the public `RelayQueue` service — overview
+ * (counts, rates, the oldest eligible head, a chart), flows, quarantined heads, events, one
+ * event with its audit history, the audit log — refreshed in place while open, and redrive from
+ * the page when enabled.
+ *
+ * Read-only unless given a `redriveToken`: then an operator logs in with the token (an HttpOnly,
+ * SameSite=Strict session cookie; or `Authorization: Bearer TOKEN` per request) and every POST
+ * made with the cookie carries the session's CSRF token. Redrive goes through
+ * `RelayQueue.redrive`, so its typed refusals (`GenerationMismatch`, `MissingReason`,
+ * `NotQuarantined`, `EventNotFound`, `InvalidInput`) are shown inline and change nothing.
+ * Everything is served by the dashboard itself (no CDN); no secret is ever rendered.
+ *
+ * ```ts
+ * // mount under /dashboard of the application's HttpRouter.Default
+ * const DashboardLive = Dashboard.layer({ basePath: "/dashboard" })
+ * HttpRouter.Default.serve().pipe(Layer.provide(DashboardLive), Layer.provide(QueueLive), Layer.provide(NodeHttpServer.layer(...)))
+ * ```
+ */
+import * as HttpRouter from "@effect/platform/HttpRouter"
+import * as HttpServer from "@effect/platform/HttpServer"
+import type { ServeError } from "@effect/platform/HttpServerError"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as UrlParams from "@effect/platform/UrlParams"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import { Clock, Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
+import type { Scope } from "effect"
+import { createServer } from "node:http"
+import { InvalidInput } from "../domain/Errors.js"
+import type { AuditRecord, EventRecord, EventState, FlowRecord } from "../domain/Records.js"
+import { RelayQueue } from "../services/RelayQueue.js"
+import type { RelayQueueService } from "../services/RelayQueue.js"
+import * as Assets from "./internal/Assets.js"
+import * as Auth from "./internal/Auth.js"
+import { html, query } from "./internal/Html.js"
+import type { Html } from "./internal/Html.js"
+import * as Pages from "./internal/Pages.js"
+import * as Rates from "./internal/Rates.js"
+
+/** Options of the dashboard. */
+export interface DashboardOptions {
+  /** Path the pages live under: "" (the root) or "/ops"-like. Default "/dashboard" (`layer`) or "" (`layerServer`). */
+  readonly basePath?: string | undefined
+  /**
+   * The operator token that enables redrive from the pages. Absent: the dashboard is read-only
+   * (no form, every POST refused). At least 12 characters.
+   */
+  readonly redriveToken?: string | Redacted.Redacted<string> | undefined
+  /** Seconds between in-place refreshes of an open page (1 to 3600, default 5). */
+  readonly refreshSeconds?: number | undefined
+  /** How often the store's counters are read for the rates (default 5 seconds, at least 1 second). */
+  readonly sampleInterval?: Duration.DurationInput | undefined
+  /** A label shown in the header (e.g. the store's file name); never put a secret here. */
+  readonly title?: string | undefined
+  /** Mark the session cookie `Secure` (set it when the dashboard is served over HTTPS). */
+  readonly secureCookie?: boolean | undefined
+}
+
+/** The dashboard's options were refused; nothing was served. */
+export class DashboardConfigError extends Schema.TaggedError<DashboardConfigError>()("DashboardConfigError", {
+  message: Schema.String
+}) {}
+
+/** Shortest operator token accepted. */
+export const MinTokenLength = 12
+
+interface Config {
+  readonly base: string
+  readonly token: string | undefined
+  readonly refreshSeconds: number
+  readonly sampleInterval: Duration.Duration
+  readonly title: string | undefined
+  readonly secureCookie: boolean
+}
+
+const configure = (options: DashboardOptions, defaultBase: string): Effect.Effect<Config, DashboardConfigError> =>
+  Effect.suspend(() => {
+    const refuse = (message: string) => Effect.fail(new DashboardConfigError({ message }))
+    const base = options.basePath ?? defaultBase
+    if (base !== "" && !/^(\/[A-Za-z0-9._~-]+)+$/.test(base)) {
+      return refuse(`basePath must be "" or like "/ops" (segments of letters, digits, . _ ~ -; no trailing slash), got ${JSON.stringify(base)}`)
+    }
+    const token = options.redriveToken === undefined
+      ? undefined
+      : Redacted.isRedacted(options.redriveToken)
+      ? Redacted.value(options.redriveToken)
+      : options.redriveToken
+    if (token !== undefined && (token.trim().length < MinTokenLength || /\s/.test(token))) {
+      return refuse(`the redrive token must be at least ${MinTokenLength} characters without spaces`)
+    }
+    const refreshSeconds = options.refreshSeconds ?? 5
+    if (!Number.isInteger(refreshSeconds) || refreshSeconds < 1 || refreshSeconds > 3600) {
+      return refuse(`refreshSeconds must be an integer from 1 to 3600, got ${refreshSeconds}`)
+    }
+    const sampleInterval = Duration.decodeUnknown(options.sampleInterval ?? "5 seconds")
+    if (Option.isNone(sampleInterval) || !Duration.isFinite(sampleInterval.value) || Duration.toMillis(sampleInterval.value) < 1000) {
+      return refuse("sampleInterval must be a finite duration of at least 1 second")
+    }
+    return Effect.succeed({
+      base,
+      token,
+      refreshSeconds,
+      sampleInterval: sampleInterval.value,
+      title: options.title,
+      secureCookie: options.secureCookie === true
+    })
+  })
+
+// ---------------------------------------------------------------------------------------------
+// Listing flows
+// ---------------------------------------------------------------------------------------------
+
+/** A page of flows, each with the cursor that lists the flows after it. */
+interface FlowPage {
+  readonly order: "turn" | "id"
+  readonly rows: ReadonlyArray<{ readonly flow: FlowRecord; readonly cursor: string }>
+}
+
+/**
+ * The one place that lists flows: in turn order (ascending served, then flow id: the order the
+ * next claims offer turns in), paged by a cursor "served:flowId" of the last row shown.
+ */
+const flowPage = (queue: RelayQueueService, cursor: string | undefined, limit: number) =>
+  Effect.gen(function*() {
+    let after: { readonly afterServed: number; readonly after: string } | undefined
+    if (cursor !== undefined) {
+      const match = /^(-?\d+):(.+)$/s.exec(cursor)
+      if (match === null) return yield* new InvalidInput({ operation: "flows", message: "the page cursor is malformed; start from the first page" })
+      after = { afterServed: Number(match[1]), after: match[2]! }
+    }
+    const flows = yield* queue.flows({ order: "turn", limit, ...after })
+    return {
+      order: "turn",
+      rows: flows.map((flow) => ({ flow, cursor: `${flow.served}:${flow.flowId}` }))
+    } satisfies FlowPage
+  })
+
+/** The flows whose head is in flight (few: one per live claim). */
+const inflightFlows = (queue: RelayQueueService) =>
+  Effect.gen(function*() {
+    const flows = new Set<string>()
+    let afterEventId: string | undefined
+    // A bound, so a pathological store cannot make one page load read without end.
+    for (let pages = 0; pages < 10; pages++) {
+      const page = yield* queue.events({ state: "inflight", afterEventId, limit: 10_000 })
+      for (const event of page) flows.add(event.flowId)
+      if (page.length < 10_000) break
+      afterEventId = page[page.length - 1]!.eventId
+    }
+    return flows
+  })
+
+// Flows scanned at most per page load when filtering on the head's state.
+const ScanBudget = 20_000
+
+// ---------------------------------------------------------------------------------------------
+// Requests and responses
+// ---------------------------------------------------------------------------------------------
+
+const securityHeaders = {
+  "content-security-policy":
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+  "x-content-type-options": "nosniff",
+  // Not "no-referrer": with it browsers send `Origin: null` on the dashboard's own form posts.
+  "referrer-policy": "same-origin",
+  "x-frame-options": "DENY",
+  "cache-control": "no-store"
+}
+
+const page = (body: Html, status = 200) =>
+  HttpServerResponse.text(body.text, { status, contentType: "text/html; charset=utf-8", headers: securityHeaders })
+
+const asset = (body: string, contentType: string) =>
+  HttpServerResponse.text(body, { contentType, headers: { ...securityHeaders, "cache-control": "max-age=300" } })
+
+const searchParams = (request: HttpServerRequest.HttpServerRequest) => new URL(request.url, "http://dashboard.invalid").searchParams
+
+/** A query parameter, or undefined when absent or empty. */
+const param = (params: URLSearchParams, name: string): string | undefined => {
+  const value = params.get(name)
+  return value === null || value === "" ? undefined : value
+}
+
+const choice = <A extends string>(value: string | undefined, choices: ReadonlyArray<A>): A | undefined =>
+  choices.find((c) => c === value)
+
+const limitParam = (value: string | undefined, choices: ReadonlyArray<number>, fallback: number) =>
+  choices.find((n) => String(n) === value) ?? fallback
+
+const States: ReadonlyArray<EventState> = ["ready", "inflight", "acked", "quarantined"]
+
+const formField = (params: UrlParams.UrlParams, name: string): string | undefined => Option.getOrUndefined(UrlParams.getFirst(params, name))
+
+/** Reads the store with the error channel drawn as an inline box: InvalidInput is the request's fault, SqlError the store's. */
+const reading = <A, E extends { readonly _tag: string; readonly message: string }>(
+  effect: Effect.Effect<A, E>
+): Effect.Effect<{ readonly value: A; readonly error: undefined } | { readonly value: undefined; readonly error: Html }> =>
+  effect.pipe(
+    Effect.map((value) => ({ value, error: undefined })),
+    Effect.catchAll((error) =>
+      error._tag === "InvalidInput"
+        ? Effect.succeed({ value: undefined, error: Pages.errorBox(error._tag, error.message) })
+        : Effect.as(
+          Effect.logError("Dashboard: reading the store failed", error),
+          { value: undefined, error: Pages.errorBox(error._tag, "reading the store failed; see the dashboard's log") }
+        )
+    )
+  )
+
+// ---------------------------------------------------------------------------------------------
+// The router
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * The dashboard's routes over `queue`, with its stats sampler running for the scope. Mount the
+ * router in any `@effect/platform` HTTP app (`layer` mounts it in `HttpRouter.Default`).
+ */
+export const makeRouter = (
+  queue: RelayQueueService,
+  options: DashboardOptions = {}
+): Effect.Effect<HttpRouter.HttpRouter, DashboardConfigError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const config = yield* configure(options, "/dashboard")
+    const sampler = yield* Rates.start(queue, config.sampleInterval, 720)
+    const sessions = config.token === undefined ? undefined : new Auth.Sessions(config.token)
+    const sampleSeconds = Math.round(Duration.toSeconds(config.sampleInterval))
+    const cookiePath = config.base === "" ? "/" : config.base
+
+    const principal = (request: HttpServerRequest.HttpServerRequest, now: number): Auth.Principal =>
+      sessions === undefined
+        ? { _tag: "Anonymous" }
+        : sessions.identify(request.cookies[Auth.CookieName], request.headers["authorization"], now)
+
+    const frameOf = (who: Auth.Principal): Pages.Frame => ({
+      base: config.base,
+      title: config.title,
+      refreshSeconds: config.refreshSeconds,
+      access: sessions === undefined ? "off" : who._tag === "Anonymous" ? "anonymous" : "operator",
+      csrf: who._tag === "Session" ? who.csrf : undefined
+    })
+
+    // Every handler: the request, the wall clock, who is asking.
+    const handle = <E, R>(
+      f: (context: {
+        readonly request: HttpServerRequest.HttpServerRequest
+        readonly params: URLSearchParams
+        readonly now: number
+        readonly who: Auth.Principal
+        readonly frame: Pages.Frame
+      }) => Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>
+    ) =>
+      Effect.gen(function*() {
+        const request = yield* HttpServerRequest.HttpServerRequest
+        const now = yield* Clock.currentTimeMillis
+        const who = principal(request, now)
+        return yield* f({ request, params: searchParams(request), now, who, frame: frameOf(who) })
+      })
+
+    const overview = handle(({ frame }) =>
+      Effect.gen(function*() {
+        const stats = yield* reading(queue.stats)
+        if (stats.error !== undefined) return yield* page(Pages.failure(frame, "StoreUnavailable", "reading the store failed; see the dashboard's log"), 500)
+        yield* sampler.record(stats.value)
+        const rates = Rates.rates(yield* sampler.samples)
+        return yield* page(Pages.overview(frame, stats.value, rates, sampleSeconds))
+      }))
+
+    const flows = handle(({ frame, now, params }) =>
+      Effect.gen(function*() {
+        const head = choice(param(params, "head"), Pages.HeadStates)
+        const limit = limitParam(param(params, "limit"), [50, 100, 500, 1000], 100)
+        const after = param(params, "after")
+        const result = yield* reading(Effect.gen(function*() {
+          const inflight = yield* inflightFlows(queue)
+          const rows: Array<Pages.FlowRow> = []
+          let cursor = after
+          let scanned = 0
+          let next: string | undefined
+          let order: FlowPage["order"] = "id"
+          for (;;) {
+            const batch = head === undefined ? limit : Math.min(1000, ScanBudget - scanned)
+            const fetched = yield* flowPage(queue, cursor, batch)
+            order = fetched.order
+            for (const { cursor: at, flow } of fetched.rows) {
+              scanned++
+              const row = { flow, head: Pages.headState(flow, inflight, now) }
+              if (head === undefined || row.head === head) rows.push(row)
+              cursor = at
+              if (rows.length === limit) break
+            }
+            if (rows.length === limit) {
+              next = cursor
+              break
+            }
+            if (fetched.rows.length < batch) break
+            if (scanned >= ScanBudget) {
+              next = cursor
+              break
+            }
+          }
+          return { rows, next, scanned, order }
+        }))
+        return yield* page(
+          Pages.flows(frame, {
+            rows: result.value?.rows ?? [],
+            order: result.value?.order ?? "id",
+            head,
+            limit,
+            after,
+            next: result.value?.next,
+            scanned: result.value?.scanned ?? 0,
+            now,
+            error: result.error
+          }),
+          result.error === undefined ? 200 : 400
+        )
+      }))
+
+    const eventList = (kind: "events" | "quarantined") =>
+      handle(({ frame, params }) =>
+        Effect.gen(function*() {
+          const state = kind === "quarantined" ? "quarantined" : choice(param(params, "state"), States)
+          const flow = kind === "quarantined" ? undefined : param(params, "flow")
+          const limit = limitParam(param(params, "limit"), [50, 100, 500, 1000], 100)
+          const after = param(params, "after")
+          const result = yield* reading(queue.events({ state, flowId: flow, afterEventId: after, limit }))
+          return yield* page(
+            Pages.events(frame, { page: kind, list: result.value ?? [], state, flow, limit, after, error: result.error }),
+            result.error === undefined ? 200 : 400
+          )
+        }))
+
+    /** The event page, optionally with a notice (a redrive's outcome) and the refused form's values. */
+    const eventPage = (
+      frame: Pages.Frame,
+      now: number,
+      eventId: string,
+      notice: Html | undefined,
+      form: Pages.RedriveForm | undefined,
+      status: number
+    ) =>
+      Effect.gen(function*() {
+        const found = yield* Effect.either(queue.inspect(eventId))
+        if (found._tag === "Right") {
+          const { audit, event } = found.right as { readonly event: EventRecord; readonly audit: ReadonlyArray<AuditRecord> }
+          return yield* page(Pages.event(frame, { event, audit, now, notice, form }), status)
+        }
+        const error = found.left
+        if (error._tag === "SqlError") yield* Effect.logError("Dashboard: reading the store failed", error)
+        return yield* page(
+          Pages.layout(frame, "events", "Event", [
+            notice,
+            Pages.errorBox(error._tag, error._tag === "SqlError" ? "reading the store failed; see the dashboard's log" : error.message)
+          ]),
+          error._tag === "EventNotFound" ? 404 : error._tag === "InvalidInput" ? 400 : 500
+        )
+      })
+
+    const event = handle(({ frame, now, params }) => {
+      const id = params.get("id") ?? ""
+      const redriven = param(params, "redriven")
+      const notice = redriven === undefined
+        ? undefined
+        : html`<div class="ok" role="status" data-testid="redriven">Redriven: now generation ${redriven}, ready to be claimed. The audit log has the decision.</div>`
+      return eventPage(frame, now, id, notice, undefined, 200)
+    })
+
+    const audit = handle(({ frame, params }) =>
+      Effect.gen(function*() {
+        const eventId = param(params, "event")
+        const limit = limitParam(param(params, "limit"), [100, 1000, 10000], 100)
+        const result = yield* reading(queue.audit({ eventId, limit }))
+        return yield* page(Pages.audit(frame, { rows: result.value ?? [], event: eventId, limit, error: result.error }), result.error === undefined ? 200 : 400)
+      }))
+
+    // A POST from another site is refused before its body is read.
+    const refusePost = (frame: Pages.Frame, request: HttpServerRequest.HttpServerRequest) =>
+      !Auth.sameOrigin(request.headers["origin"], request.headers["host"])
+        ? page(Pages.failure(frame, "Forbidden", "a form of another site posted here"), 403)
+        : sessions === undefined
+        ? page(Pages.failure(frame, "ReadOnly", "this dashboard is read-only: it was started without redrive enabled"), 403)
+        : undefined
+
+    const readForm = (request: HttpServerRequest.HttpServerRequest) =>
+      Effect.orElseSucceed(request.urlParamsBody, (): UrlParams.UrlParams => [])
+
+    const redrive = handle(({ frame, now, request, who }) =>
+      Effect.gen(function*() {
+        const refused = refusePost(frame, request)
+        if (refused !== undefined) return yield* refused
+        const form = yield* readForm(request)
+        if (!Auth.mayPost(who, formField(form, "csrf"))) {
+          return yield* page(
+            Pages.failure(frame, "Forbidden", who._tag === "Anonymous" ? "log in with the operator token to redrive" : "the form's CSRF token is missing or stale: reload the page"),
+            403
+          )
+        }
+        const eventId = formField(form, "eventId") ?? ""
+        const values: Pages.RedriveForm = {
+          expectedGeneration: formField(form, "expectedGeneration") ?? "",
+          reason: formField(form, "reason") ?? "",
+          actor: formField(form, "actor") ?? ""
+        }
+        const generationText = values.expectedGeneration.trim()
+        const result = yield* Effect.either(
+          values.actor.trim() === ""
+            ? Effect.fail(new InvalidInput({ operation: "redrive", message: "say who decides (the audit row records it)" }))
+            : queue.redrive({
+              eventId,
+              // An empty field is no generation (Number("") would read as 0).
+              expectedGeneration: /^\d+$/.test(generationText) ? Number(generationText) : Number.NaN,
+              reason: values.reason,
+              actor: values.actor.trim()
+            })
+        )
+        if (result._tag === "Right") {
+          yield* Effect.logInfo("Dashboard: redrive", { eventId, generation: result.right.generation, actor: values.actor.trim() })
+          return HttpServerResponse.redirect(`${config.base}/event${query({ id: eventId, redriven: result.right.generation })}`, {
+            status: 303,
+            headers: securityHeaders
+          })
+        }
+        const error = result.left
+        if (error._tag === "SqlError") yield* Effect.logError("Dashboard: redrive failed in the store", error)
+        const message = error._tag === "SqlError" ? "the store failed; nothing was changed (see the dashboard's log)" : error.message
+        const status = error._tag === "SqlError" ? 500 : error._tag === "InvalidInput" || error._tag === "MissingReason" ? 422 : 409
+        return yield* eventPage(frame, now, eventId, Pages.errorBox(error._tag, message), values, status)
+      }))
+
+    const safeNext = (next: string | undefined) => (next !== undefined && /^\/(?![/\\])/.test(next) ? next : "/")
+
+    const loginPage = handle(({ frame, params }) =>
+      sessions === undefined
+        ? page(Pages.failure(frame, "ReadOnly", "this dashboard is read-only: it was started without redrive enabled"), 404)
+        : page(Pages.login(frame, { next: safeNext(param(params, "next")), refused: false })))
+
+    const login = handle(({ frame, now, request }) =>
+      Effect.gen(function*() {
+        const refused = refusePost(frame, request)
+        if (refused !== undefined || sessions === undefined) return yield* refused!
+        const form = yield* readForm(request)
+        const next = safeNext(formField(form, "next"))
+        const session = sessions.login(formField(form, "token") ?? "", now)
+        if (session === undefined) {
+          yield* Effect.logWarning("Dashboard: login refused")
+          // Slows down guessing; the token itself is long.
+          yield* Effect.sleep("300 millis")
+          return yield* page(Pages.login(frame, { next, refused: true }), 401)
+        }
+        return HttpServerResponse.redirect(`${config.base}${next}`, { status: 303, headers: securityHeaders }).pipe(
+          HttpServerResponse.unsafeSetCookie(Auth.CookieName, session.id, {
+            httpOnly: true,
+            sameSite: "strict",
+            path: cookiePath,
+            secure: config.secureCookie,
+            maxAge: Duration.millis(Auth.SessionMillis)
+          })
+        )
+      }))
+
+    const logout = handle(({ frame, request, who }) =>
+      Effect.gen(function*() {
+        const refused = refusePost(frame, request)
+        if (refused !== undefined || sessions === undefined) return yield* refused!
+        const form = yield* readForm(request)
+        if (who._tag === "Session" && Auth.mayPost(who, formField(form, "csrf"))) sessions.logout(who.id)
+        return HttpServerResponse.redirect(`${config.base}/`, { status: 303, headers: securityHeaders }).pipe(
+          HttpServerResponse.expireCookie(Auth.CookieName, { httpOnly: true, sameSite: "strict", path: cookiePath })
+        )
+      }))
+
+    const routes = HttpRouter.empty.pipe(
+      HttpRouter.get("/", overview),
+      HttpRouter.get("/flows", flows),
+      HttpRouter.get("/events", eventList("events")),
+      HttpRouter.get("/quarantined", eventList("quarantined")),
+      HttpRouter.get("/event", event),
+      HttpRouter.post("/redrive", redrive),
+      HttpRouter.get("/audit", audit),
+      HttpRouter.get("/login", loginPage),
+      HttpRouter.post("/login", login),
+      HttpRouter.post("/logout", logout),
+      HttpRouter.get("/assets/app.css", asset(Assets.css, "text/css; charset=utf-8")),
+      HttpRouter.get("/assets/app.js", asset(Assets.js, "text/javascript; charset=utf-8")),
+      // Browsers ask for it on every page; an empty answer keeps their consoles clean.
+      HttpRouter.get("/favicon.ico", HttpServerResponse.empty({ status: 204 }))
+    )
+    return config.base === "" ? routes : HttpRouter.prefixAll(routes, config.base as `/${string}`)
+  })
+
+/** The dashboard's router over the `RelayQueue` in context (see `makeRouter`). */
+export const make = (options: DashboardOptions = {}): Effect.Effect<HttpRouter.HttpRouter, DashboardConfigError, RelayQueue | Scope.Scope> =>
+  Effect.flatMap(RelayQueue, (queue) => makeRouter(queue, options))
+
+/**
+ * Mounts the dashboard in the application's `HttpRouter.Default` (under `basePath`, default
+ * "/dashboard"), over the `RelayQueue` in context; serve it with `HttpRouter.Default.serve()`.
+ */
+export const layer = (options: DashboardOptions = {}): Layer.Layer<never, DashboardConfigError, RelayQueue> =>
+  HttpRouter.Default.use((router) => Effect.flatMap(make(options), router.concat))
+
+/** Options of `layerServer`. */
+export interface ServerOptions extends DashboardOptions {
+  /** TCP port; 0 picks a free one (read it back with `url`). Default 0. */
+  readonly port?: number | undefined
+  /** Interface to bind. Default "127.0.0.1": showing the store beyond this host is a decision. */
+  readonly host?: string | undefined
+}
+
+/**
+ * A Node HTTP server serving the dashboard alone (at the root unless `basePath` says otherwise)
+ * for the scope of the layer; it also provides `HttpServer`, so callers can read the address.
+ */
+export const layerServer = (
+  options: ServerOptions = {}
+): Layer.Layer<HttpServer.HttpServer, DashboardConfigError | ServeError, RelayQueue> =>
+  Layer.provideMerge(
+    Layer.unwrapScoped(
+      Effect.map(make({ ...options, basePath: options.basePath ?? "" }), (router) => HttpServer.serve(router))
+    ),
+    NodeHttpServer.layer(() => createServer(), { port: options.port ?? 0, host: options.host ?? "127.0.0.1" })
+  )
+
+/** The base URL of the `HttpServer` in context (`http://host:port`), without a trailing slash. */
+export const url: Effect.Effect<string, never, HttpServer.HttpServer> = HttpServer.addressWith((address) =>
+  address._tag === "TcpAddress"
+    ? Effect.succeed(`http://${address.hostname.includes(":") ? `[${address.hostname}]` : address.hostname}:${address.port}`)
+    : Effect.dieMessage(`Dashboard.url: the server listens on the unix socket ${address.path}, not on TCP`)
+)

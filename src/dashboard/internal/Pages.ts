@@ -1,0 +1,331 @@
+/**
+ * The dashboard's pages as pure functions of what was read from the store: no I/O here, and every
+ * value from the store goes through the escaping `html` tag.
+ */
+import type { AuditRecord, EventRecord, EventState, FlowRecord } from "../../domain/Records.js"
+import type { QueueStats } from "../../services/RelayQueue.js"
+import { html, query, raw } from "./Html.js"
+import type { Html, Part } from "./Html.js"
+import type { Rates } from "./Rates.js"
+
+/** What every page needs to draw its frame. */
+export interface Frame {
+  readonly base: string
+  readonly title: string | undefined
+  readonly refreshSeconds: number
+  /** "off": read-only dashboard; "anonymous": redrive possible after login; "operator": logged in. */
+  readonly access: "off" | "anonymous" | "operator"
+  /** The session's CSRF token (operator sessions only), for the forms. */
+  readonly csrf: string | undefined
+}
+
+/** The pages of the navigation bar. */
+export type PageName = "overview" | "flows" | "quarantined" | "events" | "audit" | "login" | "error"
+
+// Ticks are the Clock's milliseconds in production; small values are logical ticks (seed runs).
+const epochMillis = 1e12
+
+/** A tick as a time when it reads as epoch milliseconds, else as a number. */
+export const tick = (value: number | null): string =>
+  value === null ? "–" : value >= epochMillis ? new Date(value).toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z") : `tick ${value}`
+
+/** A duration, short: `850ms`, `12.3s`, `4m 05s`, `2h 07m`, `3d 04h`. */
+export const age = (millis: number): string => {
+  if (millis < 1000) return `${Math.round(millis)}ms`
+  const seconds = millis / 1000
+  if (seconds < 60) return `${seconds.toFixed(1)}s`
+  const pad = (n: number) => String(n).padStart(2, "0")
+  const s = Math.floor(seconds)
+  if (s < 3600) return `${Math.floor(s / 60)}m ${pad(s % 60)}s`
+  if (s < 86_400) return `${Math.floor(s / 3600)}h ${pad(Math.floor((s % 3600) / 60))}m`
+  return `${Math.floor(s / 86_400)}d ${pad(Math.floor((s % 86_400) / 3600))}h`
+}
+
+const rate = (value: number | undefined) => (value === undefined ? "…" : value >= 100 ? value.toFixed(0) : value.toFixed(1))
+
+const state = (value: EventState | "drained" | "waiting") => html`<span class="state ${value === "waiting" ? "ready" : value}">${value}</span>`
+
+const href = (frame: Frame, path: string, params: Record<string, string | number | undefined> = {}) =>
+  `${frame.base}${path}${query(params)}`
+
+const nav: ReadonlyArray<readonly [PageName, string, string]> = [
+  ["overview", "/", "Overview"],
+  ["flows", "/flows", "Flows"],
+  ["quarantined", "/quarantined", "Quarantined"],
+  ["events", "/events", "Events"],
+  ["audit", "/audit", "Audit log"]
+]
+
+const who = (frame: Frame): Html => {
+  switch (frame.access) {
+    case "off":
+      return html`<span class="who" data-testid="access">read-only</span>`
+    case "anonymous":
+      return html`<span class="who" data-testid="access">read-only · <a href="${href(frame, "/login")}">log in to redrive</a></span>`
+    case "operator":
+      return html`<span class="who" data-testid="access">operator · <form method="post" action="${href(frame, "/logout")}"><input type="hidden" name="csrf" value="${frame.csrf}"><button type="submit">log out</button></form></span>`
+  }
+}
+
+/** The whole document around a page's content. */
+export const layout = (frame: Frame, page: PageName, heading: string, content: Part): Html =>
+  html`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>${heading} · fair-relay${frame.title === undefined ? "" : ` · ${frame.title}`}</title>
+<link rel="stylesheet" href="${href(frame, "/assets/app.css")}"></head>
+<body data-refresh="${frame.refreshSeconds}" data-page="${page}">
+<header><span class="brand">fair-relay${frame.title === undefined ? "" : html` <span class="muted">${frame.title}</span>`}</span>
+<nav>${nav.map(([name, path, label]) => html`<a href="${href(frame, path)}"${name === page ? raw(" class=\"here\"") : ""}>${label}</a>`)}</nav>
+<span class="live"><label><input type="checkbox" id="live-toggle" checked> <span id="live-status">live · every ${frame.refreshSeconds}s</span></label></span>
+${who(frame)}</header>
+<main><h1>${heading}</h1>${content}</main>
+<script src="${href(frame, "/assets/app.js")}"></script>
+</body></html>`
+
+/** A refused or failed action, shown inline. */
+export const errorBox = (tag: string, message: string): Html =>
+  html`<div class="error" role="alert" data-error-tag="${tag}"><strong>${tag}</strong>: ${message}</div>`
+
+// ---------------------------------------------------------------------------------------------
+// Overview
+// ---------------------------------------------------------------------------------------------
+
+const chart = (rates: Rates): Html => {
+  const series = rates.series.slice(-60)
+  const width = 720
+  const height = 140
+  const top = Math.max(1, ...series.map((p) => Math.max(p.claims, p.acks)))
+  const slot = width / 60
+  const bar = Math.max(1, slot / 2 - 1)
+  const y = (v: number) => (v / top) * (height - 20)
+  const bars = series.map((p, i) => {
+    const x = width - (series.length - i) * slot
+    return html`<rect class="claims" x="${x.toFixed(1)}" y="${(height - y(p.claims)).toFixed(1)}" width="${bar.toFixed(1)}" height="${y(p.claims).toFixed(1)}"><title>${rate(p.claims)} claims/min</title></rect><rect class="acks" x="${(x + bar + 1).toFixed(1)}" y="${(height - y(p.acks)).toFixed(1)}" width="${bar.toFixed(1)}" height="${y(p.acks).toFixed(1)}"><title>${rate(p.acks)} acks/min</title></rect>`
+  })
+  return html`<svg class="chart" role="img" aria-label="claims and acks per minute" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}">
+<text x="4" y="12">max ${rate(top)}/min · blue claims, green acks · last ${series.length} intervals</text>${bars}</svg>`
+}
+
+/** The overview: counts by state, rates, the oldest eligible head, and a small chart. */
+export const overview = (frame: Frame, stats: QueueStats, rates: Rates, sampleSeconds: number): Html => {
+  const card = (label: string, value: Part, link?: string) =>
+    html`<div class="card"><div class="n">${link === undefined ? value : html`<a href="${link}">${value}</a>`}</div><div class="l">${label}</div></div>`
+  return layout(frame, "overview", "Overview", html`
+<section id="ov-cards" data-live>
+<div class="cards">
+${card("ready", stats.byState.ready, href(frame, "/events", { state: "ready" }))}
+${card("in flight", stats.byState.inflight, href(frame, "/events", { state: "inflight" }))}
+${card("acked", stats.byState.acked)}
+${card("quarantined", html`<span data-testid="quarantined-count">${stats.byState.quarantined}</span>`, href(frame, "/quarantined"))}
+${card("eligible heads", stats.eligibleHeads)}
+${card("oldest eligible head waited", stats.eligibleHeads === 0 ? "–" : age(stats.oldestEligibleAgeMillis))}
+${card("claims / min", rate(rates.claimsPerMinute))}
+${card("acks / min", rate(rates.acksPerMinute))}
+</div>
+<p class="note">Store clock: ${tick(stats.clock.tick)} · ticket ${stats.clock.ticket}.
+Claims and acks per minute are measured by this dashboard: it reads the store's counters every ${sampleSeconds}s and divides the change of the claim ticket (every claim takes one, whichever process made it; retries count) and of the number of acked events by the time between readings — over the last minute, or over what it has seen so far (${rates.spanMillis === 0 ? "not enough readings yet" : age(rates.spanMillis)}).</p>
+</section>
+<h2>Claims and acks per minute, per ${sampleSeconds}s interval</h2>
+<section id="ov-chart" data-live>${chart(rates)}</section>`)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Flows
+// ---------------------------------------------------------------------------------------------
+
+/** What a flow's head is doing. */
+export type HeadState = "ready" | "waiting" | "inflight" | "quarantined" | "drained"
+
+/** The head-state filter's choices. */
+export const HeadStates: ReadonlyArray<HeadState> = ["ready", "waiting", "inflight", "quarantined", "drained"]
+
+/** A flow as the flows page shows it. */
+export interface FlowRow {
+  readonly flow: FlowRecord
+  readonly head: HeadState
+}
+
+/** How a flow's head is classified from its record and the in-flight flows. */
+export const headState = (flow: FlowRecord, inflight: ReadonlySet<string>, now: number): HeadState =>
+  flow.headSeq === null
+    ? "drained"
+    : flow.eligibleAt === null
+    ? "quarantined"
+    : inflight.has(flow.flowId)
+    ? "inflight"
+    : flow.eligibleAt > now
+    ? "waiting"
+    : "ready"
+
+/** The flows page. */
+export const flows = (
+  frame: Frame,
+  input: {
+    readonly rows: ReadonlyArray<FlowRow>
+    readonly order: "turn" | "id"
+    readonly head: HeadState | undefined
+    readonly limit: number
+    readonly after: string | undefined
+    readonly next: string | undefined
+    readonly scanned: number
+    readonly now: number
+    readonly error: Html | undefined
+  }
+): Html => {
+  const next = (flow: FlowRow) => {
+    if (flow.head === "drained" || flow.head === "quarantined" || flow.flow.eligibleAt === null) return "–"
+    if (flow.head === "inflight") return `lease ends ${flow.flow.eligibleAt > input.now ? `in ${age(flow.flow.eligibleAt - input.now)}` : "now"}`
+    return flow.flow.eligibleAt > input.now ? `in ${age(flow.flow.eligibleAt - input.now)}` : "now"
+  }
+  const backlog = (flow: FlowRecord) => (flow.headSeq === null ? 0 : flow.seq - flow.headSeq + 1)
+  const orderNote = input.order === "turn"
+    ? "Flows in turn order: the next claim offers its turn to the first eligible flow of this list (ascending served, then flow id)."
+    : "Flows in flow-id order (this store's queue does not list flows in turn order yet); served is each flow's place in the rotation — lowest goes first."
+  return layout(frame, "flows", "Flows", html`
+<form class="filters" method="get" action="${href(frame, "/flows")}">
+<label>head<select name="head"><option value="">any</option>${HeadStates.map((s) => html`<option${s === input.head ? raw(" selected") : ""}>${s}</option>`)}</select></label>
+<label>per page<select name="limit">${[50, 100, 500, 1000].map((n) => html`<option${n === input.limit ? raw(" selected") : ""}>${n}</option>`)}</select></label>
+<button type="submit">filter</button>
+</form>
+<form class="filters" method="get" action="${href(frame, "/events")}"><label>find a flow's events<input name="flow" placeholder="flow id" required></label><button class="secondary" type="submit">show</button></form>
+${input.error}
+<p class="note">${orderNote} Backlog: events from the head to the last seq, none acked yet. Next eligible: when the head can be claimed (after its backoff, or when an in-flight lease ends).${input.head === undefined ? "" : ` Filtered on head ${input.head}: ${input.scanned} flows scanned for this page.`}</p>
+<section id="flows-table" data-live>
+<table data-testid="flows"><thead><tr><th>flow</th><th class="num">served</th><th class="num">weight</th><th class="num">head seq</th><th>head</th><th>next eligible</th><th class="num">backlog</th><th class="num">last seq</th></tr></thead><tbody>
+${input.rows.length === 0 ? html`<tr><td colspan="8" class="muted">no flows${input.head === undefined ? "" : ` with head ${input.head} here`}</td></tr>` : ""}
+${input.rows.map((row) => html`<tr><td class="id"><a href="${href(frame, "/events", { flow: row.flow.flowId })}">${row.flow.flowId}</a></td><td class="num">${row.flow.served}</td><td class="num">${row.flow.weight}</td><td class="num">${row.flow.headSeq ?? "–"}</td><td>${state(row.head)}</td><td>${next(row)}</td><td class="num">${backlog(row.flow)}</td><td class="num">${row.flow.seq}</td></tr>`)}
+</tbody></table></section>
+<div class="pager">${input.after === undefined ? "" : html`<a href="${href(frame, "/flows", { head: input.head, limit: input.limit })}">« first page</a>`}${input.next === undefined ? "" : html`<a data-testid="next-page" href="${href(frame, "/flows", { head: input.head, limit: input.limit, after: input.next })}">next page »</a>`}</div>`)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Events and quarantined heads
+// ---------------------------------------------------------------------------------------------
+
+/** The events page (and the quarantined heads, which are events in state quarantined). */
+export const events = (
+  frame: Frame,
+  input: {
+    readonly page: "events" | "quarantined"
+    readonly list: ReadonlyArray<EventRecord>
+    readonly state: EventState | undefined
+    readonly flow: string | undefined
+    readonly limit: number
+    readonly after: string | undefined
+    readonly error: Html | undefined
+  }
+): Html => {
+  const path = input.page === "quarantined" ? "/quarantined" : "/events"
+  const params = { state: input.page === "quarantined" ? undefined : input.state, flow: input.flow, limit: input.limit }
+  const last = input.list[input.list.length - 1]
+  const filters = input.page === "quarantined"
+    ? html`<p class="note">Quarantined heads block their flow until an operator redrives them (open one to see its history${frame.access === "off" ? "" : " and redrive it"}). Attempts: this round; lifetime: since it was enqueued.</p>`
+    : html`<form class="filters" method="get" action="${href(frame, "/events")}">
+<label>state<select name="state"><option value="">any</option>${(["ready", "inflight", "acked", "quarantined"] as const).map((s) => html`<option${s === input.state ? raw(" selected") : ""}>${s}</option>`)}</select></label>
+<label>flow<input name="flow" value="${input.flow ?? ""}" placeholder="any"></label>
+<button type="submit">filter</button></form><p class="note">Events in event-id order.</p>`
+  return layout(frame, input.page, input.page === "quarantined" ? "Quarantined heads" : input.flow === undefined ? "Events" : `Events of flow ${input.flow}`, html`
+${filters}${input.error}
+<section id="events-table" data-live>
+<table data-testid="events"><thead><tr><th>event</th><th>flow</th><th class="num">seq</th><th>state</th><th class="num">generation</th><th class="num">attempts</th><th class="num">lifetime</th><th>reason</th></tr></thead><tbody>
+${input.list.length === 0 ? html`<tr><td colspan="8" class="muted">${input.page === "quarantined" ? "nothing is quarantined" : "no events"}</td></tr>` : ""}
+${input.list.map((e) => html`<tr><td class="id"><a href="${href(frame, "/event", { id: e.eventId })}">${e.eventId}</a></td><td class="id"><a href="${href(frame, "/events", { flow: e.flowId })}">${e.flowId}</a></td><td class="num">${e.seq}</td><td>${state(e.state)}</td><td class="num">${e.generation}</td><td class="num">${e.attempts}</td><td class="num">${e.lifetimeAttempts}</td><td>${e.reason ?? ""}</td></tr>`)}
+</tbody></table></section>
+<div class="pager">${input.after === undefined ? "" : html`<a href="${href(frame, path, params)}">« first page</a>`}${last === undefined || input.list.length < input.limit ? "" : html`<a data-testid="next-page" href="${href(frame, path, { ...params, after: last.eventId })}">next page »</a>`}</div>`)
+}
+
+// ---------------------------------------------------------------------------------------------
+// One event
+// ---------------------------------------------------------------------------------------------
+
+/** What the redrive form shows again after a refusal. */
+export interface RedriveForm {
+  readonly expectedGeneration: string
+  readonly reason: string
+  readonly actor: string
+}
+
+const auditTable = (frame: Frame, rows: ReadonlyArray<AuditRecord>, id: string) =>
+  html`<table data-testid="${id}"><thead><tr><th>when</th><th>event</th><th class="num">new generation</th><th>who</th><th>reason</th></tr></thead><tbody>
+${rows.length === 0 ? html`<tr><td colspan="5" class="muted">no redrive recorded</td></tr>` : ""}
+${rows.map((row) => html`<tr><td>${tick(row.tick)}</td><td class="id"><a href="${href(frame, "/event", { id: row.eventId })}">${row.eventId}</a></td><td class="num">${row.generation}</td><td>${row.actor ?? "–"}</td><td>${row.reason}</td></tr>`)}
+</tbody></table>`
+
+/** One event: its record, body, audit history, and the redrive form when it may be redriven. */
+export const event = (
+  frame: Frame,
+  input: {
+    readonly event: EventRecord
+    readonly audit: ReadonlyArray<AuditRecord>
+    readonly now: number
+    readonly notice: Html | undefined
+    readonly form: RedriveForm | undefined
+  }
+): Html => {
+  const e = input.event
+  const lease = e.leaseUntil === null
+    ? "–"
+    : `${tick(e.leaseUntil)}${e.state === "inflight" ? (e.leaseUntil > input.now ? ` (ends in ${age(e.leaseUntil - input.now)})` : " (expired: the next claim may take it again)") : ""}`
+  const redrive = e.state !== "quarantined"
+    ? ""
+    : frame.access === "operator"
+    ? html`<div class="redrive"><h2>Redrive</h2>
+<p class="note">Releases this head under a new generation; the flow continues from it. Recorded in the audit log with your reason and name. Refused if the event has moved on since you looked (generation).</p>
+<form method="post" action="${href(frame, "/redrive")}" data-testid="redrive-form">
+<input type="hidden" name="csrf" value="${frame.csrf}"><input type="hidden" name="eventId" value="${e.eventId}">
+<label>expected generation<input name="expectedGeneration" value="${input.form?.expectedGeneration ?? String(e.generation)}" inputmode="numeric" required></label>
+<label>reason<textarea name="reason" required maxlength="10000">${input.form?.reason ?? ""}</textarea></label>
+<label>who<input name="actor" value="${input.form?.actor ?? ""}" required maxlength="200"></label>
+<div><button type="submit">redrive ${e.eventId}</button></div>
+</form></div>`
+    : html`<div class="redrive"><p class="note">${
+      frame.access === "anonymous"
+        ? html`<a href="${href(frame, "/login", { next: `/event${query({ id: e.eventId })}` })}">Log in</a> to redrive this head from here, or use`
+        : "This dashboard is read-only. Redrive with"
+    } <code>fair-relay redrive ${e.eventId} --generation ${e.generation} --reason "…"</code>.</p></div>`
+  return layout(frame, "events", `Event ${e.eventId}`, html`
+${input.notice}
+<section id="event-fields" data-live>
+<dl class="fields" data-testid="event-fields">
+<dt>event</dt><dd class="id">${e.eventId}</dd>
+<dt>flow</dt><dd class="id"><a href="${href(frame, "/events", { flow: e.flowId })}">${e.flowId}</a> · seq ${e.seq}</dd>
+<dt>state</dt><dd>${state(e.state)}</dd>
+<dt>reason</dt><dd>${e.reason ?? "–"}</dd>
+<dt>generation</dt><dd data-testid="generation">${e.generation}</dd>
+<dt>attempts</dt><dd>${e.attempts} this round · ${e.lifetimeAttempts} in total</dd>
+<dt>next at</dt><dd>${tick(e.nextAt)}</dd>
+<dt>lease until</dt><dd>${lease}</dd>
+</dl>
+<h2>Body</h2><pre data-testid="body">${JSON.stringify(e.body, null, 2) ?? "null"}</pre>
+<h2>Audit history</h2>${auditTable(frame, input.audit, "event-audit")}
+</section>
+${redrive}`)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Audit log, login, errors
+// ---------------------------------------------------------------------------------------------
+
+/** The audit log. */
+export const audit = (
+  frame: Frame,
+  input: { readonly rows: ReadonlyArray<AuditRecord>; readonly event: string | undefined; readonly limit: number; readonly error: Html | undefined }
+): Html =>
+  layout(frame, "audit", "Audit log", html`
+<form class="filters" method="get" action="${href(frame, "/audit")}"><label>event<input name="event" value="${input.event ?? ""}" placeholder="any"></label>
+<label>rows<select name="limit">${[100, 1000, 10000].map((n) => html`<option${n === input.limit ? raw(" selected") : ""}>${n}</option>`)}</select></label><button type="submit">filter</button></form>
+${input.error}
+<p class="note">Every redrive decision, in the order it was made (the first ${input.limit}): when, which event, the generation it released, who and why. Rows are never changed or removed.</p>
+<section id="audit-table" data-live>${auditTable(frame, input.rows, "audit")}</section>`)
+
+/** The login form (only when redrive is enabled). */
+export const login = (frame: Frame, input: { readonly next: string; readonly refused: boolean }): Html =>
+  layout(frame, "login", "Log in", html`
+${input.refused ? errorBox("Unauthorized", "that is not the operator token") : ""}
+<p class="note">Redrive from this dashboard needs the operator token it was started with. The login lasts 8 hours in this browser (an HttpOnly cookie); the token is not stored in the page.</p>
+<form method="post" action="${href(frame, "/login")}" class="filters"><input type="hidden" name="next" value="${input.next}">
+<label>operator token<input type="password" name="token" autocomplete="current-password" required></label><button type="submit">log in</button></form>`)
+
+/** A page for a request the dashboard cannot serve. */
+export const failure = (frame: Frame, tag: string, message: string): Html =>
+  layout(frame, "error", "Cannot show this", errorBox(tag, message))

@@ -1,0 +1,65 @@
+/**
+ * Reading a request body with a size limit, while it streams: once the limit is passed, reading
+ * stops — the rest is neither read nor buffered — so a 200 MB request costs the receiver about
+ * the limit, not 200 MB.
+ */
+import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
+import * as NodeStream from "@effect/platform-node/NodeStream"
+import { Data, Effect, Stream } from "effect"
+import { IncomingMessage } from "node:http"
+
+/** What a limited read found. */
+export type Body = Data.TaggedEnum<{
+  /** The whole body, decoded as UTF-8 (invalid sequences become U+FFFD, and then fail as JSON). */
+  Complete: { readonly text: string }
+  /** The body passed `limit`; `read` bytes were read, the rest was left on the wire. */
+  TooLarge: { readonly read: number }
+}>
+/** Constructors of `Body`. */
+export const Body = Data.taggedEnum<Body>()
+
+/** The body could not be read (the sender went away, the connection broke). */
+export class BodyUnreadable extends Data.TaggedError("BodyUnreadable")<{ readonly cause: unknown }> {}
+
+// On a Node server, read the `IncomingMessage` without destroying it when we stop early: a
+// destroyed request takes the socket with it, and the 413 would never reach the sender. Other
+// servers get the platform's stream (which may drop the connection instead).
+const source = (request: HttpServerRequest.HttpServerRequest): Stream.Stream<Uint8Array, unknown> => {
+  const incoming: unknown = NodeHttpServerRequest.toIncomingMessage(request)
+  return incoming instanceof IncomingMessage
+    ? NodeStream.fromReadable<unknown, Uint8Array>(() => incoming, (cause) => cause, { closeOnDone: false })
+    : request.stream
+}
+
+/** The declared `Content-Length`, when there is a valid one. */
+export const declaredLength = (request: HttpServerRequest.HttpServerRequest): number | undefined => {
+  const header = request.headers["content-length"]
+  return header !== undefined && /^\d+$/.test(header) ? Number(header) : undefined
+}
+
+/**
+ * Reads the body of `request` until its end or until more than `limit` bytes came, whichever is
+ * first. A declared `Content-Length` above the limit is refused before reading anything.
+ */
+export const readLimited = (
+  request: HttpServerRequest.HttpServerRequest,
+  limit: number
+): Effect.Effect<Body, BodyUnreadable> => {
+  const declared = declaredLength(request)
+  if (declared !== undefined && declared > limit) return Effect.succeed(Body.TooLarge({ read: 0 }))
+  return Stream.runFoldWhile(
+    source(request),
+    { read: 0, chunks: [] as Array<Uint8Array> },
+    (state) => state.read <= limit,
+    (state, chunk) => {
+      state.chunks.push(chunk)
+      state.read += chunk.length
+      return state
+    }
+  ).pipe(
+    Effect.map(({ chunks, read }) =>
+      read > limit ? Body.TooLarge({ read }) : Body.Complete({ text: Buffer.concat(chunks).toString("utf8") })),
+    Effect.mapError((cause) => new BodyUnreadable({ cause }))
+  )
+}

@@ -1,0 +1,104 @@
+/**
+ * One SQLite connection as an `@effect/sql` `SqlClient` (what migrations and a receiver's
+ * business step use) that also keeps its better-sqlite3 handle, so the store's own statements can
+ * run synchronously on it: a statement through `SqlClient` costs a span, a scope, a cache lookup
+ * and a dozen fibers' worth of steps; on the handle it costs a `Map` lookup and the SQLite call.
+ * The same semaphore guards both, so they never interleave.
+ */
+import * as Reactivity from "@effect/experimental/Reactivity"
+import * as SqlClient from "@effect/sql/SqlClient"
+import type { Connection } from "@effect/sql/SqlConnection"
+import { SqlError } from "@effect/sql/SqlError"
+import * as Statement from "@effect/sql/Statement"
+import Database from "better-sqlite3"
+import { Effect, Scope } from "effect"
+
+/** A SQLite connection: the `SqlClient` over it and its raw handle. */
+export interface SqliteConnection {
+  readonly sql: SqlClient.SqlClient
+  /** Runs a statement synchronously on the handle; call only while holding the connection. */
+  readonly run: (text: string, params: ReadonlyArray<unknown>) => ReadonlyArray<object>
+}
+
+/** Most prepared statements kept (least recently used are dropped). */
+const PreparedCacheSize = 200
+
+const failed = (cause: unknown, message: string) => new SqlError({ cause, message })
+
+/** Opens `filename` (WAL unless `readonly`) for the lifetime of the scope. */
+export const make = (filename: string, options: { readonly readonly?: boolean } = {}) =>
+  Effect.gen(function*() {
+    const db = new Database(filename, { readonly: options.readonly ?? false })
+    yield* Effect.addFinalizer(() => Effect.sync(() => db.close()))
+    if (options.readonly !== true) db.pragma("journal_mode = WAL")
+
+    const prepared = new Map<string, Database.Statement>()
+    const prepare = (text: string): Database.Statement => {
+      const cached = prepared.get(text)
+      if (cached !== undefined) {
+        prepared.delete(text)
+        prepared.set(text, cached)
+        return cached
+      }
+      const statement = db.prepare(text)
+      prepared.set(text, statement)
+      if (prepared.size > PreparedCacheSize) prepared.delete(prepared.keys().next().value!)
+      return statement
+    }
+    const run = (text: string, params: ReadonlyArray<unknown>): ReadonlyArray<object> => {
+      const statement = prepare(text)
+      if (statement.reader) return statement.all(...params) as ReadonlyArray<object>
+      statement.run(...params)
+      return []
+    }
+    const attempt = <A>(f: () => A, message: string) =>
+      Effect.try({ try: f, catch: (cause) => failed(cause, message) })
+
+    const connection: Connection = {
+      execute: (text, params, transformRows) =>
+        attempt(() => {
+          const rows = run(text, params)
+          return transformRows ? transformRows(rows) : rows
+        }, "Failed to execute statement") as never,
+      executeRaw: (text, params) =>
+        attempt(() => {
+          const statement = prepare(text)
+          return statement.reader ? statement.all(...params) : statement.run(...params)
+        }, "Failed to execute statement"),
+      executeValues: (text, params) =>
+        attempt(() => {
+          const statement = prepare(text)
+          if (!statement.reader) {
+            statement.run(...params)
+            return []
+          }
+          return statement.raw(true).all(...params) as never
+        }, "Failed to execute statement").pipe(Effect.ensuring(Effect.sync(() => {
+          const statement = prepared.get(text)
+          if (statement?.reader) statement.raw(false)
+        }))),
+      executeUnprepared: (text, params, transformRows) =>
+        attempt(() => {
+          const statement = db.prepare(text)
+          const rows = statement.reader ? statement.all(...(params ?? [])) as ReadonlyArray<object> : (statement.run(...(params ?? [])), [])
+          return transformRows ? transformRows(rows) : rows
+        }, "Failed to execute statement") as never,
+      executeStream: () => Effect.dieMessage("executeStream is not implemented") as never
+    }
+
+    const semaphore = yield* Effect.makeSemaphore(1)
+    const acquirer = semaphore.withPermits(1)(Effect.succeed(connection))
+    const transactionAcquirer = Effect.uninterruptibleMask((restore) =>
+      Effect.as(
+        Effect.zipRight(restore(semaphore.take(1)), Effect.tap(Effect.scope, (scope) => Scope.addFinalizer(scope, semaphore.release(1)))),
+        connection
+      )
+    )
+    const sql = yield* SqlClient.make({
+      acquirer,
+      compiler: Statement.makeCompilerSqlite(),
+      transactionAcquirer,
+      spanAttributes: [["db.system.name", "sqlite"]]
+    }).pipe(Effect.provide(Reactivity.layer))
+    return { sql, run } satisfies SqliteConnection
+  })

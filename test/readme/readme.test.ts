@@ -1,0 +1,114 @@
+/**
+ * Every ```ts block of README.md runs for real: each is written to its own fresh directory (so
+ * `queue.db` / `inbox.db` are new), with `fair-relay` pointed at src/, and run by node through
+ * tsx; they are also typechecked strictly. The worker snippet runs as a daemon with the Example's
+ * layers until it has acked a few events, then is interrupted — the Example's lease must outlast
+ * relay.run's delivery timeout or the daemon refuses to start. See ./snippets.ts for the markers.
+ */
+import { afterAll, describe, expect, it } from "vitest"
+import { spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+import ts from "typescript"
+import { DaemonDone, extract, fromSource, program } from "./snippets.js"
+import type { Snippet } from "./snippets.js"
+
+const root = fileURLToPath(new URL("../../", import.meta.url))
+const srcIndex = path.join(root, "src", "index.ts")
+const readme = fs.readFileSync(path.join(root, "README.md"), "utf8")
+const snippets = extract(readme)
+const example = snippets.find((snippet) => snippet.name === "Example")
+
+// Inside the repository (.tmp/ is ignored by git) so `effect` and the other packages resolve
+// from its node_modules, the same copies src/ uses.
+fs.mkdirSync(path.join(root, ".tmp"), { recursive: true })
+const base = fs.mkdtempSync(path.join(root, ".tmp", "readme-"))
+afterAll(() => fs.rmSync(base, { recursive: true, force: true }))
+
+/** Writes the program of one snippet to its own directory; returns the file. */
+const write = (snippet: Snippet, index: number): string => {
+  const dir = path.join(base, `snippet-${index + 1}`)
+  fs.mkdirSync(dir, { recursive: true })
+  const file = path.join(dir, "snippet.ts")
+  fs.writeFileSync(file, `// README.md:${snippet.line} (${snippet.name})\n${fromSource(program(snippet, example!), file, srcIndex)}\n`)
+  return file
+}
+
+const files = example === undefined ? [] : snippets.map(write)
+
+interface Ran {
+  readonly code: number | null
+  readonly stdout: string
+  readonly stderr: string
+}
+
+const runFile = (file: string): Promise<Ran> =>
+  new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ["--import", "tsx", file], {
+      cwd: path.dirname(file),
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    let stdout = ""
+    let stderr = ""
+    child.stdout.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk))
+    child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk))
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL")
+      reject(new Error(`${file} did not finish in time\nstdout: ${stdout}\nstderr: ${stderr}`))
+    }, 120_000)
+    child.on("error", reject)
+    child.on("close", (code) => {
+      clearTimeout(timer)
+      resolve({ code, stdout, stderr })
+    })
+  })
+
+describe("README.md snippets", () => {
+  it("has an Example and marks every fragment", () => {
+    expect(example, "a ```ts block under \"## Example\"").toBeDefined()
+    expect(snippets.length).toBeGreaterThanOrEqual(3)
+    expect(snippets.map((snippet) => snippet.kind)).toContain("in-program")
+  })
+
+  snippets.forEach((snippet, index) => {
+    it(`runs ${snippet.name} (README.md:${snippet.line}, ${snippet.kind})`, async () => {
+      const ran = await runFile(files[index]!)
+      expect(ran.code, `exit ${ran.code}\nstdout: ${ran.stdout}\nstderr: ${ran.stderr}`).toBe(0)
+      if (snippet === example) {
+        // Both of order-1's events delivered and acked, in order.
+        expect(ran.stdout.match(/_tag: 'Delivered'/g)?.length, ran.stdout).toBe(2)
+        expect(ran.stdout.match(/_tag: 'Acked'/g)?.length, ran.stdout).toBe(2)
+        expect(ran.stdout.indexOf("order-1:created")).toBeLessThan(ran.stdout.indexOf("order-1:paid"))
+      }
+      if (snippet.kind === "in-program") expect(ran.stdout).toContain(DaemonDone)
+    }, 150_000)
+  })
+
+  it("typechecks every snippet strictly (NodeNext modules)", () => {
+    const options: ts.CompilerOptions = {
+      strict: true,
+      exactOptionalPropertyTypes: true,
+      noUncheckedIndexedAccess: true,
+      module: ts.ModuleKind.NodeNext,
+      moduleResolution: ts.ModuleResolutionKind.NodeNext,
+      target: ts.ScriptTarget.ES2022,
+      lib: ["lib.es2022.d.ts"],
+      types: ["node"],
+      skipLibCheck: true,
+      noEmit: true
+    }
+    // The snippet directories hold no package.json: mark them ESM for NodeNext's top-level await.
+    fs.writeFileSync(path.join(base, "package.json"), `{ "type": "module" }\n`)
+    const compiled = ts.createProgram(files, options)
+    // Only the snippets' own errors: src/ has its own typecheck (npm run typecheck).
+    const errors = ts.getPreEmitDiagnostics(compiled)
+      .filter((diagnostic) => diagnostic.file !== undefined && diagnostic.file.fileName.startsWith(base))
+      .map((diagnostic) => {
+        const { line } = diagnostic.file!.getLineAndCharacterOfPosition(diagnostic.start ?? 0)
+        const first = diagnostic.file!.text.split("\n")[0]
+        return `${first} line ${line}: ${ts.flattenDiagnosticMessageText(diagnostic.messageText, "\n")}`
+      })
+    expect(errors).toEqual([])
+  }, 180_000)
+})

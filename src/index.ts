@@ -18,6 +18,9 @@ export { Relay, RelayConfigError, runConfig } from "./services/Relay.js"
 export type { BatchResult, RelayService, RunOptions, StepError, StepResult } from "./services/Relay.js"
 /** Every metric of the relay. */
 export * as Metrics from "./services/Metrics.js"
+/** Retention: how long acked events, dedup records and receipts are kept, and what a prune did. */
+export type { PruneOptions, PruneResult, RetentionInput } from "./services/Retention.js"
+export type { InboxPruneResult, InboxRetention } from "./services/Inbox.js"
 /** A Transport over HTTP (@effect/platform HttpClient). */
 export * as HttpTransport from "./http/HttpTransport.js"
 /** The receiver's HTTP handler and a Node server for it. */
@@ -31,6 +34,8 @@ export * as TickClock from "./services/TickClock.js"
 
 /** The queue on SQLite. */
 export * as SqliteRelayQueue from "./layers/SqliteRelayQueue.js"
+/** The queue in memory (no file, no persistence): for tests of code that uses `RelayQueue`. */
+export * as MemoryRelayQueue from "./layers/MemoryRelayQueue.js"
 /** The receiver on SQLite. */
 export * as SqliteInbox from "./layers/SqliteInbox.js"
 /** The queue on PostgreSQL. */
@@ -45,6 +50,7 @@ export {
   EventNotFound,
   GenerationMismatch,
   IncompatibleStore,
+  PolicyMismatch,
   InvalidInput,
   MissingReason,
   NotQuarantined
@@ -57,7 +63,9 @@ export * from "./domain/Records.js"
 /** Ids and counters. */
 export { EventId, FlowId, Generation, MaxIdLength, Seq, Tick } from "./domain/Ids.js"
 /** The retry and lease policy. */
-export { backoff, defaultPolicy, makePolicy, RelayPolicy, retryDelay } from "./domain/Policy.js"
+export { backoff, defaultPolicy, makePolicy, RelayPolicy, retryDelay, seedPolicy } from "./domain/Policy.js"
+/** Policy presets: `Policy.seed` (the article's numbers) and `Policy.defaults` (production). */
+export * as Policy from "./domain/Presets.js"
 export type { PolicyInput } from "./domain/Policy.js"
 /** Canonical JSON bodies. */
 export { canonicalize, DefaultMaxBodyBytes } from "./domain/Json.js"

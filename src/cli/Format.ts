@@ -2,6 +2,7 @@
  * Human output of the operator CLI: aligned tables and key/value blocks, one line per row, with
  * control characters from stored text (reasons, bodies) made harmless.
  */
+import { age } from "../domain/Display.js"
 
 // eslint-disable-next-line no-control-regex
 const controlCharacters = /[\u0000-\u001f\u007f-\u009f]/g
@@ -31,17 +32,6 @@ const epochMillis = 1e12
 export const tick = (value: number | null): string =>
   value === null ? "-" : value >= epochMillis ? `${value} (${new Date(value).toISOString()})` : String(value)
 
-/** A duration in milliseconds, short: `850ms`, `12.3s`, `4m 05s`, `2h 07m`, `3d 04h`. */
-export const age = (millis: number): string => {
-  if (millis < 1000) return `${Math.round(millis)}ms`
-  const seconds = millis / 1000
-  if (seconds < 60) return `${seconds.toFixed(1)}s`
-  const pad = (n: number) => String(n).padStart(2, "0")
-  const s = Math.floor(seconds)
-  if (s < 3600) return `${Math.floor(s / 60)}m ${pad(s % 60)}s`
-  if (s < 86_400) return `${Math.floor(s / 3600)}h ${pad(Math.floor((s % 3600) / 60))}m`
-  return `${Math.floor(s / 86_400)}d ${pad(Math.floor((s % 86_400) / 3600))}h`
-}
 
 /** A JSON body on one line, cut to `max` characters. */
 export const body = (value: unknown, max = Number.POSITIVE_INFINITY): string => {
@@ -51,3 +41,6 @@ export const body = (value: unknown, max = Number.POSITIVE_INFINITY): string => 
 
 /** The one JSON document a `--json` command prints. */
 export const json = (value: unknown): string => JSON.stringify(value, null, 2)
+
+/** @see age */
+export { age }

@@ -11,6 +11,7 @@ import { storeCommands } from "./Commands.js"
 import { parent } from "./Common.js"
 import { report } from "./Errors.js"
 import * as Help from "./Help.js"
+import { prune } from "./Prune.js"
 import { demo, run } from "./Run.js"
 import { ui } from "./Ui.js"
 
@@ -26,6 +27,7 @@ export const entries: ReadonlyArray<Help.Entry> = [
   { name: "audit", command: audit },
   { name: "enqueue", command: enqueue },
   { name: "clock", command: clock, children: [{ name: "reset", command: clockReset }] },
+  { name: "prune", command: prune },
   { name: "run", command: run },
   { name: "demo", command: demo },
   { name: "ui", command: ui }
@@ -33,7 +35,7 @@ export const entries: ReadonlyArray<Help.Entry> = [
 
 /** The command tree. */
 export const command = parent.pipe(
-  Command.withSubcommands([status, flows, events, show, redrive, audit, enqueue, clock, run, demo, ui])
+  Command.withSubcommands([status, flows, events, show, redrive, audit, enqueue, clock, prune, run, demo, ui])
 )
 
 /** Said under the root's help. */

@@ -9,7 +9,6 @@ import { Effect } from "effect"
 import type { Scope } from "effect"
 import * as fs from "node:fs"
 import type { PolicyInput } from "../domain/Policy.js"
-import * as PgStore from "../layers/internal/PgStore.js"
 import * as SqlRelayQueue from "../layers/internal/SqlRelayQueue.js"
 import * as StoreCheck from "../layers/internal/StoreCheck.js"
 import * as PgRelayQueue from "../layers/PgRelayQueue.js"
@@ -126,9 +125,7 @@ export const openReader = (db: string): Effect.Effect<RelayQueueService, CliFail
   isPostgres(db)
     ? Effect.gen(function*() {
       // The public read-only open of PostgreSQL is still to come (`PgRelayQueue.makeReadonly`).
-      const policy = yield* SqlRelayQueue.decodePolicy(undefined, "PgRelayQueue.makeReadonly")
-      const store = yield* PgStore.openReadonly({ url: db }, SqlRelayQueue.migrations, SqlRelayQueue.migrationsTable, "relay_queue")
-      return SqlRelayQueue.make(store, policy)
+      return yield* PgRelayQueue.makeReadonly({ url: db })
     }).pipe(Effect.mapError(openFailure(db)))
     : Effect.gen(function*() {
       const schema = yield* check(db)

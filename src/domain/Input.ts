@@ -23,10 +23,21 @@ const formatted = (error: ParseResult.ParseError): string => {
   }
 }
 
-/** Decodes `input` with `schema` for `operation`, failing only with `InvalidInput`. */
-export const decodeInput = <A, I>(schema: Schema.Schema<A, I>, operation: string) => (input: unknown): Effect.Effect<A, InvalidInput> =>
-  Effect.suspend(() => Schema.decodeUnknown(schema)(input)).pipe(
-    Effect.mapError((error) => new InvalidInput({ operation, message: shorten(formatted(error)) })),
-    Effect.catchAllDefect((defect) =>
-      Effect.fail(new InvalidInput({ operation, message: shorten(`the argument cannot be read: ${describe(defect)}`) })))
-  )
+/**
+ * A decoder of `schema` for `operation`, failing only with `InvalidInput`. Build it once (at
+ * module level): the schema's parser is compiled when the decoder is made.
+ */
+export const decodeInput = <A, I>(schema: Schema.Schema<A, I>, operation: string) => {
+  const decode = Schema.decodeUnknownEither(schema)
+  return (input: unknown): Effect.Effect<A, InvalidInput> => {
+    try {
+      const decoded = decode(input)
+      return decoded._tag === "Right"
+        ? Effect.succeed(decoded.right)
+        : Effect.fail(new InvalidInput({ operation, message: shorten(formatted(decoded.left)) }))
+    } catch (defect) {
+      // A getter or proxy that throws while being read.
+      return Effect.fail(new InvalidInput({ operation, message: shorten(`the argument cannot be read: ${describe(defect)}`) }))
+    }
+  }
+}

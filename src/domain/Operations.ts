@@ -33,17 +33,25 @@ export interface Head {
   readonly eligibleAt: number | null
 }
 
+/** When an event was acked (stored with it: the start of its retention window). */
+export interface AckStamp {
+  readonly eventId: EventId
+  readonly ackedAt: number
+}
+
 /** The writes of one operation. A write that changes nothing stores nothing, the clock included. */
 export interface Changes {
   readonly inserted: ReadonlyArray<NewEvent>
   readonly events: ReadonlyArray<EventRecord>
+  /** Ack times of the `events` that were acked by this operation. */
+  readonly acked: ReadonlyArray<AckStamp>
   readonly flows: ReadonlyArray<FlowRecord>
   readonly heads: ReadonlyArray<Head>
   /** The clock to store, or undefined when nothing changed. */
   readonly clock: ClockRecord | undefined
 }
 
-const none: Omit<Changes, "clock"> = { inserted: [], events: [], flows: [], heads: [] }
+const none: Omit<Changes, "clock"> = { inserted: [], events: [], acked: [], flows: [], heads: [] }
 
 /** The clock after a write: `advanced` (tick = max(tick, now)) when something changed. */
 const stored = (changed: boolean, advanced: ClockRecord): ClockRecord | undefined => (changed ? advanced : undefined)
@@ -52,6 +60,7 @@ const stored = (changed: boolean, advanced: ClockRecord): ClockRecord | undefine
  * Enqueues `commands` in order. `identities` holds what is stored under the commands' ids, `flows`
  * the stored rows of their flows. Events of one flow get consecutive seqs; an id already stored
  * (or earlier in the batch) with the same flow and body is `Existing`, otherwise a conflict.
+ * `hash` hashes a body text as a pruned event's dedup record did (see `prune`).
  */
 export const enqueue = (
   commands: ReadonlyArray<EnqueueCommand>,
@@ -59,7 +68,8 @@ export const enqueue = (
   flows: ReadonlyMap<string, FlowRecord>,
   clock: ClockRecord,
   now: number,
-  policy: RelayPolicy
+  policy: RelayPolicy,
+  hash?: (text: string) => string
 ): Either.Either<{ readonly results: ReadonlyArray<EnqueueResult>; readonly changes: Changes }, EnqueueConflict> => {
   const known = new Map(identities)
   const current = new Map(flows)
@@ -70,7 +80,7 @@ export const enqueue = (
   for (const command of commands) {
     const identity = known.get(command.eventId)
     if (identity !== undefined) {
-      const existing = Protocol.reenqueue(identity, command.eventId, command.flowId, command.body.text)
+      const existing = Protocol.reenqueue(identity, command.eventId, command.flowId, command.body.text, hash)
       if (Either.isLeft(existing)) return Either.left(existing.left)
       results.push(existing.right)
       continue
@@ -195,18 +205,24 @@ export const settle = (
   now: number,
   policy: RelayPolicy,
   draws: ReadonlyArray<number>
-): { readonly outcomes: ReadonlyArray<SettleOutcome>; readonly changed: ReadonlyArray<EventRecord> } => {
+): {
+  readonly outcomes: ReadonlyArray<SettleOutcome>
+  readonly changed: ReadonlyArray<EventRecord>
+  readonly acked: ReadonlyArray<AckStamp>
+} => {
   const current = new Map(events)
   const changed = new Map<string, EventRecord>()
+  const acked: Array<AckStamp> = []
   const outcomes = items.map(([token, reply], i) => {
     const decision = Protocol.settleEvent(current.get(token.eventId), token, reply, now, policy, draws[i] ?? 1)
     if (decision.next !== undefined) {
       current.set(token.eventId, decision.next)
       changed.set(token.eventId, decision.next)
     }
+    if (decision.ackedAt !== undefined) acked.push({ eventId: token.eventId, ackedAt: decision.ackedAt })
     return decision.outcome
   })
-  return { outcomes, changed: [...changed.values()] }
+  return { outcomes, changed: [...changed.values()], acked }
 }
 
 /**
@@ -222,10 +238,12 @@ export const headAfter = (event: EventRecord, next: EventRecord | undefined): He
 export const settleChanges = (
   changed: ReadonlyArray<EventRecord>,
   successors: ReadonlyMap<string, EventRecord>,
-  clock: ClockRecord
+  clock: ClockRecord,
+  acked: ReadonlyArray<AckStamp> = []
 ): Changes => ({
   ...none,
   events: changed,
+  acked,
   heads: changed.map((event) => headAfter(event, successors.get(successorKey(event)))),
   clock: stored(changed.length > 0, clock)
 })
@@ -247,4 +265,41 @@ export const pullIn = (event: EventRecord, now: number, policy: RelayPolicy): Ev
     return { ...event, leaseUntil: now }
   }
   return undefined
+}
+
+/** An acked event as pruning reads it: its identity, state and ack time. */
+export interface PruneCandidate {
+  readonly eventId: EventId
+  readonly flowId: FlowId
+  readonly seq: number
+  readonly state: EventRecord["state"]
+  readonly ackedAt: number | null
+  readonly bodyText: string
+}
+
+/** What is kept of a pruned event: enough to answer a re-enqueue of its id (`Protocol.reenqueue`). */
+export interface DedupRecord {
+  readonly eventId: EventId
+  readonly flowId: FlowId
+  readonly seq: number
+  readonly bodyHash: string
+  readonly prunedAt: number
+}
+
+/**
+ * Which of `candidates` retention deletes at `now`: acked events acked at or before `cutoff`, each
+ * leaving a dedup record. Anything else (ready, inflight, quarantined, or acked later) is kept;
+ * flows are never touched, so seq counters, heads and turns stay as they are.
+ */
+export const prune = (
+  candidates: ReadonlyArray<PruneCandidate>,
+  cutoff: number,
+  now: number,
+  hash: (text: string) => string
+): { readonly deleted: ReadonlyArray<EventId>; readonly dedup: ReadonlyArray<DedupRecord> } => {
+  const expired = candidates.filter((c) => c.state === "acked" && c.ackedAt !== null && c.ackedAt <= cutoff)
+  return {
+    deleted: expired.map((c) => c.eventId),
+    dedup: expired.map((c) => ({ eventId: c.eventId, flowId: c.flowId, seq: c.seq, bodyHash: hash(c.bodyText), prunedAt: now }))
+  }
 }

@@ -160,6 +160,8 @@ export const verdictOf: (reply: DeliveryReply) => Verdict = Match.type<DeliveryR
 export interface SettleDecision {
   readonly outcome: SettleOutcome
   readonly next: EventRecord | undefined
+  /** When an ack happened (the settle's `now`): where the acked-event retention window starts. */
+  readonly ackedAt?: number | undefined
 }
 
 const unchanged = (outcome: SettleOutcome): SettleDecision => ({ outcome, next: undefined })
@@ -184,7 +186,7 @@ export const settleEvent = (
   const verdict = verdictOf(reply)
   switch (verdict._tag) {
     case "Ack":
-      return { outcome: { _tag: "Acked" }, next: { ...event, state: "acked", leaseUntil: null } }
+      return { outcome: { _tag: "Acked" }, next: { ...event, state: "acked", leaseUntil: null }, ackedAt: now }
     case "Quarantine":
       return quarantine(event, verdict.reason)
     case "Retry": {
@@ -242,24 +244,34 @@ export const redriveEvent = (
   })
 }
 
-/** What is stored under an id that is enqueued again. */
+/**
+ * What is stored under an id that is enqueued again: a stored event's canonical body text, or —
+ * for an acked event pruned by retention — only a hash of it (`bodyText` null) in its dedup record.
+ */
 export interface StoredIdentity {
   readonly flowId: FlowId
   readonly seq: number
-  readonly bodyText: string
+  readonly bodyText: string | null
+  /** Hash of the canonical body text (the dedup record of a pruned event). */
+  readonly bodyHash?: string | null | undefined
 }
 
 /**
- * Enqueue of an id that is already stored: the same flow and canonical body is the same event
- * (`Existing`); anything else is a conflict. Either way nothing changes.
+ * Enqueue of an id that is already stored (or was pruned and is still in its dedup window): the
+ * same flow and canonical body is the same event (`Existing`); anything else is a conflict.
+ * Either way nothing changes. `hash` hashes a body text as the dedup record did.
  */
 export const reenqueue = (
   stored: StoredIdentity,
   eventId: EventId,
   flowId: FlowId,
-  bodyText: string
+  bodyText: string,
+  hash: (text: string) => string = () => ""
 ): Either.Either<{ readonly _tag: "Existing"; readonly seq: number }, EnqueueConflict> => {
-  if (stored.flowId === flowId && stored.bodyText === bodyText) return Either.right({ _tag: "Existing", seq: stored.seq })
+  const sameBody = stored.bodyText !== null
+    ? stored.bodyText === bodyText
+    : typeof stored.bodyHash === "string" && stored.bodyHash.length > 0 && stored.bodyHash === hash(bodyText)
+  if (stored.flowId === flowId && sameBody) return Either.right({ _tag: "Existing", seq: stored.seq })
   const what = stored.flowId !== flowId ? `flow ${JSON.stringify(stored.flowId)}` : "another body"
   return Either.left(
     new EnqueueConflict({

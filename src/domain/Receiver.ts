@@ -15,18 +15,23 @@ export interface Receipt {
 export type ReceiveDecision = { readonly _tag: "Apply" } | { readonly _tag: "Reply"; readonly reply: DeliveryReply }
 
 /**
- * Decides a delivery from the receipt stored under its id (if any) and the last seq applied for
- * its flow. Only `seq = last + 1` under a new id is applied; everything else is answered.
+ * Decides a delivery from the receipt stored under its id (if any), the last seq applied for its
+ * flow, and the highest seq whose receipt retention pruned (`prunedThrough`). Only
+ * `seq = last + 1` under a new id is applied; everything else is answered. A seq at or below
+ * `prunedThrough` without a receipt was applied and its receipt pruned: a late re-delivery of it
+ * is `Duplicate` (acked, never applied twice) — its id and body can no longer be compared.
  */
 export const decideReceive = (
   delivery: Receipt,
   stored: Receipt | undefined,
-  lastApplied: number
+  lastApplied: number,
+  prunedThrough = 0
 ): ReceiveDecision => {
   if (stored !== undefined) {
     const same = stored.flowId === delivery.flowId && stored.seq === delivery.seq && stored.bodyText === delivery.bodyText
     return { _tag: "Reply", reply: same ? { _tag: "Duplicate" } : { _tag: "IdConflict" } }
   }
+  if (delivery.seq <= prunedThrough) return { _tag: "Reply", reply: { _tag: "Duplicate" } }
   if (delivery.seq <= lastApplied) return { _tag: "Reply", reply: { _tag: "SequenceConflict" } }
   if (delivery.seq > lastApplied + 1) return { _tag: "Reply", reply: { _tag: "Gap", expected: lastApplied + 1 } }
   return { _tag: "Apply" }

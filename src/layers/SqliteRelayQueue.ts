@@ -2,12 +2,16 @@
  * The queue on one SQLite file. Each layer owns its own connection, so a queue store and a
  * receiver store can live in one program.
  */
+import * as SqlClient from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
 import { Config, Effect, Layer } from "effect"
 import type { ConfigError } from "effect/ConfigError"
 import type { Scope } from "effect"
 import type { PolicyMismatch } from "../domain/Errors.js"
 import type { PolicyInput } from "../domain/Policy.js"
 import { RelayQueue } from "../services/RelayQueue.js"
+import { decodeRetention } from "../services/Retention.js"
+import type { RetentionInput } from "../services/Retention.js"
 import type { RelayQueueService } from "../services/RelayQueue.js"
 import * as SqlRelayQueue from "./internal/SqlRelayQueue.js"
 import type * as Store from "./internal/Store.js"
@@ -21,6 +25,8 @@ export interface SqliteRelayQueueOptions extends SqliteStore.SqliteStoreOptions 
    * are adopted, and one given here that differs from them is refused with `PolicyMismatch`.
    */
   readonly policy?: PolicyInput | undefined
+  /** How long acked events and their dedup records are kept (defaults: 7 and 30 days; see `Retention`). */
+  readonly retention?: RetentionInput | undefined
 }
 
 /** Errors of opening a queue store. */
@@ -30,8 +36,9 @@ export type OpenError = Store.OpenError | PolicyMismatch
 export const make = (options: SqliteRelayQueueOptions): Effect.Effect<RelayQueueService, OpenError, Scope.Scope> =>
   Effect.gen(function*() {
     yield* SqlRelayQueue.decodePolicy(options.policy, "SqliteRelayQueue.make")
+    const retention = yield* decodeRetention(options.retention, "SqliteRelayQueue.make")
     const store = yield* SqliteStore.open(options, SqlRelayQueue.migrations, SqlRelayQueue.migrationsTable)
-    return yield* SqlRelayQueue.open(store, options.policy, options.filename)
+    return yield* SqlRelayQueue.open(store, options.policy, options.filename, "create", retention)
   })
 
 /** A layer providing `RelayQueue` over one SQLite file (":memory:" allowed). */
@@ -51,7 +58,49 @@ export const layerConfig = (
  */
 export const makeReadonly = (options: SqliteRelayQueueOptions): Effect.Effect<RelayQueueService, OpenError, Scope.Scope> =>
   Effect.gen(function*() {
-    const policy = yield* SqlRelayQueue.decodePolicy(options.policy, "SqliteRelayQueue.makeReadonly")
+    yield* SqlRelayQueue.decodePolicy(options.policy, "SqliteRelayQueue.makeReadonly")
     const store = yield* SqliteStore.openReadonly(options, SqlRelayQueue.migrations, SqlRelayQueue.migrationsTable)
-    return SqlRelayQueue.make(store, policy)
+    return yield* SqlRelayQueue.open(store, options.policy, options.filename, "readonly")
   })
+
+/** Options of a queue on the application's own SQLite client. */
+export interface SqliteRelayQueueClientOptions {
+  /** The policy; see `SqliteRelayQueueOptions.policy`. */
+  readonly policy?: PolicyInput | undefined
+  /** How long a transaction of the queue's own waits for another process's write lock (default 5000 ms). */
+  readonly busyTimeoutMillis?: number | undefined
+}
+
+/**
+ * Opens the queue on the application's own `SqlClient` (a SQLite client from the context): its
+ * tables live in the application's database (own migrations table, `relay_migrations`, applied
+ * here), so `enqueue` and `enqueueBatch` inside `withImmediateTransaction` commit with the
+ * application's rows, or not at all — a transactional outbox. Every other operation runs in a
+ * transaction of its own and must be called outside the application's.
+ */
+export const makeClient = (
+  options: SqliteRelayQueueClientOptions = {}
+): Effect.Effect<RelayQueueService, OpenError, SqlClient.SqlClient> =>
+  Effect.gen(function*() {
+    yield* SqlRelayQueue.decodePolicy(options.policy, "SqliteRelayQueue.makeClient")
+    const sql = yield* SqlClient.SqlClient
+    const store = yield* SqliteStore.fromClient(sql, SqlRelayQueue.migrations, SqlRelayQueue.migrationsTable, options)
+    return yield* SqlRelayQueue.open(store, options.policy, "the application's database")
+  })
+
+/** A layer providing `RelayQueue` on the application's own SQLite `SqlClient` (see `makeClient`). */
+export const layerClient = (
+  options: SqliteRelayQueueClientOptions = {}
+): Layer.Layer<RelayQueue, OpenError, SqlClient.SqlClient> => Layer.effect(RelayQueue, makeClient(options))
+
+/**
+ * Runs `effect` in a transaction of the application's SQLite client that holds the write lock
+ * from its start: the way to enqueue together with application writes (an enqueue inside any
+ * other transaction of that client fails with a `SqlError` caused by `TransactionMisuse`).
+ */
+export const withImmediateTransaction = <A, E, R>(
+  effect: Effect.Effect<A, E, R>
+): Effect.Effect<A, E | SqlError, R | SqlClient.SqlClient> => SqliteStore.withImmediateTransaction()(effect)
+
+/** Why a queue on the application's client refused to run (the cause of its `SqlError`). */
+export const TransactionMisuse = SqliteStore.TransactionMisuse

@@ -10,6 +10,7 @@ import type { Effect } from "effect"
 import type { InvalidInput } from "../domain/Errors.js"
 import type { DeliveryReply } from "../domain/Outcomes.js"
 import type { Delivery, DeliveryInput } from "../domain/Records.js"
+import type { PruneOptions } from "./Retention.js"
 
 /** The business step's answer: applied, or refused permanently with a code. */
 export type ApplyResult = { readonly _tag: "Applied" } | { readonly _tag: "Refused"; readonly code: string }
@@ -46,6 +47,20 @@ export interface ReceiptRecord {
   readonly body: unknown
 }
 
+/** How long an inbox keeps receipts, in milliseconds (`null` = forever). */
+export interface InboxRetention {
+  readonly receipts: number | null
+}
+
+/** Default inbox retention: receipts 7 days. */
+export const defaultInboxRetention: InboxRetention = { receipts: 7 * 24 * 60 * 60 * 1000 }
+
+/** What an inbox prune deleted (or, on a dry run, would delete). */
+export interface InboxPruneResult {
+  readonly receipts: number
+  readonly dryRun: boolean
+}
+
 /** The inbox operations. */
 export interface InboxService {
   /** Receives one delivery, in one transaction of the receiver's store. */
@@ -61,6 +76,14 @@ export interface InboxService {
   readonly progress: Effect.Effect<ReadonlyMap<string, number>, SqlError>
   /** Reads the business state with the inbox's client, in one read transaction. */
   readonly read: <A, E>(query: (sql: SqlClient) => Effect.Effect<A, E>) => Effect.Effect<A, E | SqlError>
+  /** How long this inbox keeps receipts. */
+  readonly retention: InboxRetention
+  /**
+   * Deletes receipts past `retention.receipts` in small transactions; per-flow progress stays and
+   * remembers the highest pruned seq, so a late re-delivery of a pruned event is `Duplicate`.
+   * The business tables are the application's own.
+   */
+  readonly prune: (options?: PruneOptions) => Effect.Effect<InboxPruneResult, InvalidInput | SqlError>
 }
 
 /** The receiver service. */

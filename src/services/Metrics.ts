@@ -50,3 +50,11 @@ export const depth = Metric.gauge("fair_relay_events", { description: "events by
 export const oldestEligibleAge = Metric.gauge("fair_relay_oldest_eligible_age_ms", {
   description: "how long the oldest eligible head has been waiting"
 })
+/** Rows deleted by retention, tagged `kind` = events | dedup | receipts. */
+export const pruned = Metric.counter("fair_relay_pruned_total", { description: "rows deleted by retention", incremental: true })
+/** `pruned` tagged with each kind, made once. */
+export const prunedByKind = {
+  events: Metric.tagged(pruned, "kind", "events"),
+  dedup: Metric.tagged(pruned, "kind", "dedup"),
+  receipts: Metric.tagged(pruned, "kind", "receipts")
+} as const

@@ -6,7 +6,7 @@
 import type { SqlError } from "@effect/sql/SqlError"
 import type { Effect } from "effect"
 import type { EventId, FlowId } from "../domain/Ids.js"
-import type { Candidate, Head, NewEvent } from "../domain/Operations.js"
+import type { AckStamp, Candidate, DedupRecord, Head, NewEvent, PruneCandidate } from "../domain/Operations.js"
 import type { StoredIdentity } from "../domain/Protocol.js"
 import type { AuditRecord, ClockRecord, EventRecord, EventState, FlowRecord } from "../domain/Records.js"
 
@@ -41,7 +41,7 @@ export interface QueueReads {
   /** Up to `limit` flows whose head is eligible at `now`, in turn order, with their heads. */
   readonly candidates: (now: number, limit: number) => Effect.Effect<ReadonlyArray<Candidate>, SqlError>
   readonly events: (ids: ReadonlyArray<EventId>) => Effect.Effect<ReadonlyArray<EventRecord>, SqlError>
-  /** Id, flow, seq and body text of the stored events among `ids`. */
+  /** Id, flow, seq and body text of the stored events among `ids`, and the dedup records of pruned ones. */
   readonly identities: (
     ids: ReadonlyArray<EventId>
   ) => Effect.Effect<ReadonlyArray<StoredIdentity & { readonly eventId: EventId }>, SqlError>
@@ -63,19 +63,33 @@ export interface QueueReads {
   readonly countByState: Effect.Effect<Readonly<Record<EventState, number>>, SqlError>
   /** Number of heads eligible at `now`, and the least `eligibleAt` among them. */
   readonly eligibleHeads: (now: number) => Effect.Effect<{ readonly count: number; readonly oldest: number | null }, SqlError>
+  /** Up to `limit` acked events acked at or before `cutoff`, oldest ack first. */
+  readonly pruneCandidates: (cutoff: number, limit: number) => Effect.Effect<ReadonlyArray<PruneCandidate>, SqlError>
+  /** How many acked events and dedup records are due at the cutoffs (null: none), each counted up to `limit`. */
+  readonly countPrunable: (
+    eventCutoff: number | null,
+    dedupCutoff: number | null,
+    limit: number
+  ) => Effect.Effect<{ readonly events: number; readonly dedup: number }, SqlError>
 }
 
 /** Writes inside a write transaction (which holds the store's write lock from its start). */
 export interface QueueWrites extends QueueReads {
   readonly setClock: (clock: ClockRecord) => Effect.Effect<void, SqlError>
   readonly insertEvents: (events: ReadonlyArray<NewEvent>) => Effect.Effect<void, SqlError>
-  /** Stores the mutable fields of existing events (state, times, generation, attempts, reason). */
-  readonly updateEvents: (events: ReadonlyArray<EventRecord>) => Effect.Effect<void, SqlError>
+  /** Stores the mutable fields of existing events (state, times, generation, attempts, reason) and ack times. */
+  readonly updateEvents: (events: ReadonlyArray<EventRecord>, acked?: ReadonlyArray<AckStamp>) => Effect.Effect<void, SqlError>
   /** Inserts or replaces whole flow rows. */
   readonly putFlows: (flows: ReadonlyArray<FlowRecord>) => Effect.Effect<void, SqlError>
   /** Stores flows' cached heads. */
   readonly setHeads: (heads: ReadonlyArray<Head>) => Effect.Effect<void, SqlError>
   readonly appendAudit: (record: AuditRecord) => Effect.Effect<void, SqlError>
+  /** Stores dedup records of pruned events (replacing an older record of the same id). */
+  readonly putDedup: (records: ReadonlyArray<DedupRecord>) => Effect.Effect<void, SqlError>
+  /** Deletes the named events if they are acked (never any other state); returns how many. */
+  readonly deleteAcked: (ids: ReadonlyArray<EventId>) => Effect.Effect<number, SqlError>
+  /** Deletes up to `limit` dedup records pruned at or before `cutoff`; returns how many. */
+  readonly deleteDedup: (cutoff: number, limit: number) => Effect.Effect<number, SqlError>
 }
 
 /** A queue store. */
@@ -90,4 +104,9 @@ export interface QueueBackend {
   ) => Effect.Effect<A, E | SqlError>
   /** Runs `body` in a transaction that sees one consistent state. */
   readonly read: <A, E>(body: (tx: QueueReads) => Effect.Effect<A, E>) => Effect.Effect<A, E | SqlError>
+  /**
+   * Optional: like `write`, inside the caller's own transaction when there is one — what enqueue
+   * uses on a store that shares the application's database (a transactional outbox).
+   */
+  readonly join?: (<A, E>(body: (tx: QueueWrites) => Effect.Effect<A, E>) => Effect.Effect<A, E | SqlError>) | undefined
 }

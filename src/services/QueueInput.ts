@@ -1,6 +1,7 @@
 /**
  * Validation of every queue operation's arguments, shared by all backends: malformed input is an
- * `InvalidInput` before anything is read or written.
+ * `InvalidInput` before anything is read or written. Each decoder is built once, here: a schema
+ * made per call would be compiled again per call.
  */
 import { Effect, Either, Schema } from "effect"
 import { InvalidInput, MissingReason } from "../domain/Errors.js"
@@ -23,17 +24,65 @@ export const MaxBatchSize = 10_000
 export const MaxWeight = 1_000_000
 
 const Weight = Schema.Int.pipe(Schema.between(1, MaxWeight))
+const Limit = Schema.optional(Schema.UndefinedOr(Schema.Int.pipe(Schema.between(1, MaxBatchSize))))
+const Actor = Schema.optional(Schema.UndefinedOr(Schema.String.pipe(Schema.maxLength(200))))
+const TokenFields = Schema.Struct({ eventId: EventId, generation: Generation })
 
-const EnqueueFields = Schema.Struct({
-  eventId: EventId,
-  flowId: FlowId,
-  body: Schema.Unknown,
-  weight: Schema.optional(Schema.UndefinedOr(Weight))
-})
+const enqueueFields = decodeInput(
+  Schema.Struct({ eventId: EventId, flowId: FlowId, body: Schema.Unknown, weight: Schema.optional(Schema.UndefinedOr(Weight)) }),
+  "enqueue"
+)
+const enqueueItems = decodeInput(Schema.Array(Schema.Unknown).pipe(Schema.maxItems(MaxBatchSize)), "enqueueBatch")
+const settleToken = decodeInput(TokenFields, "settle")
+const settleReply = decodeInput(DeliveryReply, "settle")
+const settleItems = decodeInput(
+  Schema.Array(Schema.Struct({ token: TokenFields, reply: DeliveryReply })).pipe(Schema.maxItems(MaxBatchSize)),
+  "settleBatch"
+)
+const redriveFields = decodeInput(
+  Schema.Struct({
+    eventId: EventId,
+    expectedGeneration: Generation,
+    reason: Schema.String.pipe(Schema.maxLength(MaxReasonLength)),
+    actor: Actor
+  }),
+  "redrive"
+)
+const batchSize = decodeInput(Schema.Int.pipe(Schema.between(1, MaxBatchSize)), "claimBatch")
+const flowWeight = decodeInput(Schema.Struct({ flowId: FlowId, weight: Weight }), "setFlowWeight")
+const eventFilter = decodeInput(
+  Schema.Struct({
+    state: Schema.optional(Schema.UndefinedOr(EventState)),
+    flowId: Schema.optional(Schema.UndefinedOr(FlowId)),
+    afterEventId: Schema.optional(Schema.UndefinedOr(EventId)),
+    limit: Limit
+  }),
+  "events"
+)
+const pageFilter = decodeInput(
+  Schema.Struct({
+    after: Schema.optional(Schema.UndefinedOr(FlowId)),
+    afterServed: Schema.optional(Schema.UndefinedOr(Schema.Int)),
+    order: Schema.optional(Schema.UndefinedOr(Schema.Literal("id", "turn"))),
+    limit: Limit
+  }),
+  "flows"
+)
+const auditFilter = decodeInput(Schema.Struct({ eventId: Schema.optional(Schema.UndefinedOr(EventId)), limit: Limit }), "audit")
+const resetClockFields = decodeInput(
+  Schema.Struct({
+    reason: Schema.String.pipe(
+      Schema.maxLength(MaxReasonLength),
+      Schema.filter((reason) => !isBlankReason(reason), { message: () => "reason must not be blank" })
+    ),
+    actor: Actor
+  }),
+  "resetClock"
+)
 
 /** Validates an enqueue: ids, and a JSON body within the policy's size limit. */
 export const decodeEnqueue = (input: unknown, policy: RelayPolicy): Effect.Effect<EnqueueCommand, InvalidInput> =>
-  decodeInput(EnqueueFields, "enqueue")(input).pipe(
+  enqueueFields(input).pipe(
     Effect.flatMap(({ body, eventId, flowId, weight }) =>
       Either.match(canonicalize(body, policy.maxBodyBytes), {
         onLeft: (message) => Effect.fail(new InvalidInput({ operation: "enqueue", message: shorten(message) })),
@@ -43,37 +92,23 @@ export const decodeEnqueue = (input: unknown, policy: RelayPolicy): Effect.Effec
   )
 
 /** Validates every item of an enqueue batch; the first invalid item refuses the batch. */
-export const decodeEnqueueBatch = (
-  inputs: unknown,
-  policy: RelayPolicy
-): Effect.Effect<ReadonlyArray<EnqueueCommand>, InvalidInput> =>
-  Effect.flatMap(
-    decodeInput(Schema.Array(Schema.Unknown).pipe(Schema.maxItems(MaxBatchSize)), "enqueueBatch")(inputs),
-    (items) =>
-      Effect.forEach(items, (item, i) =>
-        Effect.mapError(decodeEnqueue(item, policy), (error) =>
-          new InvalidInput({ operation: "enqueueBatch", message: `item ${i}: ${error.message}` })))
-  )
-
-const TokenFields = Schema.Struct({ eventId: EventId, generation: Generation })
+export const decodeEnqueueBatch = (inputs: unknown, policy: RelayPolicy): Effect.Effect<ReadonlyArray<EnqueueCommand>, InvalidInput> =>
+  Effect.flatMap(enqueueItems(inputs), (items) =>
+    Effect.forEach(items, (item, i) =>
+      Effect.mapError(decodeEnqueue(item, policy), (error) =>
+        new InvalidInput({ operation: "enqueueBatch", message: `item ${i}: ${error.message}` }))))
 
 /** Validates a settle: a well-formed token and a reply with a known tag. */
-export const decodeSettle = (
-  token: unknown,
-  reply: unknown
-): Effect.Effect<readonly [Token, DeliveryReply], InvalidInput> =>
-  Effect.all([decodeInput(TokenFields, "settle")(token), decodeInput(DeliveryReply, "settle")(reply)])
+export const decodeSettle = (token: unknown, reply: unknown): Effect.Effect<readonly [Token, DeliveryReply], InvalidInput> =>
+  Effect.all([settleToken(token), settleReply(reply)])
 
-const RedriveFields = Schema.Struct({
-  eventId: EventId,
-  expectedGeneration: Generation,
-  reason: Schema.String.pipe(Schema.maxLength(MaxReasonLength)),
-  actor: Schema.optional(Schema.UndefinedOr(Schema.String.pipe(Schema.maxLength(200))))
-})
+/** Validates every item of a settle batch; one malformed item refuses the whole batch. */
+export const decodeSettleBatch = (items: unknown): Effect.Effect<ReadonlyArray<readonly [Token, DeliveryReply]>, InvalidInput> =>
+  Effect.map(settleItems(items), (decoded) => decoded.map(({ reply, token }) => [token, reply] as const))
 
 /** Validates a redrive; a blank reason is `MissingReason` before anything is read. */
 export const decodeRedrive = (input: unknown): Effect.Effect<RedriveRequest, InvalidInput | MissingReason> =>
-  decodeInput(RedriveFields, "redrive")(input).pipe(
+  redriveFields(input).pipe(
     Effect.filterOrFail(
       (request) => !isBlankReason(request.reason),
       (request) => new MissingReason({ eventId: request.eventId })
@@ -81,82 +116,39 @@ export const decodeRedrive = (input: unknown): Effect.Effect<RedriveRequest, Inv
   )
 
 /** Validates a batch size: an integer from 1 to `MaxBatchSize`. */
-export const decodeBatchSize = (limit: unknown): Effect.Effect<number, InvalidInput> =>
-  decodeInput(Schema.Int.pipe(Schema.between(1, MaxBatchSize)), "claimBatch")(limit)
-
-/** Validates every item of a settle batch; one malformed item refuses the whole batch. */
-export const decodeSettleBatch = (
-  items: unknown
-): Effect.Effect<ReadonlyArray<readonly [Token, DeliveryReply]>, InvalidInput> =>
-  decodeInput(
-    Schema.Array(Schema.Struct({ token: TokenFields, reply: DeliveryReply })).pipe(Schema.maxItems(MaxBatchSize)),
-    "settleBatch"
-  )(items).pipe(
-    Effect.map((decoded) => decoded.map(({ reply, token }) => [token, reply] as const))
-  )
+export const decodeBatchSize = (limit: unknown): Effect.Effect<number, InvalidInput> => batchSize(limit)
 
 /** Validates a flow weight: an integer from 1 to `MaxWeight`. */
 export const decodeFlowWeight = (input: unknown): Effect.Effect<{ readonly flowId: FlowId; readonly weight: number }, InvalidInput> =>
-  decodeInput(Schema.Struct({ flowId: FlowId, weight: Weight }), "setFlowWeight")(input)
-
-const Limit = Schema.optional(Schema.UndefinedOr(Schema.Int.pipe(Schema.between(1, MaxBatchSize))))
+  flowWeight(input)
 
 /** Validates an event id given on its own. */
 export const decodeEventId = (eventId: unknown, operation: string): Effect.Effect<EventId, InvalidInput> =>
   decodeInput(EventId, operation)(eventId)
 
 /** Validates an `events` filter; the limit defaults to 100. */
-export const decodeEventFilter = (filter: unknown) =>
-  decodeInput(
-    Schema.Struct({
-      state: Schema.optional(Schema.UndefinedOr(EventState)),
-      flowId: Schema.optional(Schema.UndefinedOr(FlowId)),
-      afterEventId: Schema.optional(Schema.UndefinedOr(EventId)),
-      limit: Limit
-    }),
-    "events"
-  )(filter).pipe(Effect.map((f) => ({ ...f, limit: f.limit ?? 100 })))
+export const decodeEventFilter = (filter: unknown) => Effect.map(eventFilter(filter), (f) => ({ ...f, limit: f.limit ?? 100 }))
 
 /** Validates a flows filter: id order by default, or turn order with a `(afterServed, after)` cursor. */
 export const decodePageFilter = (filter: unknown): Effect.Effect<FlowQuery, InvalidInput> =>
-  decodeInput(
-    Schema.Struct({
-      after: Schema.optional(Schema.UndefinedOr(FlowId)),
-      afterServed: Schema.optional(Schema.UndefinedOr(Schema.Int)),
-      order: Schema.optional(Schema.UndefinedOr(Schema.Literal("id", "turn"))),
-      limit: Limit
-    }),
-    "flows"
-  )(filter).pipe(
-    Effect.flatMap(({ after, afterServed, limit, order }): Effect.Effect<FlowQuery, InvalidInput> => {
-      if (order !== "turn") {
-        return afterServed === undefined
-          ? Effect.succeed({ order: "id", after, limit: limit ?? 100 })
-          : Effect.fail(new InvalidInput({ operation: "flows", message: "afterServed pages the turn order; pass order: \"turn\"" }))
-      }
-      if ((after === undefined) !== (afterServed === undefined)) {
-        return Effect.fail(new InvalidInput({ operation: "flows", message: "a turn-order cursor needs both after and afterServed" }))
-      }
-      return Effect.succeed({
-        order: "turn",
-        after: after === undefined ? undefined : { served: afterServed!, flowId: after },
-        limit: limit ?? 100
-      })
+  Effect.flatMap(pageFilter(filter), ({ after, afterServed, limit, order }): Effect.Effect<FlowQuery, InvalidInput> => {
+    if (order !== "turn") {
+      return afterServed === undefined
+        ? Effect.succeed({ order: "id", after, limit: limit ?? 100 })
+        : Effect.fail(new InvalidInput({ operation: "flows", message: "afterServed pages the turn order; pass order: \"turn\"" }))
+    }
+    if ((after === undefined) !== (afterServed === undefined)) {
+      return Effect.fail(new InvalidInput({ operation: "flows", message: "a turn-order cursor needs both after and afterServed" }))
+    }
+    return Effect.succeed({
+      order: "turn",
+      after: after === undefined ? undefined : { served: afterServed!, flowId: after },
+      limit: limit ?? 100
     })
-  )
+  })
 
 /** Validates a clock reset: a non-blank reason (and who asks). */
-export const decodeResetClock = (input: unknown) =>
-  decodeInput(
-    Schema.Struct({
-      reason: Schema.String.pipe(Schema.maxLength(MaxReasonLength), Schema.filter((r) => !isBlankReason(r), { message: () => "reason must not be blank" })),
-      actor: Schema.optional(Schema.UndefinedOr(Schema.String.pipe(Schema.maxLength(200))))
-    }),
-    "resetClock"
-  )(input)
+export const decodeResetClock = (input: unknown) => resetClockFields(input)
 
 /** Validates an audit filter; the limit defaults to 100. */
-export const decodeAuditFilter = (filter: unknown) =>
-  decodeInput(Schema.Struct({ eventId: Schema.optional(Schema.UndefinedOr(EventId)), limit: Limit }), "audit")(filter).pipe(
-    Effect.map((f) => ({ ...f, limit: f.limit ?? 100 }))
-  )
+export const decodeAuditFilter = (filter: unknown) => Effect.map(auditFilter(filter), (f) => ({ ...f, limit: f.limit ?? 100 }))

@@ -17,6 +17,10 @@ import * as Faults from "./Faults.js"
 import * as Metrics from "./Metrics.js"
 import type { QueueBackend, QueueWrites } from "./QueueBackend.js"
 import * as Input from "./QueueInput.js"
+import * as Retention from "./Retention.js"
+
+// Hot-path spans skip the stack capture (tens of µs each); the span name says where.
+const hot = { captureStackTrace: false } as const
 
 export { MaxBatchSize, MaxWeight } from "./QueueInput.js"
 
@@ -175,6 +179,14 @@ export interface RelayQueueService {
   readonly resetClock: (input: ResetClockInput) => Effect.Effect<ClockReset, InvalidInput | SqlError>
   /** Completes when this queue instance gets new work (enqueue, redrive, an ack); for sleeping workers. */
   readonly awaitWork: Effect.Effect<void>
+  /** How long this queue keeps acked events and their dedup records (`prune` applies it). */
+  readonly retention: Retention.Retention
+  /**
+   * Deletes acked events past `retention.acked` (each leaves a dedup record) and dedup records
+   * past `retention.dedup`, in transactions of at most `Retention.PruneBatchSize` rows. Never
+   * touches ready, inflight or quarantined events, flows, or audit rows.
+   */
+  readonly prune: (options?: Retention.PruneOptions) => Effect.Effect<Retention.PruneResult, InvalidInput | SqlError>
 }
 
 /** The queue service. */
@@ -204,7 +216,7 @@ const makeWake = () => {
   }
 }
 
-const noChanges: Changes = { inserted: [], events: [], flows: [], heads: [], clock: undefined }
+const noChanges: Changes = { inserted: [], events: [], acked: [], flows: [], heads: [], clock: undefined }
 
 const unique = <A>(values: ReadonlyArray<A>): ReadonlyArray<A> => [...new Set(values)]
 
@@ -214,7 +226,7 @@ const byKey = <A, K>(rows: ReadonlyArray<A>, key: (row: A) => K): ReadonlyMap<K,
 const store = (tx: QueueWrites, changes: Changes) =>
   Effect.gen(function*() {
     if (changes.inserted.length > 0) yield* tx.insertEvents(changes.inserted)
-    if (changes.events.length > 0) yield* tx.updateEvents(changes.events)
+    if (changes.events.length > 0) yield* tx.updateEvents(changes.events, changes.acked)
     if (changes.flows.length > 0) yield* tx.putFlows(changes.flows)
     if (changes.heads.length > 0) yield* tx.setHeads(changes.heads)
     if (changes.clock !== undefined) yield* tx.setClock(changes.clock)
@@ -232,7 +244,11 @@ const settleFaults: FaultPoints = { before: "settle:before-commit", after: "sett
  * The queue over a backend: validation, the clock check, the protocol's decisions, metrics,
  * wake-ups and spans — the same for every backend.
  */
-export const make = (backend: QueueBackend, policy: RelayPolicy): RelayQueueService => {
+export const make = (
+  backend: QueueBackend,
+  policy: RelayPolicy,
+  retention: Retention.Retention = Retention.defaultRetention
+): RelayQueueService => {
   const wake = makeWake()
   const currentTime = Effect.clockWith((clock) => clock.currentTimeMillis)
 
@@ -244,9 +260,13 @@ export const make = (backend: QueueBackend, policy: RelayPolicy): RelayQueueServ
    */
   const write = <A, E>(
     decide: (tx: QueueWrites, clock: ClockRecord, now: number) => Effect.Effect<readonly [A, Changes], E>,
-    faults?: FaultPoints
+    faults?: FaultPoints,
+    joining = false
   ): Effect.Effect<A, E | ClockRegressed | SqlError> => {
-    const transaction = backend.write(
+    // An enqueue joins the caller's transaction on a store that shares the application's database.
+    const { join } = backend
+    const run = joining && join !== undefined ? join : backend.write
+    const transaction = run(
       (tx) =>
         Effect.gen(function*() {
           const now = yield* currentTime
@@ -273,12 +293,12 @@ export const make = (backend: QueueBackend, policy: RelayPolicy): RelayQueueServ
           byKey(flows, (row): string => row.flowId),
           clock,
           now,
-          policy
+          policy,
+          Retention.hashBody
         )
         if (Either.isLeft(decided)) return yield* Effect.fail(decided.left)
         return [decided.right.results, decided.right.changes] as const
-      })
-    ).pipe(Effect.tap((results) => {
+      }), undefined, true).pipe(Effect.tap((results) => {
       const added = results.filter((r) => r._tag === "Enqueued").length
       return added === 0 ? Effect.void : Effect.zipRight(Metric.incrementBy(Metrics.enqueued, added), wake.signal)
     }))
@@ -307,7 +327,7 @@ export const make = (backend: QueueBackend, policy: RelayPolicy): RelayQueueServ
           : { idle: true }
       )
     ),
-    Effect.withSpan("RelayQueue.claim")
+    Effect.withSpan("RelayQueue.claim", hot)
   )
 
   const settleAll = (items: ReadonlyArray<readonly [Token, DeliveryReply]>) =>
@@ -315,12 +335,12 @@ export const make = (backend: QueueBackend, policy: RelayPolicy): RelayQueueServ
       Effect.gen(function*() {
         const draws = policy.jitter === "full" ? yield* Effect.forEach(items, () => Random.next) : []
         const events = yield* tx.events(unique(items.map(([token]) => token.eventId)))
-        const { changed, outcomes } = Operations.settle(items, byKey(events, (e): string => e.eventId), now, policy, draws)
+        const { acked: stamps, changed, outcomes } = Operations.settle(items, byKey(events, (e): string => e.eventId), now, policy, draws)
         const acked = changed.filter((e) => e.state === "acked")
         const successors = acked.length === 0
           ? []
           : yield* tx.eventsAt(acked.map((e) => ({ flowId: e.flowId, seq: e.seq + 1 })))
-        return [outcomes, Operations.settleChanges(changed, byKey(successors, Operations.positionKey), clock)] as const
+        return [outcomes, Operations.settleChanges(changed, byKey(successors, Operations.positionKey), clock, stamps)] as const
       }), settleFaults).pipe(
       Effect.tap((outcomes) =>
         Effect.zipRight(
@@ -406,9 +426,9 @@ export const make = (backend: QueueBackend, policy: RelayPolicy): RelayQueueServ
     policy,
     enqueue: (input) =>
       Effect.flatMap(Input.decodeEnqueue(input, policy), (command) => Effect.map(enqueueAll([command]), (results) => results[0]!))
-        .pipe(Effect.withSpan("RelayQueue.enqueue")),
+        .pipe(Effect.withSpan("RelayQueue.enqueue", hot)),
     enqueueBatch: (inputs) =>
-      Effect.flatMap(Input.decodeEnqueueBatch(inputs, policy), enqueueAll).pipe(Effect.withSpan("RelayQueue.enqueueBatch")),
+      Effect.flatMap(Input.decodeEnqueueBatch(inputs, policy), enqueueAll).pipe(Effect.withSpan("RelayQueue.enqueueBatch", hot)),
     setFlowWeight: (input) =>
       Effect.flatMap(Input.decodeFlowWeight(input), ({ flowId, weight }) =>
         write((tx, clock) =>
@@ -418,17 +438,17 @@ export const make = (backend: QueueBackend, policy: RelayPolicy): RelayQueueServ
     claimBatch: (limit) =>
       Effect.flatMap(Input.decodeBatchSize(limit), claimUpTo).pipe(
         Effect.map(({ claims }) => claims),
-        Effect.withSpan("RelayQueue.claimBatch")
+        Effect.withSpan("RelayQueue.claimBatch", hot)
       ),
-    claimUpTo: (limit) => Effect.flatMap(Input.decodeBatchSize(limit), claimUpTo).pipe(Effect.withSpan("RelayQueue.claimBatch")),
+    claimUpTo: (limit) => Effect.flatMap(Input.decodeBatchSize(limit), claimUpTo).pipe(Effect.withSpan("RelayQueue.claimBatch", hot)),
     settle: (token, reply) =>
       Effect.flatMap(Input.decodeSettle(token, reply), (item) =>
         Effect.zipRight(
           Effect.annotateCurrentSpan({ eventId: item[0].eventId, generation: item[0].generation }),
           Effect.map(settleAll([item]), (outcomes) => outcomes[0]!)
-        )).pipe(Effect.withSpan("RelayQueue.settle")),
+        )).pipe(Effect.withSpan("RelayQueue.settle", hot)),
     settleBatch: (items) =>
-      Effect.flatMap(Input.decodeSettleBatch(items), settleAll).pipe(Effect.withSpan("RelayQueue.settleBatch")),
+      Effect.flatMap(Input.decodeSettleBatch(items), settleAll).pipe(Effect.withSpan("RelayQueue.settleBatch", hot)),
     redrive,
     resetClock,
     snapshot,
@@ -446,6 +466,8 @@ export const make = (backend: QueueBackend, policy: RelayPolicy): RelayQueueServ
       Effect.flatMap(Input.decodeAuditFilter(filter), (query) => backend.read((tx) => tx.listAudit(query))).pipe(
         Effect.withSpan("RelayQueue.audit")
       ),
-    awaitWork: wake.await
+    awaitWork: wake.await,
+    retention,
+    prune: Retention.makePrune(backend, retention)
   }
 }

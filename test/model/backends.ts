@@ -2,13 +2,15 @@
  * The backends the model-based test runs against. A backend gives each chunk of sequences an
  * opener of fresh queue stores: SQLite opens a new `:memory:` database per sequence; PostgreSQL
  * uses one fresh schema per chunk, put back to the freshly migrated state before each sequence
- * (TRUNCATE … RESTART IDENTITY and the migrations' rows) instead of being migrated again.
+ * (TRUNCATE … RESTART IDENTITY and the migrations' rows) instead of being migrated again; memory
+ * opens a new, empty in-memory queue per sequence.
  */
 import { Effect } from "effect"
 import type { Scope } from "effect"
 import type { PolicyInput } from "../../src/domain/Policy.js"
 import * as PgStore from "../../src/layers/internal/PgStore.js"
 import * as SqlRelayQueue from "../../src/layers/internal/SqlRelayQueue.js"
+import * as MemoryRelayQueue from "../../src/layers/MemoryRelayQueue.js"
 import * as PgRelayQueue from "../../src/layers/PgRelayQueue.js"
 import * as SqliteRelayQueue from "../../src/layers/SqliteRelayQueue.js"
 import type { RelayQueueService } from "../../src/services/RelayQueue.js"
@@ -19,7 +21,7 @@ export type OpenQueue = (policy: PolicyInput) => Effect.Effect<RelayQueueService
 
 /** One backend of the model-based test. */
 export interface ModelBackend {
-  readonly name: "sqlite" | "postgres"
+  readonly name: "sqlite" | "postgres" | "memory"
   /** What one chunk of sequences opens its stores with (resources live as long as the scope). */
   readonly chunk: Effect.Effect<OpenQueue, unknown, Scope.Scope>
 }
@@ -29,6 +31,9 @@ export const sqliteMemory: OpenQueue = (policy) => SqliteRelayQueue.make({ filen
 
 /** SQLite: a new in-memory database per sequence. */
 export const sqlite: ModelBackend = { name: "sqlite", chunk: Effect.succeed(sqliteMemory) }
+
+/** Memory: a new, empty in-memory queue per sequence. */
+export const memory: ModelBackend = { name: "memory", chunk: Effect.succeed((policy) => MemoryRelayQueue.make({ policy })) }
 
 /**
  * A PostgreSQL schema holding only the queue store's migrations (not opened by a queue, so no

@@ -52,7 +52,11 @@ export const articlePolicy = {
 }
 
 /** The test file of each backend. */
-const files = { sqlite: "test/model/RelayQueue.model.test.ts", postgres: "test/model/RelayQueue.model.pg.test.ts" } as const
+const files = {
+  sqlite: "test/model/RelayQueue.model.test.ts",
+  postgres: "test/model/RelayQueue.model.pg.test.ts",
+  memory: "test/model/RelayQueue.model.memory.test.ts"
+} as const
 
 const replayCommand = (backend: ModelBackend["name"], s: number, path: string) =>
   `FAIR_RELAY_MODEL_SEED=${s} FAIR_RELAY_MODEL_PATH=${JSON.stringify(path)} npx vitest run ${files[backend]}`
@@ -127,7 +131,7 @@ const runChunk = async (backend: ModelBackend, seed: number, numRuns: number, co
  * Milliseconds one sequence may take on each backend, for the per-test timeout: generous, as a
  * machine shared with other test runs was seen ~10× slower than a quiet one.
  */
-const perSequenceMillis = { sqlite: 1_000, postgres: 6_000 } as const
+const perSequenceMillis = { sqlite: 1_000, postgres: 6_000, memory: 1_000 } as const
 
 /**
  * Defines the model-based test of `backend`: `total` sequences in chunks, or, with

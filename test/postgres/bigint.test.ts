@@ -4,6 +4,7 @@
  * src/layers/internal/Store.ts), so the protocol sees numbers, also beyond 2^31 — production ticks
  * are epoch milliseconds.
  */
+import { seedPolicy } from "../../src/domain/Policy.js"
 import { it } from "@effect/vitest"
 import { Effect } from "effect"
 import { expect } from "vitest"
@@ -17,7 +18,7 @@ describePg("PostgreSQL BIGINT columns", (url) => {
   it.scopedLive("come back as strings from the driver and as numbers from the store, epoch-millisecond ticks included", () =>
     Effect.gen(function*() {
       const schema = yield* freshSchema(url)
-      const queue = yield* PgRelayQueue.make({ url: schema.url, maxConnections: 1, policy: { leaseTicks: 30_000 } })
+      const queue = yield* PgRelayQueue.make({ url: schema.url, maxConnections: 1, policy: { ...seedPolicy, leaseTicks: 30_000 } })
       yield* queue.enqueue({ eventId: "A1", flowId: "A", body: { delta: 1 } }).pipe(TickClock.at(T))
       const claimed = yield* queue.claim.pipe(TickClock.at(T + 5))
       expect(claimed).toMatchObject({ _tag: "Claimed", leaseUntil: T + 30_005, token: { eventId: "A1", generation: 1 } })

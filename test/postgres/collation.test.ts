@@ -4,6 +4,7 @@
  * the SQLite side), whatever the database's own collation. Flows that all tie at served 0 are
  * claimed in exactly the `compareIds` order.
  */
+import { seedPolicy } from "../../src/domain/Policy.js"
 import { it } from "@effect/vitest"
 import { Effect } from "effect"
 import { expect } from "vitest"
@@ -18,7 +19,7 @@ describePg("PostgreSQL id collation", (url) => {
   it.scopedLive("flows tied at served 0 are claimed in compareIds (UTF-8 byte) order", () =>
     Effect.gen(function*() {
       const schema = yield* freshSchema(url)
-      const queue = yield* PgRelayQueue.make({ url: schema.url, maxConnections: 1 })
+      const queue = yield* PgRelayQueue.make({ url: schema.url, maxConnections: 1, policy: seedPolicy })
       yield* queue.enqueueBatch(ids.map((flowId, i) => ({ eventId: `e${i}`, flowId, body: { delta: 1 } }))).pipe(TickClock.at(0))
       const claimed = yield* Effect.forEach(ids, () =>
         Effect.map(queue.claim.pipe(TickClock.at(0)), (c) => (c._tag === "Claimed" ? c.event.flowId : "<idle>")))

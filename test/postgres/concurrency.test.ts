@@ -26,6 +26,7 @@
  * and at the end every event is acked, generation = lifetime attempts = its claims, and the
  * ticket = all claims.
  */
+import { seedPolicy } from "../../src/domain/Policy.js"
 import { it } from "@effect/vitest"
 import { Effect } from "effect"
 import { expect } from "vitest"
@@ -41,7 +42,7 @@ const PhaseTicks = 10
 const MaxPhases = 40
 const BatchSize = 3
 // Retries never exhaust the budget here: every event must end acked.
-const policy = { retryBudget: 1000 }
+const policy = { ...seedPolicy, retryBudget: 1000 }
 
 type Fate = "Accepted" | "Retry" | "drop"
 

@@ -16,6 +16,7 @@
  * one backend holds the store's lock, the one running our transaction, with application name
  * "fair-relay". That stays precise when other tests use the same database concurrently.
  */
+import { seedPolicy } from "../../src/domain/Policy.js"
 import * as Reactivity from "@effect/experimental/Reactivity"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
@@ -72,7 +73,7 @@ describePg("PostgreSQL: the backend killed mid-transaction leaves no partial sta
   const open = (initial: ReadonlyArray<EnqueueInput>) =>
     Effect.gen(function*() {
       const schema = yield* freshSchema(url)
-      const queue: RelayQueueService = yield* PgRelayQueue.make({ url: schema.url, maxConnections: 2 })
+      const queue: RelayQueueService = yield* PgRelayQueue.make({ url: schema.url, maxConnections: 2, policy: seedPolicy })
       for (const event of initial) yield* queue.enqueue(event).pipe(TickClock.at(0))
       return { schema, queue }
     })
@@ -160,7 +161,7 @@ describePg("PostgreSQL: the backend killed mid-transaction leaves no partial sta
       // A worker whose sessions end any transaction left idle for 300 ms.
       const stalledUrl = new URL(schema.url)
       stalledUrl.searchParams.set("options", `-c search_path=${schema.name} -c idle_in_transaction_session_timeout=300`)
-      const stalled = yield* PgRelayQueue.make({ url: stalledUrl.toString(), maxConnections: 1 })
+      const stalled = yield* PgRelayQueue.make({ url: stalledUrl.toString(), maxConnections: 1, policy: seedPolicy })
       const reached = yield* Deferred.make<void>()
       const release = yield* Deferred.make<void>()
       const hang: Context.Tag.Service<Faults.Faults> = {

@@ -85,6 +85,45 @@ describe("Relay.run", () => {
       }).pipe(Effect.provide(context))
     }))
 
+  it.scoped("eight single-step workers share their transactions (group commit): every flow in order, one receipt each", () =>
+    Effect.gen(function*() {
+      const maxDelta = yield* Ref.make(1000)
+      const context = yield* Layer.build(
+        Relay.layer.pipe(
+          Layer.provideMerge(Transport.layerInbox),
+          Layer.provideMerge(SqliteInbox.layer({ filename: ":memory:", business: Counter.business(maxDelta) })),
+          Layer.provideMerge(SqliteRelayQueue.layer({ filename: ":memory:", policy: production }))
+        )
+      )
+      yield* Effect.gen(function*() {
+        const queue = yield* RelayQueue
+        const inbox = yield* Inbox
+        const flows = Array.from({ length: 12 }, (_, f) => `F${f}`)
+        yield* queue.enqueueBatch(flows.flatMap((flow) => Array.from({ length: 10 }, (_, i) => ({ eventId: `${flow}-${i + 1}`, flowId: flow, body: { delta: 1 } }))))
+        const sizes = (operation: string) => Metric.value(Metric.tagged(Metrics.groupCommitSize, "operation", operation))
+        const before = { claim: yield* sizes("claim"), settle: yield* sizes("settle") }
+        const running = yield* Effect.fork((yield* Relay).run({ ...quick, workers: 8, batchSize: 1 }))
+        for (let i = 0; i < 10_000; i++) {
+          if ((yield* queue.stats).byState.acked === 120) break
+          yield* Effect.yieldNow()
+        }
+        yield* Fiber.interrupt(running)
+        const snapshot = yield* queue.snapshot
+        expect(snapshot.events.every((e) => e.state === "acked" && e.generation === 1)).toBe(true)
+        const receipts = yield* inbox.receipts
+        expect(receipts).toHaveLength(120)
+        for (const flow of flows) {
+          expect(receipts.filter((r) => r.flowId === flow).map((r) => r.seq)).toEqual(Array.from({ length: 10 }, (_, i) => i + 1))
+        }
+        // Fewer transactions than steps: calls made at the same moment were gathered.
+        const claims = yield* sizes("claim")
+        const settles = yield* sizes("settle")
+        expect(claims.max).toBeGreaterThan(1)
+        expect(settles.sum - before.settle.sum).toBe(120)
+        expect(settles.count - before.settle.count).toBeLessThan(120)
+      }).pipe(Effect.provide(context))
+    }))
+
   it.scoped("an enqueue in the same process wakes a sleeping worker at once", () =>
     Effect.gen(function*() {
       const delivered = yield* Deferred.make<string>()

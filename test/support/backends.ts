@@ -1,5 +1,6 @@
 /**
- * The backends the contract suite runs against: SQLite always; PostgreSQL when
+ * The backends the contract suite runs against: SQLite and memory (the queue in memory, the
+ * receiver on SQLite) always; PostgreSQL when
  * FAIR_RELAY_PG_URL names a database (`.ci/run` sets it). Each world gets fresh stores: temp
  * files for SQLite, fresh schemas for PostgreSQL.
  */
@@ -12,7 +13,9 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import * as PgInbox from "../../src/layers/PgInbox.js"
+import * as MemoryRelayQueue from "../../src/layers/MemoryRelayQueue.js"
 import * as PgRelayQueue from "../../src/layers/PgRelayQueue.js"
+import * as SqliteInbox from "../../src/layers/SqliteInbox.js"
 import { makeWorld, sqliteStores } from "../../scenarios/World.js"
 import type { World, WorldOptions } from "../../scenarios/World.js"
 
@@ -51,6 +54,25 @@ const sqlite: Backend = {
         })
       return { ...world, rejectInserts }
     })
+}
+
+/** Why a test that injects a database failure (a trigger) cannot run on the memory backend. */
+export const noTriggers = "the memory queue has no SQL tables to put a trigger on"
+
+/** The queue in memory, the receiver on an in-memory SQLite database. */
+const memory: Backend = {
+  name: "memory",
+  world: (options) =>
+    Effect.map(
+      makeWorld({
+        ...options,
+        stores: {
+          queue: (policy) => MemoryRelayQueue.make({ policy }),
+          inbox: (business) => SqliteInbox.make({ filename: ":memory:", business })
+        }
+      }),
+      (world) => ({ ...world, rejectInserts: () => Effect.dieMessage(noTriggers) })
+    )
 }
 
 /** The PostgreSQL test database, if configured. */
@@ -175,7 +197,7 @@ if (pgUrl === undefined) {
 }
 
 /** Every backend configured here. */
-export const backends: ReadonlyArray<Backend> = pgUrl === undefined ? [sqlite] : [sqlite, postgres(pgUrl)]
+export const backends: ReadonlyArray<Backend> = pgUrl === undefined ? [sqlite, memory] : [sqlite, memory, postgres(pgUrl)]
 
 /** The backends that are not configured here, by name, so suites can report them as skipped. */
 export const skippedBackends: ReadonlyArray<string> = pgUrl === undefined ? ["postgres (set FAIR_RELAY_PG_URL)"] : []

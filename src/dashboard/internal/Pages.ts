@@ -7,6 +7,7 @@ import type { QueueStats } from "../../services/RelayQueue.js"
 import { html, query, raw } from "./Html.js"
 import type { Html, Part } from "./Html.js"
 import type { Rates } from "./Rates.js"
+import { age } from "../../domain/Display.js"
 
 /** What every page needs to draw its frame. */
 export interface Frame {
@@ -29,17 +30,6 @@ const epochMillis = 1e12
 export const tick = (value: number | null): string =>
   value === null ? "–" : value >= epochMillis ? new Date(value).toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z") : `tick ${value}`
 
-/** A duration, short: `850ms`, `12.3s`, `4m 05s`, `2h 07m`, `3d 04h`. */
-export const age = (millis: number): string => {
-  if (millis < 1000) return `${Math.round(millis)}ms`
-  const seconds = millis / 1000
-  if (seconds < 60) return `${seconds.toFixed(1)}s`
-  const pad = (n: number) => String(n).padStart(2, "0")
-  const s = Math.floor(seconds)
-  if (s < 3600) return `${Math.floor(s / 60)}m ${pad(s % 60)}s`
-  if (s < 86_400) return `${Math.floor(s / 3600)}h ${pad(Math.floor((s % 3600) / 60))}m`
-  return `${Math.floor(s / 86_400)}d ${pad(Math.floor((s % 86_400) / 3600))}h`
-}
 
 const rate = (value: number | undefined) => (value === undefined ? "…" : value >= 100 ? value.toFixed(0) : value.toFixed(1))
 

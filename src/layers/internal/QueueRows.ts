@@ -4,7 +4,7 @@
  */
 import { Schema } from "effect"
 import { parseStored } from "../../domain/Json.js"
-import type { NewEvent } from "../../domain/Operations.js"
+import type { DedupRecord, NewEvent, PruneCandidate } from "../../domain/Operations.js"
 import { EventState } from "../../domain/Records.js"
 import type { AuditRecord, EventRecord, FlowRecord } from "../../domain/Records.js"
 import { decodeRows, SqlInt } from "./Store.js"
@@ -67,8 +67,43 @@ export const AuditRow = Schema.Struct({
   actor: Schema.NullOr(Schema.String)
 })
 
-/** Id, flow, seq and body text of a stored event (what a re-enqueue compares). */
-export const IdentityRow = Schema.Struct({ event_id: StoredEventId, flow_id: StoredFlowId, seq: SqlInt, body: Schema.String })
+/** Id, flow, seq and body text of a stored event, or body hash of a pruned one (what a re-enqueue compares). */
+export const IdentityRow = Schema.Struct({
+  event_id: StoredEventId,
+  flow_id: StoredFlowId,
+  seq: SqlInt,
+  body: Schema.NullOr(Schema.String),
+  body_hash: Schema.optional(Schema.NullOr(Schema.String))
+})
+
+/** An acked event as pruning reads it. */
+export const PruneCandidateRow = Schema.Struct({
+  event_id: StoredEventId,
+  flow_id: StoredFlowId,
+  seq: SqlInt,
+  state: EventState,
+  acked_at: NullableInt,
+  body: Schema.String
+})
+
+/** A prune candidate row as the domain's record. */
+export const toPruneCandidate = (row: typeof PruneCandidateRow.Type): PruneCandidate => ({
+  eventId: row.event_id,
+  flowId: row.flow_id,
+  seq: row.seq,
+  state: row.state,
+  ackedAt: row.acked_at,
+  bodyText: row.body
+})
+
+/** The `relay_pruned` row a dedup record is stored as. */
+export const dedupRow = (record: DedupRecord) => ({
+  event_id: record.eventId,
+  flow_id: record.flowId,
+  seq: record.seq,
+  body_hash: record.bodyHash,
+  pruned_at: record.prunedAt
+})
 
 /** The `relay_clock` row. */
 export const ClockRow = Schema.Struct({ tick: SqlInt, ticket: SqlInt })
@@ -139,6 +174,7 @@ export const decode = {
   candidates: decodeRows(CandidateRow),
   audit: decodeRows(AuditRow),
   identities: decodeRows(IdentityRow),
+  pruneCandidates: decodeRows(PruneCandidateRow),
   clock: decodeRows(ClockRow),
   counts: decodeRows(StateCountRow),
   aggregate: decodeRows(AggregateRow)

@@ -4,7 +4,7 @@
  */
 import { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect, Either, Schema } from "effect"
+import { Clock, Effect, Either, Metric, Schema } from "effect"
 import { InvalidInput } from "../../domain/Errors.js"
 import { decodeInput, shorten } from "../../domain/Input.js"
 import { canonicalize, parseStored } from "../../domain/Json.js"
@@ -15,9 +15,16 @@ import type { Receipt } from "../../domain/Receiver.js"
 import { Delivery } from "../../domain/Records.js"
 import type { DeliveryInput } from "../../domain/Records.js"
 import * as Faults from "../../services/Faults.js"
-import type { ApplyResult, InboxBusiness, InboxService } from "../../services/Inbox.js"
+import { defaultInboxRetention } from "../../services/Inbox.js"
+import type { ApplyResult, InboxBusiness, InboxPruneResult, InboxRetention, InboxService } from "../../services/Inbox.js"
+import * as Metrics from "../../services/Metrics.js"
+import { decodePruneOptions, PruneBatchSize } from "../../services/Retention.js"
+import type { PruneOptions } from "../../services/Retention.js"
 import { chunks, decodeRows, idType, isolated, rowsTable, SqlInt } from "./Store.js"
 import type { Store } from "./Store.js"
+
+// Hot-path spans skip the stack capture (tens of µs each); the span name says where.
+const hot = { captureStackTrace: false } as const
 
 /** Embedded migrations of the inbox store. */
 export const migrations: Record<string, Effect.Effect<void, SqlError, SqlClient>> = {
@@ -31,6 +38,15 @@ export const migrations: Record<string, Effect.Effect<void, SqlError, SqlClient>
       body TEXT NOT NULL,
       UNIQUE (flow_id, seq))`
     yield* sql`CREATE TABLE inbox_progress (flow_id ${id} PRIMARY KEY, last_seq BIGINT NOT NULL)`
+  }),
+  "2_inbox_retention": Effect.gen(function*() {
+    const sql = yield* SqlClient
+    // When a receipt was written (receipts written before are due at once: pruning them is safe,
+    // see `pruned_through`).
+    yield* sql`ALTER TABLE inbox_receipt ADD COLUMN received_at BIGINT NOT NULL DEFAULT 0`
+    yield* sql`CREATE INDEX inbox_receipt_received ON inbox_receipt (received_at)`
+    // The highest seq of the flow whose receipt was pruned: a re-delivery at or below it is a Duplicate.
+    yield* sql`ALTER TABLE inbox_progress ADD COLUMN pruned_through BIGINT NOT NULL DEFAULT 0`
   })
 }
 
@@ -38,7 +54,9 @@ export const migrations: Record<string, Effect.Effect<void, SqlError, SqlClient>
 export const migrationsTable = "inbox_migrations"
 
 const receipts = decodeRows(Schema.Struct({ event_id: Schema.String, flow_id: Schema.String, seq: SqlInt, body: Schema.String }))
-const progressRows = decodeRows(Schema.Struct({ flow_id: Schema.String, last_seq: SqlInt }))
+const progressRows = decodeRows(Schema.Struct({ flow_id: Schema.String, last_seq: SqlInt, pruned_through: SqlInt }))
+const dueRows = decodeRows(Schema.Struct({ event_id: Schema.String, flow_id: Schema.String, seq: SqlInt }))
+const countRows = decodeRows(Schema.Struct({ n: SqlInt }))
 
 // A refusal must roll back whatever the business step wrote before refusing.
 class Refusal {
@@ -46,21 +64,23 @@ class Refusal {
   constructor(readonly code: string) {}
 }
 
+const decodeDelivery = { receive: decodeInput(Delivery, "receive"), receiveBatch: decodeInput(Delivery, "receiveBatch") }
+
 interface Decoded {
   readonly delivery: Delivery
   readonly body: CanonicalBody
 }
 
 /** Builds the inbox service over an opened store, after the business step's own setup. */
-export const make = (store: Store, business: InboxBusiness): Effect.Effect<InboxService, SqlError> =>
-  Effect.as(business.setup ? store.write(business.setup(store.sql)) : Effect.void, service(store, business))
+export const make = (store: Store, business: InboxBusiness, retention?: InboxRetention): Effect.Effect<InboxService, SqlError> =>
+  Effect.as(business.setup ? store.write(business.setup(store.sql)) : Effect.void, service(store, business, retention ?? defaultInboxRetention))
 
-const service = (store: Store, business: InboxBusiness): InboxService => {
+const service = (store: Store, business: InboxBusiness, retention: InboxRetention): InboxService => {
   const { sql } = store
 
-  const decode = (input: DeliveryInput, operation: string) =>
+  const decode = (input: DeliveryInput, operation: "receive" | "receiveBatch") =>
     Effect.gen(function*() {
-      const delivery = yield* decodeInput(Delivery, operation)(input)
+      const delivery = yield* decodeDelivery[operation](input)
       const body = yield* Either.match(canonicalize(delivery.body, Number.MAX_SAFE_INTEGER), {
         onLeft: (message) => Effect.fail(new InvalidInput({ operation, message: shorten(message) })),
         onRight: Effect.succeed
@@ -101,15 +121,19 @@ const service = (store: Store, business: InboxBusiness): InboxService => {
         (yield* Effect.flatMap(store.exec(sql`SELECT event_id, flow_id, seq, body FROM inbox_receipt WHERE event_id IN ${sql.in(ids)}`), receipts))
           .map((r): [string, Receipt] => [r.event_id, { eventId: r.event_id, flowId: r.flow_id, seq: r.seq, bodyText: r.body }])
       )
-      const last = new Map(
-        (yield* Effect.flatMap(store.exec(sql`SELECT flow_id, last_seq FROM inbox_progress WHERE flow_id IN ${sql.in(flows)}`), progressRows))
-          .map((r): [string, number] => [r.flow_id, r.last_seq])
+      const progressOf = yield* Effect.flatMap(
+        store.exec(sql`SELECT flow_id, last_seq, pruned_through FROM inbox_progress WHERE flow_id IN ${sql.in(flows)}`),
+        progressRows
       )
+      const last = new Map(progressOf.map((r): [string, number] => [r.flow_id, r.last_seq]))
+      const pruned = new Map(progressOf.map((r): [string, number] => [r.flow_id, r.pruned_through]))
       const accepted: Array<Receipt> = []
       const replies: Array<DeliveryReply> = []
       const { applyBatch } = business
       if (applyBatch !== undefined && ids.length === batch.length && flows.length === batch.length) {
-        const decisions = batch.map((d) => decideReceive(incoming(d), stored.get(d.delivery.eventId), last.get(d.delivery.flowId) ?? 0))
+        const decisions = batch.map((d) =>
+          decideReceive(incoming(d), stored.get(d.delivery.eventId), last.get(d.delivery.flowId) ?? 0, pruned.get(d.delivery.flowId) ?? 0)
+        )
         const toApply = batch.filter((_, i) => decisions[i]!._tag === "Apply")
         const results = toApply.length === 0 ? [] : yield* applyBatch(toApply.map(({ body, delivery }) => ({ ...delivery, body: body.value })), sql)
         let next = 0
@@ -124,7 +148,7 @@ const service = (store: Store, business: InboxBusiness): InboxService => {
       } else {
         for (const d of batch) {
           const receipt = incoming(d)
-          const decision = decideReceive(receipt, stored.get(receipt.eventId), last.get(receipt.flowId) ?? 0)
+          const decision = decideReceive(receipt, stored.get(receipt.eventId), last.get(receipt.flowId) ?? 0, pruned.get(receipt.flowId) ?? 0)
           if (decision._tag === "Reply") {
             replies.push(decision.reply)
             continue
@@ -141,10 +165,12 @@ const service = (store: Store, business: InboxBusiness): InboxService => {
         }
       }
       if (accepted.length > 0) {
-        const columns = ["event_id", "flow_id", "seq", "body"]
-        const rows = accepted.map((r) => ({ event_id: r.eventId, flow_id: r.flowId, seq: r.seq, body: r.bodyText }))
+        const receivedAt = yield* Clock.currentTimeMillis
+        const columns = ["event_id", "flow_id", "seq", "body", "received_at"]
+        const rows = accepted.map((r) => ({ event_id: r.eventId, flow_id: r.flowId, seq: r.seq, body: r.bodyText, received_at: receivedAt }))
         for (const part of chunks(rows, columns.length)) {
-          yield* store.exec(sql`INSERT INTO inbox_receipt (event_id, flow_id, seq, body) SELECT v.event_id, v.flow_id, v.seq, v.body
+          yield* store.exec(sql`INSERT INTO inbox_receipt (event_id, flow_id, seq, body, received_at)
+            SELECT v.event_id, v.flow_id, v.seq, v.body, v.received_at
             FROM ${rowsTable(sql, "inbox_receipt", columns, part)}`)
         }
         const progress = [...new Map(accepted.map((r) => [r.flowId, r.seq]))].map(([flow_id, last_seq]) => ({ flow_id, last_seq }))
@@ -169,7 +195,7 @@ const service = (store: Store, business: InboxBusiness): InboxService => {
 
   const receive = (input: DeliveryInput) =>
     Effect.flatMap(decode(input, "receive"), (decoded) => Effect.map(receiveAll([decoded]), (replies) => replies[0]!))
-      .pipe(Effect.withSpan("Inbox.receive"))
+      .pipe(Effect.withSpan("Inbox.receive", hot))
 
   const receiveBatch = (inputs: ReadonlyArray<DeliveryInput>) =>
     Effect.flatMap(Effect.forEach(inputs, (input) => decode(input, "receiveBatch")), receiveAll)
@@ -182,12 +208,60 @@ const service = (store: Store, business: InboxBusiness): InboxService => {
 
   const progress = store.read(
     Effect.map(
-      Effect.flatMap(store.exec(sql`SELECT flow_id, last_seq FROM inbox_progress ORDER BY flow_id`), progressRows),
+      Effect.flatMap(store.exec(sql`SELECT flow_id, last_seq, pruned_through FROM inbox_progress ORDER BY flow_id`), progressRows),
       (rows) => new Map(rows.map((row) => [row.flow_id, row.last_seq]))
     )
   )
 
   const read = <A, E>(query: (sql: SqlClient) => Effect.Effect<A, E>) => store.read(query(sql))
 
-  return { receive, receiveBatch, receipts: receiptsRead, progress, read }
+  /**
+   * One prune batch: up to `size` receipts received at or before `cutoff` are deleted, and each
+   * flow's `pruned_through` is raised to the highest seq deleted (progress itself stays).
+   */
+  const pruneBatch = (cutoff: number, size: number) =>
+    store.write(Effect.gen(function*() {
+      const due = yield* Effect.flatMap(
+        store.exec(sql`SELECT event_id, flow_id, seq FROM inbox_receipt WHERE received_at <= ${cutoff} ORDER BY received_at LIMIT ${size}`),
+        dueRows
+      )
+      if (due.length === 0) return 0
+      const through = new Map<string, number>()
+      for (const r of due) through.set(r.flow_id, Math.max(through.get(r.flow_id) ?? 0, r.seq))
+      const marks = [...through].map(([flow_id, seq]) => ({ flow_id, last_seq: seq }))
+      for (const part of chunks(marks, 2)) {
+        yield* store.exec(sql`UPDATE inbox_progress SET pruned_through = v.last_seq
+          FROM ${rowsTable(sql, "inbox_progress", ["flow_id", "last_seq"], part)}
+          WHERE inbox_progress.flow_id = v.flow_id AND inbox_progress.pruned_through < v.last_seq`)
+      }
+      for (const part of chunks(due, 1)) {
+        yield* store.exec(sql`DELETE FROM inbox_receipt WHERE event_id IN ${sql.in(part.map((r) => r.event_id))}`)
+      }
+      return due.length
+    }))
+
+  const prune = (options?: PruneOptions): Effect.Effect<InboxPruneResult, InvalidInput | SqlError> =>
+    Effect.flatMap(decodePruneOptions(options, "Inbox.prune"), ({ dryRun, limit }) =>
+      Effect.gen(function*() {
+        if (retention.receipts === null) return { receipts: 0, dryRun }
+        const cutoff = (yield* Clock.currentTimeMillis) - retention.receipts
+        if (dryRun) {
+          const [row] = yield* store.read(Effect.flatMap(
+            store.exec(sql`SELECT COUNT(*) AS n FROM (SELECT 1 AS one FROM inbox_receipt WHERE received_at <= ${cutoff} LIMIT ${limit}) AS due`),
+            countRows
+          ))
+          return { receipts: row?.n ?? 0, dryRun }
+        }
+        let done = 0
+        for (;;) {
+          const size = Math.min(PruneBatchSize, limit - done)
+          const n = yield* pruneBatch(cutoff, size)
+          done += n
+          if (n < size || done >= limit) break
+        }
+        yield* Metric.incrementBy(Metrics.prunedByKind.receipts, done)
+        return { receipts: done, dryRun }
+      })).pipe(Effect.withSpan("Inbox.prune"))
+
+  return { receive, receiveBatch, receipts: receiptsRead, progress, read, retention, prune }
 }

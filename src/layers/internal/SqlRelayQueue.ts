@@ -15,6 +15,7 @@ import type { PolicyInput, RelayPolicy } from "../../domain/Policy.js"
 import type { EventRecord, FlowRecord } from "../../domain/Records.js"
 import type { EventQuery, FlowQuery, Position, QueueBackend, QueueWrites } from "../../services/QueueBackend.js"
 import * as RelayQueue from "../../services/RelayQueue.js"
+import type { Retention } from "../../services/Retention.js"
 import * as Rows from "./QueueRows.js"
 import { chunks, idType, isolated, rowsTable } from "./Store.js"
 import type { Store } from "./Store.js"
@@ -78,6 +79,23 @@ export const migrations: Record<string, Effect.Effect<void, SqlError, SqlClient>
     yield* sql`CREATE TABLE relay_settings (id INTEGER PRIMARY KEY CHECK (id = 1), protocol TEXT NOT NULL)`
     // Operators page flows in turn order, drained and quarantined ones included.
     yield* sql`CREATE INDEX relay_flow_served ON relay_flow (served, flow_id)`
+  }),
+  "6_retention": Effect.gen(function*() {
+    const sql = yield* SqlClient
+    const id = idType(sql)
+    // When an event was acked: retention prunes acked events by it, through a partial index.
+    yield* sql`ALTER TABLE relay_event ADD COLUMN acked_at BIGINT`
+    // Events acked before retention existed start their window at the store's current tick.
+    yield* sql`UPDATE relay_event SET acked_at = (SELECT tick FROM relay_clock WHERE id = 1) WHERE state = 'acked'`
+    yield* sql`CREATE INDEX relay_event_acked ON relay_event (acked_at) WHERE state = 'acked'`
+    // What is kept of a pruned event, so a re-enqueue of its id is still recognised.
+    yield* sql`CREATE TABLE relay_pruned (
+      event_id ${id} PRIMARY KEY,
+      flow_id ${id} NOT NULL,
+      seq BIGINT NOT NULL,
+      body_hash TEXT NOT NULL,
+      pruned_at BIGINT NOT NULL)`
+    yield* sql`CREATE INDEX relay_pruned_at ON relay_pruned (pruned_at)`
   })
 }
 
@@ -100,14 +118,17 @@ const decodeSettings = Schema.decodeUnknown(Schema.parseJson(ProtocolSettings))
 export const resolvePolicy = (
   store: Store,
   input: PolicyInput | undefined,
-  name: string
+  name: string,
+  mode: "create" | "readonly" = "create"
 ): Effect.Effect<RelayPolicy, InvalidInput | PolicyMismatch | SqlError> =>
   Effect.flatMap(decodePolicy(input, name), (requested) =>
-    store.write(
+    (mode === "create" ? store.write : store.read)(
       Effect.gen(function*() {
         const { sql } = store
         const [row] = yield* sql<{ readonly protocol: string }>`SELECT protocol FROM relay_settings WHERE id = 1`
         if (row === undefined) {
+          // A read-only store written before settings were kept: it runs what the caller says.
+          if (mode === "readonly") return requested
           yield* sql`INSERT INTO relay_settings (id, protocol) VALUES (1, ${JSON.stringify(protocolOf(requested))})`
           return requested
         }
@@ -133,6 +154,8 @@ export const resolvePolicy = (
 
 const eventColumns = ["event_id", "state", "next_at", "lease_until", "generation", "attempts", "lifetime_attempts", "reason"]
 const insertColumns = [...eventColumns, "flow_id", "seq", "body"]
+const updateColumns = [...eventColumns, "acked_at"]
+const dedupColumns = ["event_id", "flow_id", "seq", "body_hash", "pruned_at"]
 const flowColumns = ["flow_id", "seq", "served", "head_seq", "eligible_at", "weight", "burst"]
 
 const events = (rows: ReadonlyArray<unknown>) => Effect.map(Rows.decode.events(rows), (decoded) => decoded.map(Rows.toEvent))
@@ -140,7 +163,7 @@ const flows = (rows: ReadonlyArray<unknown>) => Effect.map(Rows.decode.flows(row
 const audit = (rows: ReadonlyArray<unknown>) => Effect.map(Rows.decode.audit(rows), (decoded) => decoded.map(Rows.toAudit))
 const identities = (rows: ReadonlyArray<unknown>) =>
   Effect.map(Rows.decode.identities(rows), (decoded) =>
-    decoded.map((row) => ({ eventId: row.event_id, flowId: row.flow_id, seq: row.seq, bodyText: row.body })))
+    decoded.map((row) => ({ eventId: row.event_id, flowId: row.flow_id, seq: row.seq, bodyText: row.body, bodyHash: row.body_hash })))
 const { aggregate: aggregates, clock: clocks, counts } = Rows.decode
 
 /** One statement per part of `rows` that fits the bound-parameter limit (one part for any batch up to thousands). */
@@ -175,7 +198,8 @@ export const backend = (store: Store): QueueBackend => {
       ids.length === 0 ? Effect.succeed([]) : Effect.flatMap(store.exec(sql`SELECT * FROM relay_event WHERE event_id IN ${sql.in(ids)}`), events),
     identities: (ids) =>
       ids.length === 0 ? Effect.succeed([]) : Effect.flatMap(
-        store.exec(sql`SELECT event_id, flow_id, seq, body FROM relay_event WHERE event_id IN ${sql.in(ids)}`),
+        store.exec(sql`SELECT event_id, flow_id, seq, body, NULL AS body_hash FROM relay_event WHERE event_id IN ${sql.in(ids)}
+          UNION ALL SELECT event_id, flow_id, seq, NULL AS body, body_hash FROM relay_pruned WHERE event_id IN ${sql.in(ids)}`),
         identities
       ),
     eventsAt: (positions: ReadonlyArray<Position>) =>
@@ -238,6 +262,24 @@ export const backend = (store: Store): QueueBackend => {
         store.exec(sql`SELECT MIN(eligible_at) AS at, COUNT(*) AS n FROM relay_flow WHERE eligible_at IS NOT NULL AND eligible_at <= ${now}`),
         (rows) => Effect.map(aggregates(rows), ([row]) => ({ count: row!.n ?? 0, oldest: row!.at }))
       ),
+    pruneCandidates: (cutoff, limit) =>
+      Effect.flatMap(
+        store.exec(sql`SELECT event_id, flow_id, seq, state, acked_at, body FROM relay_event
+          WHERE state = 'acked' AND acked_at <= ${cutoff} ORDER BY acked_at LIMIT ${limit}`),
+        (rows) => Effect.map(Rows.decode.pruneCandidates(rows), (decoded) => decoded.map(Rows.toPruneCandidate))
+      ),
+    countPrunable: (eventCutoff, dedupCutoff, limit) =>
+      Effect.all({
+        events: eventCutoff === null ? Effect.succeed(0) : Effect.flatMap(
+          store.exec(sql`SELECT NULL AS at, COUNT(*) AS n FROM (SELECT 1 AS one FROM relay_event
+            WHERE state = 'acked' AND acked_at <= ${eventCutoff} LIMIT ${limit}) AS due`),
+          (rows) => Effect.map(aggregates(rows), ([row]) => row?.n ?? 0)
+        ),
+        dedup: dedupCutoff === null ? Effect.succeed(0) : Effect.flatMap(
+          store.exec(sql`SELECT NULL AS at, COUNT(*) AS n FROM (SELECT 1 AS one FROM relay_pruned WHERE pruned_at <= ${dedupCutoff} LIMIT ${limit}) AS due`),
+          (rows) => Effect.map(aggregates(rows), ([row]) => row?.n ?? 0)
+        )
+      }),
 
     setClock: (clock) => Effect.asVoid(store.exec(sql`UPDATE relay_clock SET tick = ${clock.tick}, ticket = ${clock.ticket} WHERE id = 1`)),
     insertEvents: (rows) =>
@@ -246,13 +288,19 @@ export const backend = (store: Store): QueueBackend => {
           SELECT ${sql.literal(insertColumns.map((c) => `v.${c}`).join(", "))}
           FROM ${rowsTable(sql, "relay_event", insertColumns, rows.map(Rows.eventInsert))}`)
       ),
-    updateEvents: (records: ReadonlyArray<EventRecord>) =>
-      bulk(records, eventColumns.length, (records) =>
+    updateEvents: (records: ReadonlyArray<EventRecord>, acked = []) => {
+      const ackedAt = new Map(acked.map((a): [string, number] => [a.eventId, a.ackedAt]))
+      // An acked event keeps the ack time it has; any other state has none.
+      return bulk(records, updateColumns.length, (records) =>
         store.exec(sql`UPDATE relay_event SET state = v.state, next_at = v.next_at, lease_until = v.lease_until,
-            generation = v.generation, attempts = v.attempts, lifetime_attempts = v.lifetime_attempts, reason = v.reason
-          FROM ${rowsTable(sql, "relay_event", eventColumns, records.map(Rows.eventUpdate))}
+            generation = v.generation, attempts = v.attempts, lifetime_attempts = v.lifetime_attempts, reason = v.reason,
+            acked_at = CASE WHEN v.state = 'acked' THEN COALESCE(v.acked_at, relay_event.acked_at) END
+          FROM ${
+          rowsTable(sql, "relay_event", updateColumns, records.map((e) => ({ ...Rows.eventUpdate(e), acked_at: ackedAt.get(e.eventId) ?? null })))
+        }
           WHERE relay_event.event_id = v.event_id`)
-      ),
+      )
+    },
     putFlows: (records: ReadonlyArray<FlowRecord>) =>
       // `WHERE true` tells SQLite's parser that ON CONFLICT belongs to the INSERT, not a join.
       bulk(records, flowColumns.length, (records) =>
@@ -278,20 +326,49 @@ export const backend = (store: Store): QueueBackend => {
       Effect.asVoid(
         store.exec(sql`INSERT INTO relay_audit (event_id, reason, generation, tick, actor)
           VALUES (${record.eventId}, ${record.reason}, ${record.generation}, ${record.tick}, ${record.actor})`)
+      ),
+    putDedup: (records) =>
+      bulk(records, dedupColumns.length, (records) =>
+        store.exec(sql`INSERT INTO relay_pruned (${sql.literal(dedupColumns.join(", "))})
+          SELECT ${sql.literal(dedupColumns.map((c) => `v.${c}`).join(", "))}
+          FROM ${rowsTable(sql, "relay_pruned", dedupColumns, records.map(Rows.dedupRow))} WHERE true
+          ON CONFLICT (event_id) DO UPDATE SET flow_id = excluded.flow_id, seq = excluded.seq,
+            body_hash = excluded.body_hash, pruned_at = excluded.pruned_at`)
+      ),
+    deleteAcked: (ids) =>
+      ids.length === 0 ? Effect.succeed(0) : Effect.map(
+        store.exec(sql`DELETE FROM relay_event WHERE event_id IN ${sql.in(ids)} AND state = 'acked' RETURNING event_id`),
+        (rows) => rows.length
+      ),
+    deleteDedup: (cutoff, limit) =>
+      Effect.map(
+        store.exec(sql`DELETE FROM relay_pruned WHERE event_id IN (
+            SELECT event_id FROM relay_pruned WHERE pruned_at <= ${cutoff} ORDER BY pruned_at LIMIT ${limit}) RETURNING event_id`),
+        (rows) => rows.length
       )
   }
 
+  const { join } = store
   return {
     write: (body, beforeCommit) =>
       store.write(beforeCommit === undefined ? body(tx) : Effect.zipLeft(body(tx), isolated(beforeCommit))),
-    read: (body) => store.read(body(tx))
+    read: (body) => store.read(body(tx)),
+    join: join === undefined ? undefined : (body) => join(body(tx))
   }
 }
 
 /** Builds the queue service over an opened store. */
-export const make = (store: Store, policy: RelayPolicy): RelayQueue.RelayQueueService =>
-  RelayQueue.make(backend(store), policy)
+export const make = (store: Store, policy: RelayPolicy, retention?: Retention): RelayQueue.RelayQueueService =>
+  RelayQueue.make(backend(store), policy, retention)
 
-/** Opens the queue on an opened store: the store's policy resolved against the caller's. */
-export const open = (store: Store, input: PolicyInput | undefined, name: string) =>
-  Effect.map(resolvePolicy(store, input, name), (policy) => make(store, policy))
+/**
+ * Opens the queue on an opened store: the store's policy resolved against the caller's (a
+ * read-only store is only read: its settings are adopted, never written).
+ */
+export const open = (
+  store: Store,
+  input: PolicyInput | undefined,
+  name: string,
+  mode: "create" | "readonly" = "create",
+  retention?: Retention
+) => Effect.map(resolvePolicy(store, input, name, mode), (policy) => make(store, policy, retention))

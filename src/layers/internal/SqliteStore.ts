@@ -12,7 +12,7 @@ import type * as Statement from "@effect/sql/Statement"
 import * as fs from "node:fs"
 import { IncompatibleStore, InvalidInput } from "../../domain/Errors.js"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
-import { Cause, Clock, Duration, Effect, Exit, Schedule } from "effect"
+import { Cause, Clock, Context, Duration, Effect, Exit, Option, Schedule, Schema } from "effect"
 import type { Scope } from "effect"
 import * as StoreCheck from "./StoreCheck.js"
 import * as SqliteConnection from "./SqliteConnection.js"
@@ -66,6 +66,14 @@ const retryBusy = (busyTimeoutMillis: number) => <A>(effect: Effect.Effect<A, Sq
     }),
     Effect.withClock(live)
   )
+
+/** The busy timeout a store was asked for, validated. */
+const busyTimeout = (options: Pick<SqliteStoreOptions, "busyTimeoutMillis">): Effect.Effect<number, InvalidInput> => {
+  const busy = options.busyTimeoutMillis ?? DefaultBusyTimeoutMillis
+  return Number.isSafeInteger(busy) && busy >= 0
+    ? Effect.succeed(busy)
+    : Effect.fail(new InvalidInput({ operation: "open", message: `busyTimeoutMillis must be a whole number of milliseconds ≥ 0, got ${busy}` }))
+}
 
 const noTransaction = (error: SqlError): boolean =>
   /no transaction is active/.test(String((error.cause as Error | undefined)?.message))
@@ -169,12 +177,7 @@ export const open = (
   migrationsTable: string
 ): Effect.Effect<Store, OpenError, Scope.Scope> =>
   Effect.gen(function*() {
-    const requested = options.busyTimeoutMillis ?? DefaultBusyTimeoutMillis
-    if (!Number.isSafeInteger(requested) || requested < 0) {
-      return yield* Effect.fail(
-        new InvalidInput({ operation: "open", message: `busyTimeoutMillis must be a whole number of milliseconds ≥ 0, got ${requested}` })
-      )
-    }
+    const requested = yield* busyTimeout(options)
     if (options.synchronous !== undefined && options.synchronous !== "full" && options.synchronous !== "normal") {
       return yield* Effect.fail(
         new InvalidInput({ operation: "open", message: `synchronous must be "full" or "normal", got ${JSON.stringify(options.synchronous)}` })
@@ -231,12 +234,7 @@ export const openReadonly = (
   migrationsTable: string
 ): Effect.Effect<Store, OpenError, Scope.Scope> =>
   Effect.gen(function*() {
-    const busy = options.busyTimeoutMillis ?? DefaultBusyTimeoutMillis
-    if (!Number.isSafeInteger(busy) || busy < 0) {
-      return yield* Effect.fail(
-        new InvalidInput({ operation: "open", message: `busyTimeoutMillis must be a whole number of milliseconds ≥ 0, got ${busy}` })
-      )
-    }
+    const busy = yield* busyTimeout(options)
     const stat = fs.statSync(options.filename, { throwIfNoEntry: false })
     if (stat === undefined || !stat.isFile()) {
       return yield* openFailed(options.filename)(Cause.die(new Error(`${options.filename} is not an existing file`)))
@@ -258,4 +256,89 @@ export const openReadonly = (
       write: StoreCheck.refuseWrite(options.filename),
       exec: execOnConnection
     } satisfies Store
+  })
+
+/**
+ * Why a store on the application's client refused to run: an enqueue inside a transaction that did
+ * not take the write lock at its start (`withImmediateTransaction` does), or an operation that
+ * needs a transaction of its own called inside the application's (on SQLite's single connection
+ * it would wait for itself forever).
+ */
+export class TransactionMisuse extends Schema.TaggedError<TransactionMisuse>()("TransactionMisuse", {
+  operation: Schema.String,
+  message: Schema.String
+}) {}
+
+/** Marks a transaction that `withImmediateTransaction` began (it holds the write lock from its start). */
+export class ImmediateTransaction extends Context.Reference<ImmediateTransaction>()("fair-relay/ImmediateTransaction", {
+  defaultValue: () => false
+}) {}
+
+const misuse = (operation: string, message: string) =>
+  Effect.fail(new SqlError({ cause: new TransactionMisuse({ operation, message }), message: `${operation}: ${message}` }))
+
+/**
+ * Runs `effect` in a transaction of the application's SQLite client that takes the write lock at
+ * its start (`BEGIN IMMEDIATE`, waiting out other writers for `busyTimeoutMillis`), so that an
+ * application write and a queue enqueue commit together, or neither. A deferred `BEGIN` that
+ * reads before it writes can fail with `SQLITE_BUSY` half-way under other writers.
+ */
+export const withImmediateTransaction = (busyTimeoutMillis = DefaultBusyTimeoutMillis) =>
+<A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R | SqlClient.SqlClient> =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    transaction(sql, "BEGIN IMMEDIATE", busyTimeoutMillis)(Effect.provideService(effect, ImmediateTransaction, true)))
+
+/**
+ * A store over the application's own SQLite client (same file, same connection): its tables live
+ * next to the application's, with their own migrations table, migrated here. `join` runs inside
+ * the caller's transaction — which must come from `withImmediateTransaction` — or in one of its
+ * own; `write` and `read` always run in their own and refuse to start inside the caller's.
+ */
+export const fromClient = (
+  sql: SqlClient.SqlClient,
+  migrations: Record<string, Effect.Effect<void, SqlError, SqlClient.SqlClient>>,
+  migrationsTable: string,
+  options: Pick<SqliteStoreOptions, "busyTimeoutMillis"> = {}
+): Effect.Effect<Store, OpenError> =>
+  Effect.gen(function*() {
+    if (!sql.onDialectOrElse({ sqlite: () => true, orElse: () => false })) {
+      return yield* Effect.fail(new InvalidInput({ operation: "layerClient", message: "the SqlClient in context is not a SQLite client" }))
+    }
+    const busy = yield* busyTimeout(options)
+    const own = transaction(sql, "BEGIN IMMEDIATE", busy)
+    const ownRead = transaction(sql, "BEGIN", busy)
+    const ambient = Effect.map(Effect.serviceOption(SqlClient.TransactionConnection), Option.isSome)
+    const alone = (own: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | SqlError, R>, operation: string) =>
+    <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
+      Effect.flatMap(ambient, (inside): Effect.Effect<A, E | SqlError, R> =>
+        inside
+          ? misuse(operation, "this operation runs in a transaction of its own; call it outside the application's transaction")
+          : own(effect))
+    const join = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
+      Effect.flatMap(ambient, (inside): Effect.Effect<A, E | SqlError, R> =>
+        !inside
+          ? own(effect)
+          : Effect.flatMap(ImmediateTransaction, (immediate): Effect.Effect<A, E | SqlError, R> =>
+            immediate
+              ? effect
+              : misuse(
+                "enqueue",
+                "the application's transaction did not take the write lock at its start; wrap it in SqliteRelayQueue.withImmediateTransaction"
+              )))
+    const store: Store = { sql, write: alone(own, "write"), read: alone(ownRead, "read"), join, exec: execOnConnection }
+    const latest = StoreCheck.latestMigration(migrations)
+    // The application's tables are expected here; only a queue schema newer than this library is refused.
+    yield* own(
+      Effect.zipRight(
+        Effect.flatMap(StoreCheck.inspect(sql, migrationsTable), (contents) =>
+          contents._tag === "Version" && contents.version > latest
+            ? Effect.fail(new IncompatibleStore({
+              store: migrationsTable,
+              message: `the queue tables were written by a newer version of fair-relay (schema ${contents.version}; this one knows up to ${latest})`
+            }))
+            : Effect.void),
+        Migrator.make({})({ loader: Migrator.fromRecord(migrations), table: migrationsTable })
+      )
+    ).pipe(Effect.provideService(SqlClient.SqlClient, sql))
+    return store
   })

@@ -20,6 +20,12 @@ export interface Store {
   readonly write: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | SqlError, R>
   /** Runs `effect` in a transaction that sees one consistent state. */
   readonly read: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | SqlError, R>
+  /**
+   * Like `write`, but inside the caller's own transaction on the same client when there is one
+   * (a transactional outbox: an enqueue commits with the application's rows, or not at all).
+   * Absent when the store owns its client.
+   */
+  readonly join?: (<A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | SqlError, R>) | undefined
   /** Runs one of the store's own statements inside `write` or `read`, by the cheapest path the backend has. */
   readonly exec: <A extends object>(statement: Statement.Statement<A>) => Effect.Effect<ReadonlyArray<A>, SqlError>
 }
@@ -127,6 +133,10 @@ export const SqlInt = Schema.transform(Schema.Union(Schema.Number, Schema.String
 
 /** Decodes rows this library wrote; a row that does not decode is a store we cannot trust (a defect). */
 export const decodeRows = <A, I>(schema: Schema.Schema<A, I>) => {
-  const decode = Schema.decodeUnknown(Schema.Array(schema))
-  return (rows: ReadonlyArray<unknown>): Effect.Effect<ReadonlyArray<A>> => Effect.orDie(decode(rows))
+  // Rows decode synchronously: the Effect-returning decoder costs a fiber's worth of steps per call.
+  const decode = Schema.decodeUnknownEither(Schema.Array(schema))
+  return (rows: ReadonlyArray<unknown>): Effect.Effect<ReadonlyArray<A>> => {
+    const decoded = decode(rows)
+    return decoded._tag === "Right" ? Effect.succeed(decoded.right) : Effect.die(decoded.left)
+  }
 }

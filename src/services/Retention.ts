@@ -1,0 +1,130 @@
+/**
+ * Bounded storage: how long acked events, their dedup records and receipts are kept, and the
+ * batched prune every backend runs. Retention is a property of a process's layer (not of the
+ * store's protocol settings): pruning early or late never changes an outcome of the protocol.
+ */
+import type { SqlError } from "@effect/sql/SqlError"
+import { Duration, Effect, Metric } from "effect"
+import { createHash } from "node:crypto"
+import { InvalidInput } from "../domain/Errors.js"
+import * as Operations from "../domain/Operations.js"
+import * as Metrics from "./Metrics.js"
+import type { QueueBackend } from "./QueueBackend.js"
+
+/** Retention of a queue store, as a caller writes it (`null` = keep forever). */
+export interface RetentionInput {
+  /** How long an acked event is kept after its ack (default 7 days). */
+  readonly acked?: Duration.DurationInput | null | undefined
+  /**
+   * How long the dedup record of a pruned event is kept (default 30 days): within it, a
+   * re-enqueue of the id is `Existing` (same flow and body) or `EnqueueConflict`; after it, the id
+   * is new again.
+   */
+  readonly dedup?: Duration.DurationInput | null | undefined
+}
+
+/** Retention in milliseconds (ticks); `null` = keep forever. */
+export interface Retention {
+  readonly acked: number | null
+  readonly dedup: number | null
+}
+
+/** Default queue retention: acked events 7 days, dedup records 30 days after pruning. */
+export const defaultRetention: Retention = { acked: Duration.toMillis(Duration.days(7)), dedup: Duration.toMillis(Duration.days(30)) }
+
+/** Rows deleted per prune transaction: short enough that a claim never waits long behind it. */
+export const PruneBatchSize = 500
+
+/** Validates one retention window (`undefined` = `fallback`). */
+export const decodeWindow = (
+  value: Duration.DurationInput | null | undefined,
+  fallback: number | null,
+  operation: string,
+  name: string
+): Effect.Effect<number | null, InvalidInput> => {
+  if (value === undefined) return Effect.succeed(fallback)
+  if (value === null) return Effect.succeed(null)
+  const decoded = Duration.decodeUnknown(value)
+  if (decoded._tag === "Some" && Duration.isFinite(decoded.value)) return Effect.succeed(Math.floor(Duration.toMillis(decoded.value)))
+  return Effect.fail(new InvalidInput({ operation, message: `retention.${name}: expected a finite duration or null` }))
+}
+
+/** Validates a queue's retention option. */
+export const decodeRetention = (input: RetentionInput | undefined, operation: string): Effect.Effect<Retention, InvalidInput> =>
+  Effect.all({
+    acked: decodeWindow(input?.acked, defaultRetention.acked, operation, "acked"),
+    dedup: decodeWindow(input?.dedup, defaultRetention.dedup, operation, "dedup")
+  })
+
+/** SHA-256 (hex) of a canonical body text: what a dedup record keeps of a pruned event's body. */
+export const hashBody = (text: string): string => createHash("sha256").update(text).digest("hex")
+
+/** What a prune is asked to do. */
+export interface PruneOptions {
+  /** Delete at most this many rows of each kind (default: all that are due). */
+  readonly limit?: number | undefined
+  /** Count what would be deleted, delete nothing. */
+  readonly dryRun?: boolean | undefined
+}
+
+/** What a prune deleted (or, on a dry run, would delete). */
+export interface PruneResult {
+  /** Acked events deleted (each leaves a dedup record). */
+  readonly events: number
+  /** Expired dedup records deleted. */
+  readonly dedup: number
+  readonly dryRun: boolean
+}
+
+/** Validates prune options. */
+export const decodePruneOptions = (options: PruneOptions | undefined, operation: string) => {
+  const limit = options?.limit
+  if (limit !== undefined && (!Number.isSafeInteger(limit) || limit < 1)) {
+    return Effect.fail(new InvalidInput({ operation, message: "limit: expected an integer ≥ 1" }))
+  }
+  return Effect.succeed({ limit: limit ?? Number.MAX_SAFE_INTEGER, dryRun: options?.dryRun === true })
+}
+
+/**
+ * Runs batches of at most `PruneBatchSize` rows, each in its own write transaction, until a batch
+ * comes back short or `limit` rows are done. Returns the rows done.
+ */
+const batched = (limit: number, batch: (size: number) => Effect.Effect<number, SqlError>) =>
+  Effect.iterate({ done: 0, last: PruneBatchSize }, {
+    while: ({ done, last }) => last === PruneBatchSize && done < limit,
+    body: ({ done }) => {
+      const size = Math.min(PruneBatchSize, limit - done)
+      return Effect.map(batch(size), (n) => ({ done: done + n, last: n === size ? PruneBatchSize : 0 }))
+    }
+  }).pipe(Effect.map(({ done }) => done))
+
+/**
+ * The queue's prune over a backend: acked events past `retention.acked` are deleted (each leaves
+ * a dedup record), then dedup records past `retention.dedup`. Flows are never touched.
+ */
+export const makePrune = (backend: QueueBackend, retention: Retention) =>
+(options?: PruneOptions): Effect.Effect<PruneResult, InvalidInput | SqlError> =>
+  Effect.flatMap(decodePruneOptions(options, "prune"), ({ dryRun, limit }) =>
+    Effect.gen(function*() {
+      const now = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
+      const eventCutoff = retention.acked === null ? null : now - retention.acked
+      const dedupCutoff = retention.dedup === null ? null : now - retention.dedup
+      if (dryRun) {
+        return yield* backend.read((tx) =>
+          Effect.map(tx.countPrunable(eventCutoff, dedupCutoff, limit), (counts) => ({ ...counts, dryRun: true }))
+        )
+      }
+      const events = eventCutoff === null ? 0 : yield* batched(limit, (size) =>
+        backend.write((tx) =>
+          Effect.gen(function*() {
+            const decided = Operations.prune(yield* tx.pruneCandidates(eventCutoff, size), eventCutoff, now, hashBody)
+            if (decided.deleted.length === 0) return 0
+            yield* tx.putDedup(decided.dedup)
+            return yield* tx.deleteAcked(decided.deleted)
+          })
+        ))
+      const dedup = dedupCutoff === null ? 0 : yield* batched(limit, (size) => backend.write((tx) => tx.deleteDedup(dedupCutoff, size)))
+      yield* Metric.incrementBy(Metrics.prunedByKind.events, events)
+      yield* Metric.incrementBy(Metrics.prunedByKind.dedup, dedup)
+      return { events, dedup, dryRun: false }
+    })).pipe(Effect.withSpan("RelayQueue.prune"))

@@ -35,6 +35,11 @@ export type FlowQuery =
 
 /** Reads inside a transaction. */
 export interface QueueReads {
+  /**
+   * Optional: the time to reckon with, from the store (the database server's clock), for many
+   * hosts sharing one time line. Without it the caller's `Clock` is used.
+   */
+  readonly now?: Effect.Effect<number, SqlError> | undefined
   readonly clock: Effect.Effect<ClockRecord, SqlError>
   /** The least `eligibleAt` of all flows (when the next head becomes claimable), if any. */
   readonly wakeAt: Effect.Effect<number | null, SqlError>

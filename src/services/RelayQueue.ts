@@ -15,7 +15,7 @@ import * as Protocol from "../domain/Protocol.js"
 import type { AuditRecord, ClockRecord, EventRecord, EventState, FlowRecord, Snapshot, Token } from "../domain/Records.js"
 import * as Faults from "./Faults.js"
 import * as Metrics from "./Metrics.js"
-import type { QueueBackend, QueueWrites } from "./QueueBackend.js"
+import type { QueueBackend, QueueReads, QueueWrites } from "./QueueBackend.js"
 import * as Input from "./QueueInput.js"
 import * as Retention from "./Retention.js"
 
@@ -250,7 +250,9 @@ export const make = (
   retention: Retention.Retention = Retention.defaultRetention
 ): RelayQueueService => {
   const wake = makeWake()
-  const currentTime = Effect.clockWith((clock) => clock.currentTimeMillis)
+  const localTime = Effect.clockWith((clock) => clock.currentTimeMillis)
+  // The store's clock when it offers one (one time line for every host), else the caller's.
+  const timeOf = (tx: QueueReads) => tx.now ?? localTime
 
   /**
    * One write operation in one transaction: reads the time once the write lock is ours (a time
@@ -269,7 +271,7 @@ export const make = (
     const transaction = run(
       (tx) =>
         Effect.gen(function*() {
-          const now = yield* currentTime
+          const now = yield* timeOf(tx)
           const checked = Protocol.advanceClock(yield* tx.clock, now, policy.clock)
           if (Either.isLeft(checked)) return yield* Effect.fail(checked.left)
           if (checked.right.regressed) yield* Metric.increment(Metrics.clockClamped)
@@ -376,7 +378,7 @@ export const make = (
     Effect.flatMap(Input.decodeResetClock(input), ({ actor, reason }) =>
       backend.write((tx) =>
         Effect.gen(function*() {
-          const now = yield* currentTime
+          const now = yield* timeOf(tx)
           const before = yield* tx.clock
           const adjusted = (yield* tx.reachingBeyond(now + policy.backoffCap, now + policy.leaseTicks))
             .flatMap((event) => Operations.pullIn(event, now, policy) ?? [])
@@ -401,7 +403,7 @@ export const make = (
 
   const stats = backend.read((tx) =>
     Effect.gen(function*() {
-      const now = yield* currentTime
+      const now = yield* timeOf(tx)
       const eligible = yield* tx.eligibleHeads(now)
       return {
         byState: yield* tx.countByState,

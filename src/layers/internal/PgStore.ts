@@ -13,7 +13,7 @@ import { Cause, Duration, Effect, Redacted } from "effect"
 import type { Scope } from "effect"
 import { commitFailuresAsErrors, execOnConnection, isolated } from "./Store.js"
 import type { OpenError, Store } from "./Store.js"
-import { IncompatibleStore } from "../../domain/Errors.js"
+import { IncompatibleStore, InvalidInput } from "../../domain/Errors.js"
 import * as StoreCheck from "./StoreCheck.js"
 
 /** Options common to every PostgreSQL store. */
@@ -29,7 +29,21 @@ export interface PgStoreOptions {
    * a stalled writer elsewhere shows up as an error instead of a hang.
    */
   readonly lockTimeout?: Duration.DurationInput | undefined
+  /**
+   * Whose clock a queue reckons with: `"process"` (default, Effect's `Clock`, so `TestClock`
+   * drives it) or `"database"` — the server's `clock_timestamp()`, read inside each transaction
+   * once the store's lock is held, so that processes on hosts whose clocks disagree share one
+   * time line (no `ClockRegressed`, no lease cut short by a host that runs ahead).
+   */
+  readonly time?: "process" | "database" | undefined
 }
+
+/** The server's clock in epoch milliseconds (`clock_timestamp()`: the time of the call, not of the transaction's start). */
+const serverTime = (sql: SqlClient.SqlClient): Effect.Effect<number, SqlError> =>
+  Effect.map(
+    execOnConnection(sql<{ readonly now: unknown }>`SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint AS now`),
+    (rows) => Number(rows[0]!.now)
+  )
 
 /** A pooled client; a connection that fails (server down, database missing) is a `SqlError` with the server's reason as its cause. */
 const connect = (options: PgStoreOptions): Effect.Effect<PgClient.PgClient, SqlError, Scope.Scope> =>
@@ -72,7 +86,18 @@ export const open = (
     const write = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
       isolated(commitFailuresAsErrors(sql.withTransaction(Effect.zipRight(lock, effect))))
     const read = readTransaction(sql)
-    const store: Store = { sql, write, read, exec: execOnConnection }
+    if (options.time !== undefined && options.time !== "process" && options.time !== "database") {
+      return yield* Effect.fail(
+        new InvalidInput({ operation: "open", message: `time must be "process" or "database", got ${JSON.stringify(options.time)}` })
+      )
+    }
+    const store: Store = {
+      sql,
+      write,
+      read,
+      exec: execOnConnection,
+      now: options.time === "database" ? serverTime(sql) : undefined
+    }
     yield* write(
       Effect.gen(function*() {
         // A schema holds the application's tables too (and maybe the other kind of store): only
@@ -115,5 +140,11 @@ export const openReadonly = (
           : `${label} does not exist in this database's current schema (no ${migrationsTable} table)`
       })
     }
-    return { sql, read: readTransaction(sql), write: StoreCheck.refuseWrite(label), exec: execOnConnection } satisfies Store
+    return {
+      sql,
+      read: readTransaction(sql),
+      write: StoreCheck.refuseWrite(label),
+      exec: execOnConnection,
+      now: options.time === "database" ? serverTime(sql) : undefined
+    } satisfies Store
   })

@@ -175,6 +175,7 @@ export const backend = (store: Store): QueueBackend => {
   const { sql } = store
 
   const tx: QueueWrites = {
+    now: store.now,
     clock: Effect.map(Effect.flatMap(store.exec(sql`SELECT tick, ticket FROM relay_clock WHERE id = 1`), clocks), (rows) => rows[0]!),
     wakeAt: Effect.flatMap(
       store.exec(sql`SELECT MIN(eligible_at) AS at FROM relay_flow WHERE eligible_at IS NOT NULL`),

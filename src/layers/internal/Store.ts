@@ -26,6 +26,8 @@ export interface Store {
    * Absent when the store owns its client.
    */
   readonly join?: (<A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | SqlError, R>) | undefined
+  /** Optional: the database server's time in milliseconds, read inside `write`/`read` (see `PgStoreOptions.time`). */
+  readonly now?: Effect.Effect<number, SqlError> | undefined
   /** Runs one of the store's own statements inside `write` or `read`, by the cheapest path the backend has. */
   readonly exec: <A extends object>(statement: Statement.Statement<A>) => Effect.Effect<ReadonlyArray<A>, SqlError>
 }

@@ -326,17 +326,13 @@ export const fromClient = (
                 "the application's transaction did not take the write lock at its start; wrap it in SqliteRelayQueue.withImmediateTransaction"
               )))
     const store: Store = { sql, write: alone(own, "write"), read: alone(ownRead, "read"), join, exec: execOnConnection }
-    const latest = StoreCheck.latestMigration(migrations)
     // The application's tables are expected here; only a queue schema newer than this library is refused.
     yield* own(
       Effect.zipRight(
-        Effect.flatMap(StoreCheck.inspect(sql, migrationsTable), (contents) =>
-          contents._tag === "Version" && contents.version > latest
-            ? Effect.fail(new IncompatibleStore({
-              store: migrationsTable,
-              message: `the queue tables were written by a newer version of fair-relay (schema ${contents.version}; this one knows up to ${latest})`
-            }))
-            : Effect.void),
+        Effect.flatMap(
+          StoreCheck.inspect(sql, migrationsTable),
+          StoreCheck.refuse("the application's database", migrationsTable, StoreCheck.latestMigration(migrations), { foreign: "allow" })
+        ),
         Migrator.make({})({ loader: Migrator.fromRecord(migrations), table: migrationsTable })
       )
     ).pipe(Effect.provideService(SqlClient.SqlClient, sql))

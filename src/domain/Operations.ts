@@ -249,7 +249,8 @@ export const settleChanges = (
 })
 
 /** Key of the event that follows `event` in its flow (for `settleChanges`' successor map). */
-export const successorKey = (event: Pick<EventRecord, "flowId" | "seq">): string => `${event.seq + 1}\u0000${event.flowId}`
+export const successorKey = (event: Pick<EventRecord, "flowId" | "seq">): string =>
+  positionKey({ flowId: event.flowId, seq: event.seq + 1 })
 
 /** Key of an event by flow and seq (matches `successorKey` of its predecessor). */
 export const positionKey = (event: Pick<EventRecord, "flowId" | "seq">): string => `${event.seq}\u0000${event.flowId}`

@@ -29,10 +29,10 @@ export type OpenError = Store.OpenError | PolicyMismatch
 /** Opens (creating and migrating if needed) a queue store for the lifetime of the scope. */
 export const make = (options: PgRelayQueueOptions): Effect.Effect<RelayQueueService, OpenError, Scope.Scope> =>
   Effect.gen(function*() {
-    yield* SqlRelayQueue.decodePolicy(options.policy, "PgRelayQueue.make")
+    const requested = yield* SqlRelayQueue.decodePolicy(options.policy, "PgRelayQueue.make")
     const retention = yield* decodeRetention(options.retention, "PgRelayQueue.make")
     const store = yield* PgStore.open(options, SqlRelayQueue.migrations, SqlRelayQueue.migrationsTable, "relay_queue")
-    return yield* SqlRelayQueue.open(store, options.policy, "PostgreSQL queue store", "create", retention)
+    return yield* SqlRelayQueue.open(store, requested, options.policy, "PostgreSQL queue store", "create", retention)
   })
 
 /** A layer providing `RelayQueue` over a PostgreSQL database. */
@@ -49,7 +49,7 @@ export const layerConfig = (
  */
 export const makeReadonly = (options: PgRelayQueueOptions): Effect.Effect<RelayQueueService, OpenError, Scope.Scope> =>
   Effect.gen(function*() {
-    yield* SqlRelayQueue.decodePolicy(options.policy, "PgRelayQueue.makeReadonly")
+    const requested = yield* SqlRelayQueue.decodePolicy(options.policy, "PgRelayQueue.makeReadonly")
     const store = yield* PgStore.openReadonly(options, SqlRelayQueue.migrations, SqlRelayQueue.migrationsTable, "relay_queue")
-    return yield* SqlRelayQueue.open(store, options.policy, "PostgreSQL queue store", "readonly")
+    return yield* SqlRelayQueue.open(store, requested, options.policy, "PostgreSQL queue store", "readonly")
   })

@@ -35,10 +35,10 @@ export type OpenError = Store.OpenError | PolicyMismatch
 /** Opens (creating and migrating if needed) a queue store for the lifetime of the scope. */
 export const make = (options: SqliteRelayQueueOptions): Effect.Effect<RelayQueueService, OpenError, Scope.Scope> =>
   Effect.gen(function*() {
-    yield* SqlRelayQueue.decodePolicy(options.policy, "SqliteRelayQueue.make")
+    const requested = yield* SqlRelayQueue.decodePolicy(options.policy, "SqliteRelayQueue.make")
     const retention = yield* decodeRetention(options.retention, "SqliteRelayQueue.make")
     const store = yield* SqliteStore.open(options, SqlRelayQueue.migrations, SqlRelayQueue.migrationsTable)
-    return yield* SqlRelayQueue.open(store, options.policy, options.filename, "create", retention)
+    return yield* SqlRelayQueue.open(store, requested, options.policy, options.filename, "create", retention)
   })
 
 /** A layer providing `RelayQueue` over one SQLite file (":memory:" allowed). */
@@ -58,9 +58,9 @@ export const layerConfig = (
  */
 export const makeReadonly = (options: SqliteRelayQueueOptions): Effect.Effect<RelayQueueService, OpenError, Scope.Scope> =>
   Effect.gen(function*() {
-    yield* SqlRelayQueue.decodePolicy(options.policy, "SqliteRelayQueue.makeReadonly")
+    const requested = yield* SqlRelayQueue.decodePolicy(options.policy, "SqliteRelayQueue.makeReadonly")
     const store = yield* SqliteStore.openReadonly(options, SqlRelayQueue.migrations, SqlRelayQueue.migrationsTable)
-    return yield* SqlRelayQueue.open(store, options.policy, options.filename, "readonly")
+    return yield* SqlRelayQueue.open(store, requested, options.policy, options.filename, "readonly")
   })
 
 /** Options of a queue on the application's own SQLite client. */
@@ -82,10 +82,10 @@ export const makeClient = (
   options: SqliteRelayQueueClientOptions = {}
 ): Effect.Effect<RelayQueueService, OpenError, SqlClient.SqlClient> =>
   Effect.gen(function*() {
-    yield* SqlRelayQueue.decodePolicy(options.policy, "SqliteRelayQueue.makeClient")
+    const requested = yield* SqlRelayQueue.decodePolicy(options.policy, "SqliteRelayQueue.makeClient")
     const sql = yield* SqlClient.SqlClient
     const store = yield* SqliteStore.fromClient(sql, SqlRelayQueue.migrations, SqlRelayQueue.migrationsTable, options)
-    return yield* SqlRelayQueue.open(store, options.policy, "the application's database")
+    return yield* SqlRelayQueue.open(store, requested, options.policy, "the application's database")
   })
 
 /** A layer providing `RelayQueue` on the application's own SQLite `SqlClient` (see `makeClient`). */

@@ -117,40 +117,40 @@ const decodeSettings = Schema.decodeUnknown(Schema.parseJson(ProtocolSettings))
  */
 export const resolvePolicy = (
   store: Store,
+  requested: RelayPolicy,
   input: PolicyInput | undefined,
   name: string,
   mode: "create" | "readonly" = "create"
 ): Effect.Effect<RelayPolicy, InvalidInput | PolicyMismatch | SqlError> =>
-  Effect.flatMap(decodePolicy(input, name), (requested) =>
-    (mode === "create" ? store.write : store.read)(
-      Effect.gen(function*() {
-        const { sql } = store
-        const [row] = yield* sql<{ readonly protocol: string }>`SELECT protocol FROM relay_settings WHERE id = 1`
-        if (row === undefined) {
-          // A read-only store written before settings were kept: it runs what the caller says.
-          if (mode === "readonly") return requested
-          yield* sql`INSERT INTO relay_settings (id, protocol) VALUES (1, ${JSON.stringify(protocolOf(requested))})`
-          return requested
-        }
-        const stored = yield* Effect.mapError(
-          decodeSettings(row.protocol),
-          () => new InvalidInput({ operation: name, message: "the store's protocol settings are unreadable" })
-        )
-        return yield* Either.match(adoptStored(stored, requested, input), {
-          onRight: Effect.succeed,
-          onLeft: (settings) =>
-            Effect.fail(
-              new PolicyMismatch({
-                store: name,
-                settings,
-                message: `this store runs ${settings.map((key) => `${key} = ${JSON.stringify(stored[key])}`).join(", ")}; ` +
-                  `this process asked for ${settings.map((key) => `${key} = ${JSON.stringify(requested[key])}`).join(", ")}. ` +
-                  `Open it without those settings to adopt the store's.`
-              })
-            )
-        })
+  (mode === "create" ? store.write : store.read)(
+    Effect.gen(function*() {
+      const { sql } = store
+      const [row] = yield* sql<{ readonly protocol: string }>`SELECT protocol FROM relay_settings WHERE id = 1`
+      if (row === undefined) {
+        // A read-only store written before settings were kept: it runs what the caller says.
+        if (mode === "readonly") return requested
+        yield* sql`INSERT INTO relay_settings (id, protocol) VALUES (1, ${JSON.stringify(protocolOf(requested))})`
+        return requested
+      }
+      const stored = yield* Effect.mapError(
+        decodeSettings(row.protocol),
+        () => new InvalidInput({ operation: name, message: "the store's protocol settings are unreadable" })
+      )
+      return yield* Either.match(adoptStored(stored, requested, input), {
+        onRight: Effect.succeed,
+        onLeft: (settings) =>
+          Effect.fail(
+            new PolicyMismatch({
+              store: name,
+              settings,
+              message: `this store runs ${settings.map((key) => `${key} = ${JSON.stringify(stored[key])}`).join(", ")}; ` +
+                `this process asked for ${settings.map((key) => `${key} = ${JSON.stringify(requested[key])}`).join(", ")}. ` +
+                `Open it without those settings to adopt the store's.`
+            })
+          )
       })
-    ))
+    })
+  )
 
 const eventColumns = ["event_id", "state", "next_at", "lease_until", "generation", "attempts", "lifetime_attempts", "reason"]
 const insertColumns = [...eventColumns, "flow_id", "seq", "body"]
@@ -368,8 +368,9 @@ export const make = (store: Store, policy: RelayPolicy, retention?: Retention): 
  */
 export const open = (
   store: Store,
+  requested: RelayPolicy,
   input: PolicyInput | undefined,
   name: string,
   mode: "create" | "readonly" = "create",
   retention?: Retention
-) => Effect.map(resolvePolicy(store, input, name, mode), (policy) => make(store, policy, retention))
+) => Effect.map(resolvePolicy(store, requested, input, name, mode), (policy) => make(store, policy, retention))

@@ -6,30 +6,18 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect, Exit, Fiber, Option } from "effect"
-import { EventId, FlowId } from "../../src/domain/Ids.js"
 import type { NewEvent } from "../../src/domain/Operations.js"
 import { seedPolicy } from "../../src/domain/Policy.js"
 import type { FlowRecord } from "../../src/domain/Records.js"
 import * as MemoryRelayQueue from "../../src/layers/MemoryRelayQueue.js"
 import * as MemoryBackend from "../../src/layers/internal/MemoryRelayQueue.js"
+import { eid, fid, flowRecord, readyEvent } from "../domain/fixtures.js"
 import { RelayQueue } from "../../src/services/RelayQueue.js"
 
-const flow = (id: string): FlowRecord => ({ flowId: FlowId.make(id), seq: 1, served: 0, headSeq: 1, eligibleAt: 0, weight: 1, burst: 0 })
+const flow = (id: string): FlowRecord => flowRecord(id, 0)
 
 const event = (id: string, flowId: string): NewEvent => ({
-  record: {
-    eventId: EventId.make(id),
-    flowId: FlowId.make(flowId),
-    seq: 1,
-    body: { delta: 1 },
-    state: "ready",
-    nextAt: 0,
-    leaseUntil: null,
-    generation: 0,
-    attempts: 0,
-    lifetimeAttempts: 0,
-    reason: null
-  },
+  record: readyEvent({ eventId: eid(id), flowId: fid(flowId) }),
   bodyText: `{"delta":1}`
 })
 

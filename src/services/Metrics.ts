@@ -1,5 +1,5 @@
 /**
- * Every metric of the relay, defined in one place. Export them with any Effect metrics exporter
+ * Every metric of the relay, defined in one place (and the options of its hot-path spans). Export them with any Effect metrics exporter
  * (e.g. `@effect/opentelemetry`); names follow the OpenTelemetry conventions.
  */
 import { Metric, MetricBoundaries } from "effect"
@@ -58,3 +58,6 @@ export const prunedByKind = {
   dedup: Metric.tagged(pruned, "kind", "dedup"),
   receipts: Metric.tagged(pruned, "kind", "receipts")
 } as const
+
+/** Span options of the hot-path operations: no stack capture (tens of µs each); the span name says where. */
+export const hotSpan = { captureStackTrace: false } as const

@@ -15,8 +15,6 @@ import type { SettleInput } from "./RelayQueue.js"
 import { Transport } from "./Transport.js"
 import type { DeliveryFailed } from "./Transport.js"
 
-// Hot-path spans skip the stack capture (tens of µs each); the span name says where.
-const hot = { captureStackTrace: false } as const
 
 /** What one step did. */
 export type StepResult =
@@ -163,7 +161,7 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
       return { _tag: "Delivered", claimed, reply, outcome } as const
     })
 
-  const step: Effect.Effect<StepResult, StepError> = stepWith(deliver).pipe(Effect.withSpan("Relay.step", hot))
+  const step: Effect.Effect<StepResult, StepError> = stepWith(deliver).pipe(Effect.withSpan("Relay.step", Metrics.hotSpan))
 
   /**
    * Group commit for single-step workers: the claims, deliveries (when the transport takes
@@ -228,7 +226,7 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
       }
     })
 
-  const stepBatch = (size: number) => batchWith(size, deliverAll).pipe(Effect.withSpan("Relay.stepBatch", hot))
+  const stepBatch = (size: number) => batchWith(size, deliverAll).pipe(Effect.withSpan("Relay.stepBatch", Metrics.hotSpan))
 
   /**
    * A delivery that always ends in a reply: a timeout, a transport failure or a defect becomes

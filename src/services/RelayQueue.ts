@@ -19,8 +19,6 @@ import type { QueueBackend, QueueReads, QueueWrites } from "./QueueBackend.js"
 import * as Input from "./QueueInput.js"
 import * as Retention from "./Retention.js"
 
-// Hot-path spans skip the stack capture (tens of µs each); the span name says where.
-const hot = { captureStackTrace: false } as const
 
 export { MaxBatchSize, MaxWeight } from "./QueueInput.js"
 
@@ -329,7 +327,7 @@ export const make = (
           : { idle: true }
       )
     ),
-    Effect.withSpan("RelayQueue.claim", hot)
+    Effect.withSpan("RelayQueue.claim", Metrics.hotSpan)
   )
 
   const settleAll = (items: ReadonlyArray<readonly [Token, DeliveryReply]>) =>
@@ -428,9 +426,9 @@ export const make = (
     policy,
     enqueue: (input) =>
       Effect.flatMap(Input.decodeEnqueue(input, policy), (command) => Effect.map(enqueueAll([command]), (results) => results[0]!))
-        .pipe(Effect.withSpan("RelayQueue.enqueue", hot)),
+        .pipe(Effect.withSpan("RelayQueue.enqueue", Metrics.hotSpan)),
     enqueueBatch: (inputs) =>
-      Effect.flatMap(Input.decodeEnqueueBatch(inputs, policy), enqueueAll).pipe(Effect.withSpan("RelayQueue.enqueueBatch", hot)),
+      Effect.flatMap(Input.decodeEnqueueBatch(inputs, policy), enqueueAll).pipe(Effect.withSpan("RelayQueue.enqueueBatch", Metrics.hotSpan)),
     setFlowWeight: (input) =>
       Effect.flatMap(Input.decodeFlowWeight(input), ({ flowId, weight }) =>
         write((tx, clock) =>
@@ -440,17 +438,17 @@ export const make = (
     claimBatch: (limit) =>
       Effect.flatMap(Input.decodeBatchSize(limit), claimUpTo).pipe(
         Effect.map(({ claims }) => claims),
-        Effect.withSpan("RelayQueue.claimBatch", hot)
+        Effect.withSpan("RelayQueue.claimBatch", Metrics.hotSpan)
       ),
-    claimUpTo: (limit) => Effect.flatMap(Input.decodeBatchSize(limit), claimUpTo).pipe(Effect.withSpan("RelayQueue.claimBatch", hot)),
+    claimUpTo: (limit) => Effect.flatMap(Input.decodeBatchSize(limit), claimUpTo).pipe(Effect.withSpan("RelayQueue.claimBatch", Metrics.hotSpan)),
     settle: (token, reply) =>
       Effect.flatMap(Input.decodeSettle(token, reply), (item) =>
         Effect.zipRight(
           Effect.annotateCurrentSpan({ eventId: item[0].eventId, generation: item[0].generation }),
           Effect.map(settleAll([item]), (outcomes) => outcomes[0]!)
-        )).pipe(Effect.withSpan("RelayQueue.settle", hot)),
+        )).pipe(Effect.withSpan("RelayQueue.settle", Metrics.hotSpan)),
     settleBatch: (items) =>
-      Effect.flatMap(Input.decodeSettleBatch(items), settleAll).pipe(Effect.withSpan("RelayQueue.settleBatch", hot)),
+      Effect.flatMap(Input.decodeSettleBatch(items), settleAll).pipe(Effect.withSpan("RelayQueue.settleBatch", Metrics.hotSpan)),
     redrive,
     resetClock,
     snapshot,

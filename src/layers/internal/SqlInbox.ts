@@ -23,8 +23,6 @@ import type { PruneOptions } from "../../services/Retention.js"
 import { chunks, decodeRows, idType, isolated, rowsTable, SqlInt } from "./Store.js"
 import type { Store } from "./Store.js"
 
-// Hot-path spans skip the stack capture (tens of µs each); the span name says where.
-const hot = { captureStackTrace: false } as const
 
 /** Embedded migrations of the inbox store. */
 export const migrations: Record<string, Effect.Effect<void, SqlError, SqlClient>> = {
@@ -195,7 +193,7 @@ const service = (store: Store, business: InboxBusiness, retention: InboxRetentio
 
   const receive = (input: DeliveryInput) =>
     Effect.flatMap(decode(input, "receive"), (decoded) => Effect.map(receiveAll([decoded]), (replies) => replies[0]!))
-      .pipe(Effect.withSpan("Inbox.receive", hot))
+      .pipe(Effect.withSpan("Inbox.receive", Metrics.hotSpan))
 
   const receiveBatch = (inputs: ReadonlyArray<DeliveryInput>) =>
     Effect.flatMap(Effect.forEach(inputs, (input) => decode(input, "receiveBatch")), receiveAll)

@@ -49,8 +49,8 @@ export interface Row {
   readonly synchronous: Synchronous | null
   readonly durability: string
   readonly order: string
-  /** "n/a": the library has no such option yet; "failed": the run broke (see `note`). */
-  readonly status: "ok" | "n/a" | "failed"
+  /** "failed": the run broke or measured the wrong thing (see `note`). */
+  readonly status: "ok" | "failed"
   readonly note?: string | undefined
   readonly drained: number
   readonly complete: boolean
@@ -142,7 +142,7 @@ export const measureThroughput = async (
   const normalRead = await Effect.runPromise(readSynchronous(probe.inboxFile, "normal")).catch((e) => `error: ${String(e)}`)
   probe.remove()
   const normalSupported = normalRead === "NORMAL"
-  log(`  synchronous: "normal" → the library's inbox connection reads PRAGMA synchronous = ${normalRead}${normalSupported ? "" : " (rows at NORMAL print n/a)"}`)
+  log(`  synchronous: "normal" → the library's inbox connection reads PRAGMA synchronous = ${normalRead}${normalSupported ? "" : " (our rows at NORMAL fail)"}`)
 
   const rows: Array<Row> = []
   const floors = new Map<string, Row>()
@@ -198,6 +198,26 @@ export const measureThroughput = async (
     }
   }
 
+  /** A row of ours that could not be measured, with why. */
+  const unmeasured = (
+    base: Pick<Row, "name" | "system" | "mode" | "order"> & { readonly synchronous: Synchronous },
+    note: string,
+    orderViolations: number
+  ): Row => ({
+    ...base,
+    durability: `SQLite WAL, synchronous=${syncLabel(base.synchronous)}`,
+    status: "failed",
+    note,
+    drained: 0,
+    complete: false,
+    seconds: 0,
+    eventsPerSecond: 0,
+    cpuUsPerEvent: 0,
+    commits: null,
+    floor: null,
+    check: { ok: false, orderViolations }
+  })
+
   const oursRow = async (synchronous: Synchronous, mode: "single" | "batch" | "daemon" | "queue-only"): Promise<Row> => {
     const name = mode === "single"
       ? "ours Relay.step"
@@ -209,21 +229,9 @@ export const measureThroughput = async (
     const fullName = `${name} ${syncLabel(synchronous)}`
     const floorName = `${mode === "single" ? "single" : "batch"}-${synchronous}`
     const base = { name: fullName, system: "fair-relay" as const, mode, synchronous, order: ourOrder }
+    // The library was asked for NORMAL: a connection that reads anything else makes the row meaningless.
     if (synchronous === "normal" && !normalSupported) {
-      return {
-        ...base,
-        durability: "SQLite WAL, synchronous=NORMAL",
-        status: "n/a",
-        note: `the library has no synchronous option yet (read back: ${normalRead})`,
-        drained: 0,
-        complete: false,
-        seconds: 0,
-        eventsPerSecond: 0,
-        cpuUsPerEvent: 0,
-        commits: null,
-        floor: null,
-        check: { ok: false, orderViolations: 0 }
-      }
+      return unmeasured(base, `asked for synchronous "normal", the inbox connection reads ${normalRead}`, 0)
     }
     const files = freshCopy(template, "ours")
     const options = { synchronous, policy: benchPolicy }
@@ -282,20 +290,7 @@ export const measureThroughput = async (
         interleavedCeiling: ceiling?.result() ?? null
       }
     } catch (error) {
-      return {
-        ...base,
-        durability: `SQLite WAL, synchronous=${syncLabel(synchronous)}`,
-        status: "failed",
-        note: String(error).slice(0, 300),
-        drained: 0,
-        complete: false,
-        seconds: 0,
-        eventsPerSecond: 0,
-        cpuUsPerEvent: 0,
-        commits: null,
-        floor: null,
-        check: { ok: false, orderViolations: seen.orderViolations }
-      }
+      return unmeasured(base, String(error).slice(0, 300), seen.orderViolations)
     } finally {
       ceiling?.close()
       files.remove()

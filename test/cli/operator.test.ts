@@ -6,11 +6,10 @@
  */
 import { Effect } from "effect"
 import { afterAll, describe, expect, it } from "vitest"
-import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as SqliteRelayQueue from "../../src/layers/SqliteRelayQueue.js"
-import { bin, lines, Parallel, pool, repositoryRoot, tempDir } from "./support.js"
+import { bin, lines, Parallel, pool, tempDir } from "./support.js"
 
 const dir = tempDir("operator")
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }))
@@ -132,29 +131,18 @@ describe("run stopped by a signal", () => {
   it("on SIGINT prints the summary, then exits 130", async () => {
     const db = path.join(dir, "sigint.db")
     await storeWith(db, [["A", "A1", 1]])
-    const child = spawn(process.execPath, ["bin/fair-relay.mjs", "run", "--db", db, "--inbox", path.join(dir, "sigint-inbox.db"), "--json"], {
-      cwd: repositoryRoot,
-      env: { ...process.env, FAIR_RELAY_CLI_SOURCE: "1" },
-      stdio: ["ignore", "pipe", "pipe"]
-    })
-    let stdout = ""
-    let stderr = ""
-    child.stdout.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk))
-    child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk))
-    const exited = new Promise<number | null>((resolve) => child.on("close", (code) => resolve(code)))
-    // "relay started" is logged once the worker runs.
-    await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`not started in time: ${stderr}`)), 60_000)
-      const check = () => {
-        if (/relay started/.test(stderr)) {
-          clearTimeout(timer)
-          resolve()
-        }
+    // Interrupted once "relay started" is logged (the worker runs).
+    const { code, stderr, stdout } = await bin(["run", "--db", db, "--inbox", path.join(dir, "sigint-inbox.db"), "--json"], {
+      timeoutMillis: 60_000,
+      started: (child) => {
+        let seen = ""
+        child.stderr!.on("data", (chunk: string) => {
+          seen += chunk
+          if (/relay started/.test(seen)) child.kill("SIGINT")
+        })
       }
-      child.stderr.on("data", check)
     })
-    child.kill("SIGINT")
-    expect(await exited, stderr).toBe(130)
+    expect(code, stderr).toBe(130)
     const summary = JSON.parse(stdout) as { stopped: string; stats: { byState: Record<string, number> } }
     expect(summary.stopped).toBe("stopped by SIGINT")
     expect(Object.values(summary.stats.byState).reduce((a, b) => a + b, 0)).toBe(1)

@@ -4,7 +4,6 @@
  */
 import { Effect } from "effect"
 import { afterAll, describe, expect, it } from "vitest"
-import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
@@ -59,29 +58,18 @@ describe("fair-relay run, help, version and demo", () => {
   it("run stops gracefully on SIGTERM: the summary, then exit 143", async () => {
     const db = path.join(dir, "signal.db")
     await enqueued(db, [["A1", "A", 1]])
-    const child = spawn(process.execPath, ["bin/fair-relay.mjs", "run", "--db", db, "--inbox", path.join(dir, "signal-inbox.db")], {
-      cwd: repositoryRoot,
-      env: { ...process.env, FAIR_RELAY_CLI_SOURCE: "1" },
-      stdio: ["ignore", "pipe", "pipe"]
-    })
-    let stdout = ""
-    let stderr = ""
-    child.stdout.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk))
-    const exited = new Promise<number | null>((resolve) => child.on("close", (code) => resolve(code)))
-    // Stop it once it has delivered A1 (the line is printed after the settle commits).
-    await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`no delivery in time: ${stdout} ${stderr}`)), 60_000)
-      const check = () => {
-        if (/A1 {2}generation 1 {2}Accepted → Acked/.test(stdout)) {
-          clearTimeout(timer)
-          resolve()
-        }
+    // Stopped once it has delivered A1 (the line is printed after the settle commits).
+    const { code, stderr, stdout } = await bin(["run", "--db", db, "--inbox", path.join(dir, "signal-inbox.db")], {
+      timeoutMillis: 60_000,
+      started: (child) => {
+        let seen = ""
+        child.stdout!.on("data", (chunk: string) => {
+          seen += chunk
+          if (/A1 {2}generation 1 {2}Accepted → Acked/.test(seen)) child.kill("SIGTERM")
+        })
       }
-      child.stdout.on("data", check)
-      child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk))
     })
-    child.kill("SIGTERM")
-    expect(await exited, stderr).toBe(143)
+    expect(code, stderr).toBe(143)
     expect(stdout).toMatch(/^stopped by SIGTERM: 1 Acked; queue now 0 ready, 0 inflight, 1 acked, 0 quarantined$/m)
   }, 120_000)
 

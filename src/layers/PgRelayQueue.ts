@@ -2,15 +2,17 @@
  * The queue on PostgreSQL, for many worker processes on many machines. Same contract and
  * outcomes as `SqliteRelayQueue`; see docs/postgres.md for the locking design.
  */
-import { Config, Effect, Layer } from "effect"
+import { Config, Effect, Either, Layer } from "effect"
 import type { ConfigError } from "effect/ConfigError"
 import type { Scope } from "effect"
+import { InvalidInput } from "../domain/Errors.js"
 import type { PolicyMismatch } from "../domain/Errors.js"
 import type { PolicyInput } from "../domain/Policy.js"
-import { RelayQueue } from "../services/RelayQueue.js"
+import * as RelayQueue from "../services/RelayQueue.js"
 import { decodeRetention } from "../services/Retention.js"
 import type { RetentionInput } from "../services/Retention.js"
 import type { RelayQueueService } from "../services/RelayQueue.js"
+import * as PgParallel from "./internal/PgParallel.js"
 import * as PgStore from "./internal/PgStore.js"
 import * as SqlRelayQueue from "./internal/SqlRelayQueue.js"
 import type * as Store from "./internal/Store.js"
@@ -21,6 +23,18 @@ export interface PgRelayQueueOptions extends PgStore.PgStoreOptions {
   readonly policy?: PolicyInput | undefined
   /** How long acked events and their dedup records are kept (defaults: 7 and 30 days; see `Retention`). */
   readonly retention?: RetentionInput | undefined
+  /**
+   * How claims and settles of many workers share the store (fixed when the store is created; a
+   * process that gives it must agree with the store, one that omits it adopts the store's):
+   *
+   * - `"exact"` (default): one writer at a time under a store-wide lock. The turn order is global
+   *   and exact, and every outcome is the one SQLite gives (the SPEC's numbers).
+   * - `"parallel"`: claims, settles and enqueues of different flows run at the same time under
+   *   per-flow row locks (`FOR UPDATE SKIP LOCKED` for claims); turns come from a sequence. Per-flow
+   *   order, fencing and no double claim hold as in `"exact"`; the turn order is exact up to the
+   *   claims in flight (see docs/postgres.md for the bound).
+   */
+  readonly claims?: "exact" | "parallel" | undefined
 }
 
 /** Errors of opening a queue store. */
@@ -31,17 +45,28 @@ export const make = (options: PgRelayQueueOptions): Effect.Effect<RelayQueueServ
   Effect.gen(function*() {
     const requested = yield* SqlRelayQueue.decodePolicy(options.policy, "PgRelayQueue.make")
     const retention = yield* decodeRetention(options.retention, "PgRelayQueue.make")
+    const claims = yield* decodeClaims(options.claims, "PgRelayQueue.make")
     const store = yield* PgStore.open(options, SqlRelayQueue.migrations, SqlRelayQueue.migrationsTable, "relay_queue")
-    return yield* SqlRelayQueue.open(store, requested, options.policy, "PostgreSQL queue store", "create", retention)
+    const policy = yield* SqlRelayQueue.resolvePolicy(store, requested, options.policy, name, "create")
+    const mode = yield* PgParallel.resolveMode(store, claims, name, "create")
+    return RelayQueue.make(mode === "parallel" ? PgParallel.backend(store, store.rowLockedWrite) : SqlRelayQueue.backend(store), policy, retention)
+  })
+
+const name = "PostgreSQL queue store"
+
+const decodeClaims = (value: unknown, operation: string) =>
+  Either.match(PgParallel.decodeMode(value), {
+    onLeft: (message) => Effect.fail(new InvalidInput({ operation, message })),
+    onRight: Effect.succeed
   })
 
 /** A layer providing `RelayQueue` over a PostgreSQL database. */
-export const layer = (options: PgRelayQueueOptions): Layer.Layer<RelayQueue, OpenError> => Layer.scoped(RelayQueue, make(options))
+export const layer = (options: PgRelayQueueOptions): Layer.Layer<RelayQueue.RelayQueue, OpenError> => Layer.scoped(RelayQueue.RelayQueue, make(options))
 
 /** Like `layer`, reading its options from `Config`. */
 export const layerConfig = (
   config: Config.Config.Wrap<PgRelayQueueOptions>
-): Layer.Layer<RelayQueue, OpenError | ConfigError> => Layer.scoped(RelayQueue, Effect.flatMap(Config.unwrap(config), make))
+): Layer.Layer<RelayQueue.RelayQueue, OpenError | ConfigError> => Layer.scoped(RelayQueue.RelayQueue, Effect.flatMap(Config.unwrap(config), make))
 
 /**
  * Opens an existing queue store read-only for the lifetime of the scope (every transaction is
@@ -50,6 +75,9 @@ export const layerConfig = (
 export const makeReadonly = (options: PgRelayQueueOptions): Effect.Effect<RelayQueueService, OpenError, Scope.Scope> =>
   Effect.gen(function*() {
     const requested = yield* SqlRelayQueue.decodePolicy(options.policy, "PgRelayQueue.makeReadonly")
+    const claims = yield* decodeClaims(options.claims, "PgRelayQueue.makeReadonly")
     const store = yield* PgStore.openReadonly(options, SqlRelayQueue.migrations, SqlRelayQueue.migrationsTable, "relay_queue")
-    return yield* SqlRelayQueue.open(store, requested, options.policy, "PostgreSQL queue store", "readonly")
+    const policy = yield* SqlRelayQueue.resolvePolicy(store, requested, options.policy, name, "readonly")
+    const mode = yield* PgParallel.resolveMode(store, claims, name, "readonly")
+    return RelayQueue.make(mode === "parallel" ? PgParallel.backend(store) : SqlRelayQueue.backend(store), policy)
   })

@@ -8,6 +8,10 @@ import { Metric, MetricBoundaries } from "effect"
 export const claims = Metric.counter("fair_relay_claims_total", { description: "heads claimed", incremental: true })
 /** Claims that found nothing eligible. */
 export const idleClaims = Metric.counter("fair_relay_idle_claims_total", { description: "claims that found nothing eligible", incremental: true })
+export const contendedClaims = Metric.counter("fair_relay_contended_claims_total", {
+  description: "claims that found eligible heads, all held by other writers (parallel claims), and tried again",
+  incremental: true
+})
 /** Settle outcomes, tagged `outcome` = Acked | RetryScheduled | Quarantined | Stale | Expired. */
 export const settles = Metric.counter("fair_relay_settles_total", { description: "settle outcomes by kind", incremental: true })
 /** `settles` tagged with each outcome, made once: tagging makes a new metric key every time. */

@@ -80,6 +80,11 @@ export interface QueueReads {
 
 /** Writes inside a write transaction (which holds the store's write lock from its start). */
 export interface QueueWrites extends QueueReads {
+  /**
+   * Optional: makes this transaction the store's only writer until it ends, on a backend whose
+   * writes otherwise run side by side (whole-store writes such as a clock reset call it first).
+   */
+  readonly lockStore?: Effect.Effect<void, SqlError> | undefined
   readonly setClock: (clock: ClockRecord) => Effect.Effect<void, SqlError>
   readonly insertEvents: (events: ReadonlyArray<NewEvent>) => Effect.Effect<void, SqlError>
   /** Stores the mutable fields of existing events (state, times, generation, attempts, reason) and ack times. */

@@ -285,8 +285,9 @@ export const make = (
   const enqueueAll = (commands: ReadonlyArray<Operations.EnqueueCommand>) =>
     write((tx, clock, now) =>
       Effect.gen(function*() {
-        const identities = yield* tx.identities(unique(commands.map((c) => c.eventId)))
+        // Flows first: a backend that locks rows holds them before it reads what is stored.
         const flows = yield* tx.flows(unique(commands.map((c) => c.flowId)))
+        const identities = yield* tx.identities(unique(commands.map((c) => c.eventId)))
         const decided = Operations.enqueue(
           commands,
           byKey(identities, (row): string => row.eventId),
@@ -311,6 +312,12 @@ export const make = (
         if (wakeAt === null || wakeAt > now) return [{ claims: [], wakeAt: wakeAt ?? undefined }, noChanges] as const
         const decided = Operations.claim(yield* tx.candidates(now, limit), clock, now, policy)
         if (decided === undefined) return yield* Effect.dieMessage("a flow caches a head that is not eligible")
+        // Heads are eligible but other writers hold every one of them (a backend that claims in
+        // parallel): not idle — try again at once rather than after the poll interval.
+        if (decided.claims.length === 0) {
+          yield* Metric.increment(Metrics.contendedClaims)
+          return [{ claims: [], wakeAt: now + 1 }, noChanges] as const
+        }
         return [{ claims: decided.claims }, decided.changes] as const
       }), claimFaults).pipe(
       Effect.tap(({ claims }) =>
@@ -376,6 +383,7 @@ export const make = (
     Effect.flatMap(Input.decodeResetClock(input), ({ actor, reason }) =>
       backend.write((tx) =>
         Effect.gen(function*() {
+          if (tx.lockStore !== undefined) yield* tx.lockStore
           const now = yield* timeOf(tx)
           const before = yield* tx.clock
           const adjusted = (yield* tx.reachingBeyond(now + policy.backoffCap, now + policy.leaseTicks))

@@ -1,6 +1,6 @@
 /**
  * The backends the contract suite runs against: SQLite and memory (the queue in memory, the
- * receiver on SQLite) always; PostgreSQL when
+ * receiver on SQLite) always; PostgreSQL, with exact and with parallel claims, when
  * FAIR_RELAY_PG_URL names a database (`.ci/run` sets it). Each world gets fresh stores: temp
  * files for SQLite, fresh schemas for PostgreSQL.
  */
@@ -166,8 +166,8 @@ export const resettablePgSchema = (
     return { url: schema.url, name: schema.name, fresh, reset, contents: schemaContents(sql, migrationsTable) }
   })
 
-const postgres = (url: string): Backend => ({
-  name: "postgres",
+const postgres = (url: string, claims: "exact" | "parallel"): Backend => ({
+  name: claims === "exact" ? "postgres" : "postgres-parallel",
   world: (options) =>
     Effect.gen(function*() {
       const queue = yield* freshSchema(url)
@@ -175,7 +175,7 @@ const postgres = (url: string): Backend => ({
       const world = yield* makeWorld({
         ...options,
         stores: {
-          queue: (policy) => PgRelayQueue.make({ url: queue.url, policy, maxConnections: 2 }),
+          queue: (policy) => PgRelayQueue.make({ url: queue.url, policy, maxConnections: 2, claims }),
           inbox: (business) => PgInbox.make({ url: inbox.url, business, maxConnections: 2 })
         }
       })
@@ -197,7 +197,11 @@ if (pgUrl === undefined) {
 }
 
 /** Every backend configured here. */
-export const backends: ReadonlyArray<Backend> = pgUrl === undefined ? [sqlite, memory] : [sqlite, memory, postgres(pgUrl)]
+export const backends: ReadonlyArray<Backend> = pgUrl === undefined
+  ? [sqlite, memory]
+  : [sqlite, memory, postgres(pgUrl, "exact"), postgres(pgUrl, "parallel")]
 
 /** The backends that are not configured here, by name, so suites can report them as skipped. */
-export const skippedBackends: ReadonlyArray<string> = pgUrl === undefined ? ["postgres (set FAIR_RELAY_PG_URL)"] : []
+export const skippedBackends: ReadonlyArray<string> = pgUrl === undefined
+  ? ["postgres (set FAIR_RELAY_PG_URL)", "postgres-parallel (set FAIR_RELAY_PG_URL)"]
+  : []

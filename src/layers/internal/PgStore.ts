@@ -38,6 +38,25 @@ export interface PgStoreOptions {
   readonly time?: "process" | "database" | undefined
 }
 
+/** A PostgreSQL store: `write` holds the store's lock; `rowLockedWrite` does not (its statements lock rows). */
+export interface PgStore extends Store {
+  /**
+   * A `READ COMMITTED` write transaction without the store's lock, retried from the start (up to
+   * five times) when it lost a race the database detects: a unique violation of two inserts of one
+   * new row, a deadlock, a serialization failure.
+   */
+  readonly rowLockedWrite: Store["write"]
+}
+
+const retryableCodes = new Set(["23505", "40P01", "40001"])
+
+/** Whether a failed transaction lost a race and can run again from the start. */
+const isRetryable = (error: unknown): boolean => {
+  if (!(error instanceof SqlError)) return false
+  const cause = error.cause as { readonly code?: unknown } | undefined
+  return typeof cause?.code === "string" && retryableCodes.has(cause.code)
+}
+
 /** The server's clock in epoch milliseconds (`clock_timestamp()`: the time of the call, not of the transaction's start). */
 const serverTime = (sql: SqlClient.SqlClient): Effect.Effect<number, SqlError> =>
   Effect.map(
@@ -73,7 +92,7 @@ export const open = (
   migrations: Record<string, Effect.Effect<void, SqlError, SqlClient.SqlClient>>,
   migrationsTable: string,
   lockName: string
-): Effect.Effect<Store, OpenError, Scope.Scope> =>
+): Effect.Effect<PgStore, OpenError, Scope.Scope> =>
   Effect.gen(function*() {
     const sql = yield* connect(options)
     // The lock key is per schema and store kind: two stores of one database in different schemas
@@ -85,15 +104,23 @@ export const open = (
     )
     const write = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
       isolated(commitFailuresAsErrors(sql.withTransaction(Effect.zipRight(lock, effect))))
+    // Without the store's lock: the statements lock the rows they change (parallel claims).
+    const lockWaits = sql.unsafe(`SET LOCAL lock_timeout = ${lockTimeoutMillis}`)
+    const rowLockedWrite = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+      Effect.retry(isolated(commitFailuresAsErrors(sql.withTransaction(Effect.zipRight(lockWaits, effect)))), {
+        times: 5,
+        while: isRetryable
+      })
     const read = readTransaction(sql)
     if (options.time !== undefined && options.time !== "process" && options.time !== "database") {
       return yield* Effect.fail(
         new InvalidInput({ operation: "open", message: `time must be "process" or "database", got ${JSON.stringify(options.time)}` })
       )
     }
-    const store: Store = {
+    const store: PgStore = {
       sql,
       write,
+      rowLockedWrite,
       read,
       exec: execOnConnection,
       now: options.time === "database" ? serverTime(sql) : undefined

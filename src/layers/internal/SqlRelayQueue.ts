@@ -17,6 +17,7 @@ import type { EventQuery, FlowQuery, Position, QueueBackend, QueueWrites } from 
 import * as RelayQueue from "../../services/RelayQueue.js"
 import type { Retention } from "../../services/Retention.js"
 import * as Rows from "./QueueRows.js"
+import type { Fragment } from "@effect/sql/Statement"
 import { chunks, idType, isolated, rowsTable } from "./Store.js"
 import type { Store } from "./Store.js"
 
@@ -96,6 +97,20 @@ export const migrations: Record<string, Effect.Effect<void, SqlError, SqlClient>
       body_hash TEXT NOT NULL,
       pruned_at BIGINT NOT NULL)`
     yield* sql`CREATE INDEX relay_pruned_at ON relay_pruned (pruned_at)`
+  }),
+  "7_claim_mode": Effect.gen(function*() {
+    const sql = yield* SqlClient
+    // PostgreSQL only: how claims share the store ('exact' or 'parallel', chosen by the first
+    // opener), and the ticket source of parallel claims (synchronised with relay_clock when the
+    // store becomes parallel). SQLite has one writer: nothing to choose.
+    yield* sql.onDialectOrElse({
+      pg: () =>
+        Effect.zipRight(
+          sql`ALTER TABLE relay_settings ADD COLUMN claims TEXT CHECK (claims IN ('exact', 'parallel'))`,
+          sql`CREATE SEQUENCE relay_ticket MINVALUE 0 START WITH 0`
+        ),
+      orElse: () => Effect.void
+    })
   })
 }
 
@@ -171,30 +186,35 @@ const bulk = <A>(rows: ReadonlyArray<A>, columns: number, statement: (part: Read
   Effect.forEach(chunks(rows, columns), statement, { discard: true })
 
 /** The queue's reads and writes over an opened SQL store. */
-export const backend = (store: Store): QueueBackend => {
-  const { sql } = store
+/**
+ * Up to `limit` flows whose head is eligible at `now`, in turn order, with their heads; `lock`
+ * ends the statement (row locks of a backend that claims in parallel).
+ * `+eligible_at` keeps the planner on the turn index (an ordered walk that stops at `limit`)
+ * instead of the wake index (a range over every eligible flow, then a sort).
+ */
+export const selectCandidates = (store: Store, lock: Fragment = store.sql.literal("")) => (now: number, limit: number) =>
+  Effect.flatMap(
+    store.exec(store.sql`SELECT f.flow_id, f.seq, f.served, f.head_seq, f.eligible_at, f.weight, f.burst,
+        e.event_id AS h_event_id, e.body AS h_body, e.state AS h_state, e.next_at AS h_next_at,
+        e.lease_until AS h_lease_until, e.generation AS h_generation, e.attempts AS h_attempts,
+        e.lifetime_attempts AS h_lifetime_attempts, e.reason AS h_reason
+      FROM relay_flow f JOIN relay_event e ON e.flow_id = f.flow_id AND e.seq = f.head_seq
+      WHERE f.eligible_at IS NOT NULL AND +f.eligible_at <= ${now}
+      ORDER BY f.served, f.flow_id LIMIT ${limit} ${lock}`),
+    (rows) => Effect.map(Rows.decode.candidates(rows), (decoded) => decoded.map(Rows.toCandidate))
+  )
 
-  const tx: QueueWrites = {
+/** The queue's reads and writes over an opened SQL store, each one statement. */
+export const writes = (store: Store): QueueWrites => {
+  const { sql } = store
+  return {
     now: store.now,
     clock: Effect.map(Effect.flatMap(store.exec(sql`SELECT tick, ticket FROM relay_clock WHERE id = 1`), clocks), (rows) => rows[0]!),
     wakeAt: Effect.flatMap(
       store.exec(sql`SELECT MIN(eligible_at) AS at FROM relay_flow WHERE eligible_at IS NOT NULL`),
       (rows) => Effect.map(aggregates(rows), ([row]) => row!.at)
     ),
-    // `+eligible_at` keeps the planner on the turn index (an ordered walk that stops at `limit`)
-    // instead of the wake index (a range over every eligible flow, then a sort).
-    candidates: (now, limit) =>
-      Effect.flatMap(
-        store.exec(sql`SELECT f.flow_id, f.seq, f.served, f.head_seq, f.eligible_at, f.weight, f.burst,
-            e.event_id AS h_event_id, e.body AS h_body, e.state AS h_state, e.next_at AS h_next_at,
-            e.lease_until AS h_lease_until, e.generation AS h_generation, e.attempts AS h_attempts,
-            e.lifetime_attempts AS h_lifetime_attempts, e.reason AS h_reason
-          FROM relay_flow f JOIN relay_event e ON e.flow_id = f.flow_id AND e.seq = f.head_seq
-          WHERE f.eligible_at IS NOT NULL AND +f.eligible_at <= ${now}
-          ORDER BY f.served, f.flow_id LIMIT ${limit}`),
-        (rows) =>
-          Effect.map(Rows.decode.candidates(rows), (decoded) => decoded.map(Rows.toCandidate))
-      ),
+    candidates: selectCandidates(store),
     events: (ids) =>
       ids.length === 0 ? Effect.succeed([]) : Effect.flatMap(store.exec(sql`SELECT * FROM relay_event WHERE event_id IN ${sql.in(ids)}`), events),
     identities: (ids) =>
@@ -348,13 +368,23 @@ export const backend = (store: Store): QueueBackend => {
         (rows) => rows.length
       )
   }
+}
 
+/**
+ * The queue's store over an opened SQL store: `tx` reads and writes (default `writes(store)`);
+ * `writeTx`, when given, makes the writes of each write transaction instead (a backend whose
+ * writes keep per-transaction state).
+ */
+export const backend = (store: Store, tx: QueueWrites = writes(store), writeTx?: () => QueueWrites): QueueBackend => {
+  const withTx = writeTx === undefined
+    ? <A>(body: (tx: QueueWrites) => A) => body(tx)
+    : <A, E>(body: (tx: QueueWrites) => Effect.Effect<A, E>) => Effect.suspend(() => body(writeTx()))
   const { join } = store
   return {
     write: (body, beforeCommit) =>
-      store.write(beforeCommit === undefined ? body(tx) : Effect.zipLeft(body(tx), isolated(beforeCommit))),
+      store.write(withTx((tx) => (beforeCommit === undefined ? body(tx) : Effect.zipLeft(body(tx), isolated(beforeCommit))))),
     read: (body) => store.read(body(tx)),
-    join: join === undefined ? undefined : (body) => join(body(tx))
+    join: join === undefined ? undefined : (body) => join(withTx(body))
   }
 }
 

@@ -20,6 +20,7 @@ import type { TransportService } from "../../src/services/Transport.js"
 import { commands, emit, runMain } from "../../scenarios/processes/io.js"
 import { GraphileTask, PgBossQueue } from "./protocol.js"
 import type { ChildStats, RunSpec } from "./protocol.js"
+import { claimsOf, libraryOf } from "./stores.js"
 
 /**
  * Every statement of all three libraries goes through node-postgres's `Client.prototype.query`
@@ -74,7 +75,12 @@ const fairRelay = async (spec: RunSpec, counters: Counters): Promise<Driver> => 
   const scope = Effect.runSync(Scope.make())
   const queue = await Effect.runPromise(
     Scope.extend(
-      PgRelayQueue.make({ url: url.toString(), maxConnections: spec.maxConnections, policy: { leaseTicks: "60 seconds" } }),
+      PgRelayQueue.make({
+        url: url.toString(),
+        maxConnections: spec.maxConnections,
+        policy: { leaseTicks: "60 seconds" },
+        claims: claimsOf(libraryOf(spec.kind))
+      }),
       scope
     )
   )
@@ -209,6 +215,8 @@ const graphileWorker = async (spec: RunSpec, counters: Counters): Promise<Driver
 const drivers = {
   "fair-relay-single": fairRelay,
   "fair-relay-batch": fairRelay,
+  "fair-relay-parallel-single": fairRelay,
+  "fair-relay-parallel-batch": fairRelay,
   "pg-boss": pgBoss,
   "graphile-worker": graphileWorker
 } as const

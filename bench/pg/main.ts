@@ -24,14 +24,21 @@ import pg from "pg"
 import { spawnChild } from "../../scenarios/processes/spawn.js"
 import type { Child } from "../../scenarios/processes/spawn.js"
 import type { ChildStats, Kind, RunSpec } from "./protocol.js"
-import { adminPool, countDone, createStore, endState, libraryOf } from "./stores.js"
+import { adminPool, countDone, createStore, endState, isBatched, libraryOf } from "./stores.js"
 import type { Library, Workload } from "./stores.js"
 
 const benchDir = fileURLToPath(new URL("../", import.meta.url))
 const repoDir = path.join(benchDir, "..")
 const childScript = fileURLToPath(new URL("./child.ts", import.meta.url))
 
-const kinds: ReadonlyArray<Kind> = ["fair-relay-single", "fair-relay-batch", "pg-boss", "graphile-worker"]
+const kinds: ReadonlyArray<Kind> = [
+  "fair-relay-single",
+  "fair-relay-batch",
+  "fair-relay-parallel-single",
+  "fair-relay-parallel-batch",
+  "pg-boss",
+  "graphile-worker"
+]
 
 /** One measured drain. */
 export interface PgRunResult {
@@ -118,9 +125,13 @@ const backendCpuMs = async (admin: pg.Pool): Promise<number | null> => {
 
 const describeKind = (kind: Kind, batchSize: number) =>
   kind === "fair-relay-single"
-    ? "fair-relay, single-step"
+    ? "fair-relay exact, single-step"
     : kind === "fair-relay-batch"
-    ? `fair-relay, batched (n = ${batchSize})`
+    ? `fair-relay exact, batched (n = ${batchSize})`
+    : kind === "fair-relay-parallel-single"
+    ? "fair-relay parallel, single-step"
+    : kind === "fair-relay-parallel-batch"
+    ? `fair-relay parallel, batched (n = ${batchSize})`
     : kind === "pg-boss"
     ? "pg-boss, singleton queue + singletonKey"
     : "graphile-worker, queue_name per flow"
@@ -156,6 +167,9 @@ export const runPgBench = async (args: ReadonlyArray<string>): Promise<number> =
      */
     idleMs: {
       "fair-relay": idleOverride ?? 1000,
+      // Parallel claims: an empty claim locks nothing, and a claim that found every eligible head
+      // held already retries at once (it reports a wake-up 1 ms away), so the default poll is fine.
+      "fair-relay-parallel": idleOverride ?? 1000,
       "pg-boss": idleOverride ?? 10,
       "graphile-worker": idleOverride ?? 10
     } satisfies Record<Library, number>,
@@ -266,7 +280,7 @@ export const runPgBench = async (args: ReadonlyArray<string>): Promise<number> =
       const database = `${prefix}tpl_${library.replace(/-/g, "_")}`
       const started = performance.now()
       await server.query(`CREATE DATABASE ${database}`)
-      if (library === "fair-relay") {
+      if (library === "fair-relay" || library === "fair-relay-parallel") {
         const client = new pg.Client({ connectionString: urlOf(database) })
         await client.connect()
         await client.query(`CREATE SCHEMA ${schema}`)
@@ -300,7 +314,7 @@ export const runPgBench = async (args: ReadonlyArray<string>): Promise<number> =
     /** One drain: a fresh copy of the library's backlog, the first `workers` processes, a time budget. */
     const drain = async (kind: Kind, workers: number, maxSeconds: number): Promise<PgRunResult> => {
       const library = libraryOf(kind)
-      const batchSize = kind === "fair-relay-batch" ? plan.batchSize : 1
+      const batchSize = isBatched(kind) ? plan.batchSize : 1
       const database = `${prefix}run${order}`
       const copyStarted = performance.now()
       await copyOf(templates.get(library)!.database, database)
@@ -418,7 +432,7 @@ export const runPgBench = async (args: ReadonlyArray<string>): Promise<number> =
     }
     const table = plan.kinds.map((kind) => ({
       kind,
-      what: describeKind(kind, kind === "fair-relay-batch" ? plan.batchSize : 1),
+      what: describeKind(kind, isBatched(kind) ? plan.batchSize : 1),
       eventsPerSecond: Object.fromEntries(plan.workers.map((w) => [w, rate(kind, w)])),
       perRound: Object.fromEntries(plan.workers.map((w) => [w, cell(kind, w).map((r) => r.eventsPerSecond)]))
     }))

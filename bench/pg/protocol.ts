@@ -14,6 +14,9 @@ export type Kind =
   | "fair-relay-single"
   /** fair-relay, `Relay.run({ workers: 1, batchSize })`: claimBatch → deliver each → settleBatch. */
   | "fair-relay-batch"
+  /** The same two over a store with parallel claims (`PgRelayQueue` `claims: "parallel"`). */
+  | "fair-relay-parallel-single"
+  | "fair-relay-parallel-batch"
   /** pg-boss, `fetch(queue, { batchSize: 1 })` → no-op → `complete`, in a loop. */
   | "pg-boss"
   /** graphile-worker, `run({ concurrency: 1, taskList })`, jobs with `queueName` = flow. */

@@ -21,10 +21,20 @@ export interface Workload {
 }
 
 /** The library a kind belongs to. */
-export type Library = "fair-relay" | "pg-boss" | "graphile-worker"
+export type Library = "fair-relay" | "fair-relay-parallel" | "pg-boss" | "graphile-worker"
 
 export const libraryOf = (kind: Kind): Library =>
-  kind === "fair-relay-single" || kind === "fair-relay-batch" ? "fair-relay" : kind
+  kind === "fair-relay-single" || kind === "fair-relay-batch"
+    ? "fair-relay"
+    : kind === "fair-relay-parallel-single" || kind === "fair-relay-parallel-batch"
+    ? "fair-relay-parallel"
+    : kind
+
+/** Whether a kind claims in batches (the others take one job per transaction). */
+export const isBatched = (kind: Kind): boolean => kind === "fair-relay-batch" || kind === "fair-relay-parallel-batch"
+
+/** The claim mode of a fair-relay library's store. */
+export const claimsOf = (library: Library) => (library === "fair-relay-parallel" ? "parallel" : "exact")
 
 const flowId = (flow: number) => `F${String(flow).padStart(4, "0")}`
 
@@ -51,12 +61,13 @@ const silentGraphileLogger = new GraphileLogger(() => () => {})
 export const createStore = async (library: Library, url: string, schema: string, workload: Workload): Promise<void> => {
   const total = workload.flows * workload.perFlow
   switch (library) {
-    case "fair-relay": {
+    case "fair-relay":
+    case "fair-relay-parallel": {
       // `enqueueBatch`, 5,000 events per transaction; migrations run when the store opens.
       await Effect.runPromise(
         Effect.scoped(
           Effect.gen(function*() {
-            const queue = yield* PgRelayQueue.make({ url: withSchema(url, schema), maxConnections: 1 })
+            const queue = yield* PgRelayQueue.make({ url: withSchema(url, schema), maxConnections: 1, claims: claimsOf(library) })
             for (const indexes of chunks(total, 5_000)) {
               yield* queue.enqueueBatch(indexes.map((i) => {
                 const { flow, seq } = job(workload, i)
@@ -118,6 +129,7 @@ export const countDone = async (pool: pg.Pool, library: Library, schema: string,
   const q = (text: string) => pool.query<{ n: number }>(text).then((r) => r.rows[0]!.n)
   switch (library) {
     case "fair-relay":
+    case "fair-relay-parallel":
       return q(`SELECT count(*)::int AS n FROM "${schema}".relay_event WHERE state = 'acked'`)
     case "pg-boss":
       return q(`SELECT count(*)::int AS n FROM "${schema}".job WHERE name = '${PgBossQueue}' AND state = 'completed'`)
@@ -133,6 +145,7 @@ export const endState = async (pool: pg.Pool, library: Library, schema: string):
     Object.fromEntries((await pool.query<{ k: string; n: number }>(text)).rows.map((r) => [r.k, r.n]))
   switch (library) {
     case "fair-relay":
+    case "fair-relay-parallel":
       return rows(`SELECT state AS k, count(*)::int AS n FROM "${schema}".relay_event GROUP BY state`)
     case "pg-boss":
       return rows(`SELECT state::text AS k, count(*)::int AS n FROM "${schema}".job WHERE name = '${PgBossQueue}' GROUP BY state`)

@@ -18,13 +18,14 @@
  *  - every in-time settle counts (Acked for Accepted, RetryScheduled for Retry); every late settle
  *    is Stale or Expired and changes nothing;
  * and from the database's own history (an AFTER UPDATE trigger on relay_event logging each
- * transition with a serial id; writes are serialized by the store's advisory lock, so the id
+ * transition with a serial id; the writes of one flow are serialized — by the store's advisory
+ * lock with exact claims, by the flow's row lock with parallel claims — so within a flow the id
  * order is the commit order):
  *  - the logged claims are exactly the workers' claims;
  *  - replayed in commit order, a flow never has two inflight events, and a claim always takes the
  *    flow's lowest non-acked seq;
  * and at the end every event is acked, generation = lifetime attempts = its claims, and the
- * ticket = all claims.
+ * ticket = all claims. Runs with exact and with parallel claims.
  */
 import { seedPolicy } from "../../src/domain/Policy.js"
 import { it } from "@effect/vitest"
@@ -91,11 +92,11 @@ const events: ReadonlyArray<EnqueueInput> = Array.from({ length: EventsPerFlow }
 )
 
 describePg("PostgreSQL: concurrent workers, each with its own pool", (url) => {
-  it.scopedLive(`${Workers} workers drain ${Flows} flows × ${EventsPerFlow} events: no double claim, per-flow order, all acked`, () =>
+  it.scopedLive.each(["exact", "parallel"] as const)(`claims %s: ${Workers} workers drain ${Flows} flows × ${EventsPerFlow} events: no double claim, per-flow order, all acked`, (mode) =>
     Effect.gen(function*() {
       const schema = yield* freshSchema(url)
       const s = `"${schema.name}"`
-      const setup = yield* PgRelayQueue.make({ url: schema.url, maxConnections: 1, policy })
+      const setup = yield* PgRelayQueue.make({ url: schema.url, maxConnections: 1, policy, claims: mode })
       yield* setup.enqueueBatch(events).pipe(TickClock.at(0))
       // The database's own history of every event update, in commit order.
       yield* schema.admin.unsafe(`CREATE TABLE ${s}.test_transition (id BIGSERIAL PRIMARY KEY, event_id TEXT NOT NULL,
@@ -109,7 +110,7 @@ describePg("PostgreSQL: concurrent workers, each with its own pool", (url) => {
         FOR EACH ROW EXECUTE FUNCTION ${s}.log_transition()`)
 
       const workers = yield* Effect.forEach(Array.from({ length: Workers }, (_, i) => i), (index) =>
-        Effect.map(PgRelayQueue.make({ url: schema.url, maxConnections: 1, policy }), (queue: RelayQueueService) => ({
+        Effect.map(PgRelayQueue.make({ url: schema.url, maxConnections: 1, policy, claims: mode }), (queue: RelayQueueService) => ({
           index,
           queue,
           batch: index % 2 === 1,
@@ -253,7 +254,7 @@ describePg("PostgreSQL: concurrent workers, each with its own pool", (url) => {
         expect([e.eventId, e.generation, e.lifetimeAttempts], context).toEqual([e.eventId, n, n])
       }
       expect(final.flows.map((f) => f.seq)).toEqual(flowIds.map(() => EventsPerFlow))
-      console.log(`concurrency: ${context}; ${settles.filter((s) => s.late).length} late settles ` +
+      console.log(`concurrency (${mode}): ${context}; ${settles.filter((s) => s.late).length} late settles ` +
         `(${settles.filter((s) => s.outcome === "Stale").length} Stale, ${settles.filter((s) => s.outcome === "Expired").length} Expired)`)
     }), 120_000)
 })

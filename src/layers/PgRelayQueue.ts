@@ -2,6 +2,7 @@
  * The queue on PostgreSQL, for many worker processes on many machines. Same contract and
  * outcomes as `SqliteRelayQueue`; see docs/postgres.md for the locking design.
  */
+import * as SqlClient from "@effect/sql/SqlClient"
 import { Config, Effect, Either, Layer } from "effect"
 import type { ConfigError } from "effect/ConfigError"
 import type { Scope } from "effect"
@@ -67,6 +68,58 @@ export const layer = (options: PgRelayQueueOptions): Layer.Layer<RelayQueue.Rela
 export const layerConfig = (
   config: Config.Config.Wrap<PgRelayQueueOptions>
 ): Layer.Layer<RelayQueue.RelayQueue, OpenError | ConfigError> => Layer.scoped(RelayQueue.RelayQueue, Effect.flatMap(Config.unwrap(config), make))
+
+/** Options of a queue on the application's own PostgreSQL client. */
+export interface PgRelayQueueClientOptions extends PgStore.PgClientStoreOptions {
+  /** The policy; see `SqliteRelayQueueOptions.policy`. */
+  readonly policy?: PolicyInput | undefined
+  /** See `PgRelayQueueOptions.retention`. */
+  readonly retention?: RetentionInput | undefined
+  /**
+   * See `PgRelayQueueOptions.claims`; a store created here claims in parallel unless told
+   * otherwise (an enqueue inside the application's transaction needs it).
+   */
+  readonly claims?: "exact" | "parallel" | undefined
+}
+
+/**
+ * Opens the queue on the application's own PostgreSQL `SqlClient` (from the context): its tables
+ * live in the application's database, in the client's search path (own migrations table,
+ * `relay_migrations`, applied here), so `enqueue` and `enqueueBatch` inside the application's
+ * `sql.withTransaction` commit with the application's rows, or not at all — a transactional
+ * outbox. The enqueue locks only its own flows' rows (parallel claims), so it neither waits for
+ * nor blocks other flows while the application's transaction is open. Every other operation runs
+ * in a transaction of its own and must be called outside the application's (`TransactionMisuse`).
+ */
+export const makeClient = (
+  options: PgRelayQueueClientOptions = {}
+): Effect.Effect<RelayQueueService, OpenError, SqlClient.SqlClient> =>
+  Effect.gen(function*() {
+    const requested = yield* SqlRelayQueue.decodePolicy(options.policy, "PgRelayQueue.makeClient")
+    const retention = yield* decodeRetention(options.retention, "PgRelayQueue.makeClient")
+    const claims = yield* decodeClaims(options.claims, "PgRelayQueue.makeClient")
+    const sql = yield* SqlClient.SqlClient
+    const store = yield* PgStore.fromClient(sql, options, SqlRelayQueue.migrations, SqlRelayQueue.migrationsTable, "relay_queue")
+    const policy = yield* SqlRelayQueue.resolvePolicy(store, requested, options.policy, clientName, "create")
+    const mode = yield* PgParallel.resolveMode(store, claims, clientName, "create", "parallel")
+    return RelayQueue.make(
+      mode === "parallel"
+        ? PgParallel.backend({ ...store, join: PgStore.joinAmbient(store.rowLockedWrite, true) }, store.rowLockedWrite)
+        : SqlRelayQueue.backend({ ...store, join: PgStore.joinAmbient(store.write, false) }),
+      policy,
+      retention
+    )
+  })
+
+const clientName = "the application's PostgreSQL database"
+
+/** A layer providing `RelayQueue` on the application's own PostgreSQL `SqlClient` (see `makeClient`). */
+export const layerClient = (
+  options: PgRelayQueueClientOptions = {}
+): Layer.Layer<RelayQueue.RelayQueue, OpenError, SqlClient.SqlClient> => Layer.effect(RelayQueue.RelayQueue, makeClient(options))
+
+/** Why a queue on the application's client refused to run (the cause of its `SqlError`). */
+export const TransactionMisuse = PgStore.TransactionMisuse
 
 /**
  * Opens an existing queue store read-only for the lifetime of the scope (every transaction is

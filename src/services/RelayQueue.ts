@@ -220,14 +220,17 @@ const unique = <A>(values: ReadonlyArray<A>): ReadonlyArray<A> => [...new Set(va
 
 const byKey = <A, K>(rows: ReadonlyArray<A>, key: (row: A) => K): ReadonlyMap<K, A> => new Map(rows.map((row) => [key(row), row]))
 
-/** Stores what an operation decided, in the operation's transaction. */
+/**
+ * Stores what an operation decided, in the operation's transaction. The clock goes first: a
+ * backend that draws tickets from a sequence draws them there, before the flows that took them.
+ */
 const store = (tx: QueueWrites, changes: Changes) =>
   Effect.gen(function*() {
+    if (changes.clock !== undefined) yield* tx.setClock(changes.clock)
     if (changes.inserted.length > 0) yield* tx.insertEvents(changes.inserted)
     if (changes.events.length > 0) yield* tx.updateEvents(changes.events, changes.acked)
     if (changes.flows.length > 0) yield* tx.putFlows(changes.flows)
     if (changes.heads.length > 0) yield* tx.setHeads(changes.heads)
-    if (changes.clock !== undefined) yield* tx.setClock(changes.clock)
   })
 
 interface FaultPoints {

@@ -18,13 +18,19 @@ import { envInt, modelSuite, onlyBackend } from "./suite.js"
 
 /** Sequences on PostgreSQL. */
 const pgRuns = envInt("FAIR_RELAY_MODEL_PG_RUNS") ?? envInt("FAIR_RELAY_MODEL_RUNS") ?? 500
+/** Sequences on PostgreSQL with parallel claims (one process: the same outcomes; half as many by default). */
+const parallelRuns = envInt("FAIR_RELAY_MODEL_PG_RUNS") ?? envInt("FAIR_RELAY_MODEL_RUNS") ?? 250
 
 if (pgUrl === undefined) {
   describe("RelayQueue (postgres) against the reference model", () => {
     it.skip("skipped: FAIR_RELAY_PG_URL is not set", () => {})
   })
+  describe("RelayQueue (postgres-parallel) against the reference model", () => {
+    it.skip("skipped: FAIR_RELAY_PG_URL is not set", () => {})
+  })
 } else {
   modelSuite(postgres(pgUrl), pgRuns)
+  modelSuite(postgres(pgUrl, "parallel"), parallelRuns)
 }
 
 describe.skipIf(pgUrl === undefined || (onlyBackend !== undefined && onlyBackend !== "postgres"))("the PostgreSQL reset between sequences", () => {

@@ -21,7 +21,7 @@ export type OpenQueue = (policy: PolicyInput) => Effect.Effect<RelayQueueService
 
 /** One backend of the model-based test. */
 export interface ModelBackend {
-  readonly name: "sqlite" | "postgres" | "memory"
+  readonly name: "sqlite" | "postgres" | "postgres-parallel" | "memory"
   /** What one chunk of sequences opens its stores with (resources live as long as the scope). */
   readonly chunk: Effect.Effect<OpenQueue, unknown, Scope.Scope>
 }
@@ -46,9 +46,9 @@ export const pgQueueSchema = (url: string) =>
     (schemaUrl) => PgStore.open({ url: schemaUrl, maxConnections: 1 }, SqlRelayQueue.migrations, SqlRelayQueue.migrationsTable, "relay_queue")
   )
 
-/** PostgreSQL: one fresh schema per chunk, reset before each sequence. */
-export const postgres = (url: string): ModelBackend => ({
-  name: "postgres",
+/** PostgreSQL (exact or parallel claims): one fresh schema per chunk, reset before each sequence. */
+export const postgres = (url: string, claims: "exact" | "parallel" = "exact"): ModelBackend => ({
+  name: claims === "exact" ? "postgres" : "postgres-parallel",
   chunk: Effect.map(pgQueueSchema(url), (schema): OpenQueue => (policy) =>
-    Effect.zipRight(schema.reset, PgRelayQueue.make({ url: schema.url, policy, maxConnections: 1 })))
+    Effect.zipRight(schema.reset, PgRelayQueue.make({ url: schema.url, policy, maxConnections: 1, claims })))
 })

@@ -9,8 +9,9 @@
  * - an enqueue or weight change locks its flows in `flow_id` order, creating a placeholder row
  *   (`served = -1`, no head, never a candidate) for a new flow so that two enqueues of one new
  *   flow queue on its row instead of both inserting it;
- * - turns come from the sequence `relay_ticket` (non-transactional: no hot row); the tickets an
- *   operation decided (above the one it read) are replaced by fresh ones, in the same order;
+ * - turns come from the sequence `relay_ticket` (non-transactional: no hot row): an operation that
+ *   decided tickets seen + 1 … seen + n (seen: the last ticket drawn when it read the clock) draws
+ *   n from the sequence when it stores the clock, and its flows take them in the same order;
  * - the tick (the time high-water mark) moves forward only when no other transaction is moving it.
  *
  * Locks are always taken in one order (claims wait for nothing; the others lock flows by id), so
@@ -22,7 +23,6 @@ import { Effect, Either } from "effect"
 import { PolicyMismatch } from "../../domain/Errors.js"
 import type { FlowId } from "../../domain/Ids.js"
 import { compareIds } from "../../domain/Protocol.js"
-import type { FlowRecord } from "../../domain/Records.js"
 import type { QueueBackend, QueueWrites } from "../../services/QueueBackend.js"
 import * as Rows from "./QueueRows.js"
 import * as SqlRelayQueue from "./SqlRelayQueue.js"
@@ -32,7 +32,7 @@ import type { Store } from "./Store.js"
 export type ClaimMode = "exact" | "parallel"
 
 /**
- * The claim mode of the store: chosen by the first process that opens it (default `"exact"`), and
+ * The claim mode of the store: chosen by the first process that opens it (default `fallback`), and
  * adopted by every later one; a process that asks for the other mode is refused. A store becoming
  * parallel starts its ticket sequence at the stored ticket.
  */
@@ -40,7 +40,8 @@ export const resolveMode = (
   store: Store,
   requested: ClaimMode | undefined,
   name: string,
-  mode: "create" | "readonly"
+  mode: "create" | "readonly",
+  fallback: ClaimMode = "exact"
 ): Effect.Effect<ClaimMode, PolicyMismatch | SqlError> =>
   (mode === "create" ? store.write : store.read)(
     Effect.gen(function*() {
@@ -48,7 +49,7 @@ export const resolveMode = (
       const [row] = yield* sql<{ readonly claims: ClaimMode | null }>`SELECT claims FROM relay_settings WHERE id = 1`
       const stored = row?.claims ?? null
       if (stored === null) {
-        const chosen = requested ?? "exact"
+        const chosen = requested ?? fallback
         if (mode === "readonly") return chosen
         yield* sql`UPDATE relay_settings SET claims = ${chosen} WHERE id = 1`
         if (chosen === "parallel") yield* sql`SELECT setval('relay_ticket', ticket, true) FROM relay_clock WHERE id = 1`
@@ -66,8 +67,6 @@ export const resolveMode = (
     })
   )
 
-const compareTurns = (a: FlowRecord, b: FlowRecord) => a.served - b.served || compareIds(a.flowId, b.flowId)
-
 /** The clock of a parallel store: the tick from `relay_clock`, the ticket from the sequence. */
 export const readClock = (store: Store) =>
   Effect.flatMap(
@@ -80,6 +79,8 @@ export const writes = (store: Store, base: QueueWrites) => (): QueueWrites => {
   const { sql } = store
   // The ticket this transaction read: tickets above it were decided here and are drawn afresh.
   let seen: number | undefined
+  // The tickets drawn for this transaction's turns seen + 1, seen + 2, …, in order.
+  let drawn: ReadonlyArray<number> = []
   // After `lockStore`, the clock is written as decided (a reset may move the tick back).
   let exclusive = false
   const lockedFlows = (ids: ReadonlyArray<FlowId>) =>
@@ -109,26 +110,26 @@ export const writes = (store: Store, base: QueueWrites) => (): QueueWrites => {
       Effect.sync(() => (exclusive = true))
     ),
     setClock: (clock) =>
-      exclusive
-        ? Effect.asVoid(store.exec(sql`UPDATE relay_clock SET tick = ${clock.tick} WHERE id = 1`))
-        : Effect.asVoid(store.exec(sql`UPDATE relay_clock SET tick = ${clock.tick}
-            WHERE id = (SELECT id FROM relay_clock WHERE id = 1 AND tick < ${clock.tick} FOR UPDATE SKIP LOCKED)`)),
-    putFlows: (records) => {
-      if (seen === undefined) return Effect.dieMessage("a parallel write stored flows before reading the clock")
-      const after = seen
-      const decided = records.filter((flow) => flow.served > after).sort(compareTurns)
-      if (decided.length === 0) return base.putFlows(records)
-      return Effect.flatMap(
-        store.exec(sql`SELECT nextval('relay_ticket') AS n FROM generate_series(1, ${decided.length})`),
-        (rows) => {
-          const drawn = rows.map((row) => Number((row as { readonly n: unknown }).n)).sort((a, b) => a - b)
-          const tickets = new Map(decided.map((flow, i) => [flow.flowId, drawn[i]!]))
-          return base.putFlows(records.map((flow) => {
-            const ticket = tickets.get(flow.flowId)
-            return ticket === undefined ? flow : { ...flow, served: ticket }
-          }))
+      Effect.gen(function*() {
+        if (seen === undefined) return yield* Effect.dieMessage("a parallel write stored the clock before reading it")
+        const count = clock.ticket - seen
+        if (count > 0) {
+          const rows = yield* store.exec(sql`SELECT nextval('relay_ticket') AS n FROM generate_series(1, ${count})`)
+          drawn = rows.map((row) => Number((row as { readonly n: unknown }).n)).sort((a, b) => a - b)
         }
-      )
+        yield* exclusive
+          ? store.exec(sql`UPDATE relay_clock SET tick = ${clock.tick} WHERE id = 1`)
+          : store.exec(sql`UPDATE relay_clock SET tick = ${clock.tick}
+              WHERE id = (SELECT id FROM relay_clock WHERE id = 1 AND tick < ${clock.tick} FOR UPDATE SKIP LOCKED)`)
+      }),
+    // A turn this operation decided (above the ticket it read) is the ticket drawn in its place.
+    putFlows: (records) => {
+      const after = seen ?? Infinity
+      if (records.every((flow) => flow.served <= after)) return base.putFlows(records)
+      const turns = records.map((flow) => (flow.served <= after ? flow : { ...flow, served: drawn[flow.served - after - 1] ?? NaN }))
+      return turns.some((flow) => Number.isNaN(flow.served))
+        ? Effect.dieMessage("a parallel write stored a turn it drew no ticket for")
+        : base.putFlows(turns)
     }
   }
 }

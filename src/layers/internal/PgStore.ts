@@ -13,8 +13,10 @@ import * as Statement from "@effect/sql/Statement"
 import { Cause, Duration, Effect, Option, Redacted } from "effect"
 import type * as Pg from "pg"
 import type { Scope } from "effect"
-import { commitFailuresAsErrors, execOnConnection, isolated, logStatement } from "./Store.js"
+import { alone, commitFailuresAsErrors, execOnConnection, insideTransaction, isolated, logStatement, misuse } from "./Store.js"
 import type { OpenError, Store } from "./Store.js"
+
+export { TransactionMisuse } from "./Store.js"
 import { IncompatibleStore, InvalidInput } from "../../domain/Errors.js"
 import * as StoreCheck from "./StoreCheck.js"
 
@@ -124,8 +126,20 @@ export const open = (
   migrationsTable: string,
   lockName: string
 ): Effect.Effect<PgStore, OpenError, Scope.Scope> =>
+  Effect.flatMap(connect(options), (sql) => openOn(sql, options, migrations, migrationsTable, lockName))
+
+/** The options of a store on a client that is already open (the application's own). */
+export type PgClientStoreOptions = Pick<PgStoreOptions, "lockTimeout" | "time">
+
+/** Opens a store on an open client: its transactions, and its migrations applied under its lock. */
+const openOn = (
+  sql: SqlClient.SqlClient,
+  options: PgClientStoreOptions,
+  migrations: Record<string, Effect.Effect<void, SqlError, SqlClient.SqlClient>>,
+  migrationsTable: string,
+  lockName: string
+): Effect.Effect<PgStore, OpenError> =>
   Effect.gen(function*() {
-    const sql = yield* connect(options)
     // The lock key is per schema and store kind: two stores of one database in different schemas
     // do not wait for each other.
     const lockTimeoutMillis = Math.max(1, Math.round(Duration.toMillis(Duration.decode(options.lockTimeout ?? Duration.seconds(30)))))
@@ -171,6 +185,50 @@ export const open = (
     ).pipe(Effect.provideService(SqlClient.SqlClient, sql))
     return store
   })
+
+/**
+ * A store on the application's own PostgreSQL client: its tables live next to the application's
+ * (in the client's search path), with their own migrations table, migrated here. Its own
+ * transactions refuse to start inside the application's (`TransactionMisuse`); `joinWith` makes
+ * the `join` an enqueue runs in.
+ */
+export const fromClient = (
+  sql: SqlClient.SqlClient,
+  options: PgClientStoreOptions,
+  migrations: Record<string, Effect.Effect<void, SqlError, SqlClient.SqlClient>>,
+  migrationsTable: string,
+  lockName: string
+): Effect.Effect<PgStore, OpenError> =>
+  Effect.gen(function*() {
+    if (!sql.onDialectOrElse({ pg: () => true, orElse: () => false })) {
+      return yield* new InvalidInput({ operation: "layerClient", message: "the SqlClient in context is not a PostgreSQL client" })
+    }
+    const store = yield* openOn(sql, options, migrations, migrationsTable, lockName)
+    return {
+      ...store,
+      write: alone(store.write, "write"),
+      rowLockedWrite: alone(store.rowLockedWrite, "write"),
+      read: alone(store.read, "read")
+    }
+  })
+
+/**
+ * The `join` of a store on the application's client: inside the application's transaction, the
+ * enqueue runs there when the store claims in parallel (it locks only its own flows' rows);
+ * with exact claims it would hold the store-wide lock until the application commits, and is
+ * refused. Outside, it runs in a transaction of its own (`own`).
+ */
+export const joinAmbient = (own: Store["write"], parallel: boolean): Store["write"] => (effect) =>
+  Effect.flatMap(insideTransaction, (inside) =>
+    !inside
+      ? own(effect)
+      : parallel
+      ? effect
+      : misuse(
+        "enqueue",
+        "an enqueue inside the application's transaction needs a store with parallel claims (claims: \"parallel\"); " +
+          "with exact claims it would hold the store-wide lock until the application commits"
+      ))
 
 /**
  * Opens an existing PostgreSQL store read-only: nothing is created or migrated; reads run in

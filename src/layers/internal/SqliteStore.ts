@@ -12,12 +12,14 @@ import type * as Statement from "@effect/sql/Statement"
 import * as fs from "node:fs"
 import { IncompatibleStore, InvalidInput } from "../../domain/Errors.js"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
-import { Cause, Clock, Context, Duration, Effect, Exit, Option, Schedule, Schema } from "effect"
+import { Cause, Clock, Context, Duration, Effect, Exit, Schedule } from "effect"
 import type { Scope } from "effect"
 import * as StoreCheck from "./StoreCheck.js"
 import * as SqliteConnection from "./SqliteConnection.js"
-import { execOnConnection, isolated, logStatement } from "./Store.js"
+import { alone, execOnConnection, insideTransaction, isolated, logStatement, misuse } from "./Store.js"
 import type { OpenError, Store } from "./Store.js"
+
+export { TransactionMisuse } from "./Store.js"
 
 /** Options common to every SQLite store. */
 export interface SqliteStoreOptions {
@@ -258,24 +260,12 @@ export const openReadonly = (
     } satisfies Store
   })
 
-/**
- * Why a store on the application's client refused to run: an enqueue inside a transaction that did
- * not take the write lock at its start (`withImmediateTransaction` does), or an operation that
- * needs a transaction of its own called inside the application's (on SQLite's single connection
- * it would wait for itself forever).
- */
-export class TransactionMisuse extends Schema.TaggedError<TransactionMisuse>()("TransactionMisuse", {
-  operation: Schema.String,
-  message: Schema.String
-}) {}
 
 /** Marks a transaction that `withImmediateTransaction` began (it holds the write lock from its start). */
 export class ImmediateTransaction extends Context.Reference<ImmediateTransaction>()("fair-relay/ImmediateTransaction", {
   defaultValue: () => false
 }) {}
 
-const misuse = (operation: string, message: string) =>
-  Effect.fail(new SqlError({ cause: new TransactionMisuse({ operation, message }), message: `${operation}: ${message}` }))
 
 /**
  * Runs `effect` in a transaction of the application's SQLite client that takes the write lock at
@@ -307,15 +297,8 @@ export const fromClient = (
     const busy = yield* busyTimeout(options)
     const own = transaction(sql, "BEGIN IMMEDIATE", busy)
     const ownRead = transaction(sql, "BEGIN", busy)
-    const ambient = Effect.map(Effect.serviceOption(SqlClient.TransactionConnection), Option.isSome)
-    const alone = (own: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | SqlError, R>, operation: string) =>
-    <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
-      Effect.flatMap(ambient, (inside): Effect.Effect<A, E | SqlError, R> =>
-        inside
-          ? misuse(operation, "this operation runs in a transaction of its own; call it outside the application's transaction")
-          : own(effect))
     const join = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
-      Effect.flatMap(ambient, (inside): Effect.Effect<A, E | SqlError, R> =>
+      Effect.flatMap(insideTransaction, (inside): Effect.Effect<A, E | SqlError, R> =>
         !inside
           ? own(effect)
           : Effect.flatMap(ImmediateTransaction, (immediate): Effect.Effect<A, E | SqlError, R> =>

@@ -33,6 +33,34 @@ export interface Store {
 }
 
 /**
+ * Why a store on the application's client refused to run: an enqueue inside a transaction that
+ * cannot carry it (SQLite: one that did not take the write lock at its start, as
+ * `withImmediateTransaction` does; PostgreSQL: a store with exact claims, whose enqueue would hold
+ * the store-wide lock until the application commits), or an operation that needs a transaction of
+ * its own called inside the application's (on SQLite's single connection it would wait for itself
+ * forever).
+ */
+export class TransactionMisuse extends Schema.TaggedError<TransactionMisuse>()("TransactionMisuse", {
+  operation: Schema.String,
+  message: Schema.String
+}) {}
+
+/** A `SqlError` caused by `TransactionMisuse`. */
+export const misuse = (operation: string, message: string) =>
+  Effect.fail(new SqlError({ cause: new TransactionMisuse({ operation, message }), message: `${operation}: ${message}` }))
+
+/** Whether the caller is inside a transaction of a client (its own, for a store on the application's client). */
+export const insideTransaction: Effect.Effect<boolean> = Effect.map(Effect.serviceOption(SqlClient.TransactionConnection), Option.isSome)
+
+/**
+ * `run` for an operation that needs a transaction of its own: refused (`TransactionMisuse`) inside
+ * the application's transaction on a store that shares the application's client.
+ */
+export const alone = (run: Store["write"], operation: string): Store["write"] => (effect) =>
+  Effect.flatMap(insideTransaction, (inside) =>
+    inside ? misuse(operation, "this operation runs in a transaction of its own; call it outside the application's transaction") : run(effect))
+
+/**
  * Where the store's own statements are reported, for query-plan tests and benchmarks (they run
  * without `sql.execute` spans). Nothing by default.
  */

@@ -10,7 +10,9 @@ import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import pg from "pg"
 import ts from "typescript"
+import { pgUrl, withSchema } from "../support/backends.js"
 import { DaemonDone, extract, fromSource, program } from "./snippets.js"
 import type { Snippet } from "./snippets.js"
 
@@ -43,11 +45,12 @@ interface Ran {
   readonly stderr: string
 }
 
-const runFile = (file: string): Promise<Ran> =>
+const runFile = (file: string, env: Record<string, string> = {}): Promise<Ran> =>
   new Promise((resolve, reject) => {
     const child = spawn(process.execPath, ["--import", "tsx", file], {
       cwd: path.dirname(file),
-      stdio: ["ignore", "pipe", "pipe"]
+      stdio: ["ignore", "pipe", "pipe"],
+      env: { ...process.env, ...env }
     })
     let stdout = ""
     let stderr = ""
@@ -64,6 +67,20 @@ const runFile = (file: string): Promise<Ran> =>
     })
   })
 
+/** Runs `body` with the URL of a fresh schema of the PostgreSQL test database, dropped afterwards. */
+const inFreshSchema = async <A>(body: (url: string) => Promise<A>): Promise<A> => {
+  const admin = new pg.Client({ connectionString: pgUrl })
+  await admin.connect()
+  const schema = `readme_${process.pid}_${Date.now().toString(36)}`
+  await admin.query(`CREATE SCHEMA ${schema}`)
+  try {
+    return await body(withSchema(pgUrl!, schema))
+  } finally {
+    await admin.query(`DROP SCHEMA ${schema} CASCADE`)
+    await admin.end()
+  }
+}
+
 describe("README.md snippets", () => {
   it("has an Example and marks every fragment", () => {
     expect(example, "a ```ts block under \"## Example\"").toBeDefined()
@@ -72,8 +89,14 @@ describe("README.md snippets", () => {
   })
 
   snippets.forEach((snippet, index) => {
+    // A snippet on PostgreSQL reads DATABASE_URL: it runs in a fresh schema of FAIR_RELAY_PG_URL's database.
+    const onPostgres = snippet.code.includes("DATABASE_URL")
+    if (onPostgres && pgUrl === undefined) {
+      it.skip(`runs ${snippet.name} (README.md:${snippet.line}) [SKIPPED: FAIR_RELAY_PG_URL is not set]`, () => {})
+      return
+    }
     it(`runs ${snippet.name} (README.md:${snippet.line}, ${snippet.kind})`, async () => {
-      const ran = await runFile(files[index]!)
+      const ran = onPostgres ? await inFreshSchema((url) => runFile(files[index]!, { DATABASE_URL: url })) : await runFile(files[index]!)
       expect(ran.code, `exit ${ran.code}\nstdout: ${ran.stdout}\nstderr: ${ran.stderr}`).toBe(0)
       if (snippet === example) {
         // Both of order-1's events delivered and acked, in order.

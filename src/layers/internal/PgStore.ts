@@ -64,6 +64,7 @@ const isRetryable = (error: unknown): boolean => {
 // Statement texts and the names they are prepared under (one name per text, for every connection).
 const prepared = new Map<string, string>()
 const MaxPrepared = 500
+let names = 0
 
 /**
  * Runs one of the store's statements on the transaction's connection as a named prepared
@@ -78,14 +79,18 @@ export const execPrepared = <A extends object>(statement: Statement.Statement<A>
     const [text, params] = statement.compile()
     let name = prepared.get(text)
     if (name === undefined && prepared.size < MaxPrepared) {
-      name = `fair_relay_${prepared.size}`
+      name = `fair_relay_${names++}`
       prepared.set(text, name)
     }
     return Effect.zipRight(
       logStatement(text),
       Effect.async<ReadonlyArray<A>, SqlError>((resume) => {
-        client.query<A>({ name, text, values: params as Array<unknown> }, (error, result) =>
-          resume(error ? Effect.fail(new SqlError({ cause: error, message: "Failed to execute statement" })) : Effect.succeed(result.rows)))
+        client.query<A>({ name, text, values: params as Array<unknown> }, (error, result) => {
+          // A table changed under a prepared statement (another process migrated the store): the
+          // statement fails once, and the text is prepared afresh under a new name next time.
+          if ((error as { readonly code?: unknown } | undefined)?.code === "0A000") prepared.delete(text)
+          resume(error ? Effect.fail(new SqlError({ cause: error, message: "Failed to execute statement" })) : Effect.succeed(result.rows))
+        })
       })
     )
   })

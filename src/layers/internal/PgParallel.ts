@@ -23,6 +23,7 @@ import { Effect, Either } from "effect"
 import { PolicyMismatch } from "../../domain/Errors.js"
 import type { FlowId } from "../../domain/Ids.js"
 import { compareIds } from "../../domain/Protocol.js"
+import type { ClockRecord } from "../../domain/Records.js"
 import type { QueueBackend, QueueWrites } from "../../services/QueueBackend.js"
 import * as Rows from "./QueueRows.js"
 import * as SqlRelayQueue from "./SqlRelayQueue.js"
@@ -77,8 +78,8 @@ export const readClock = (store: Store) =>
 /** The writes of one parallel transaction over `base` (which keeps every statement it does not replace). */
 export const writes = (store: Store, base: QueueWrites) => (): QueueWrites => {
   const { sql } = store
-  // The ticket this transaction read: tickets above it were decided here and are drawn afresh.
-  let seen: number | undefined
+  // The clock this transaction read: tickets above its ticket were decided here and are drawn afresh.
+  let seen: ClockRecord | undefined
   // The tickets drawn for this transaction's turns seen + 1, seen + 2, …, in order.
   let drawn: ReadonlyArray<number> = []
   // After `lockStore`, the clock is written as decided (a reset may move the tick back).
@@ -90,7 +91,7 @@ export const writes = (store: Store, base: QueueWrites) => (): QueueWrites => {
     )
   return {
     ...base,
-    clock: Effect.tap(readClock(store), (clock) => Effect.sync(() => (seen = clock.ticket))),
+    clock: Effect.tap(readClock(store), (clock) => Effect.sync(() => (seen = clock))),
     candidates: SqlRelayQueue.selectCandidates(store, sql.literal("FOR UPDATE OF f, e SKIP LOCKED")),
     events: (ids) =>
       ids.length === 0 ? Effect.succeed([]) : Effect.flatMap(
@@ -112,19 +113,20 @@ export const writes = (store: Store, base: QueueWrites) => (): QueueWrites => {
     setClock: (clock) =>
       Effect.gen(function*() {
         if (seen === undefined) return yield* Effect.dieMessage("a parallel write stored the clock before reading it")
-        const count = clock.ticket - seen
+        const count = clock.ticket - seen.ticket
         if (count > 0) {
           const rows = yield* store.exec(sql`SELECT nextval('relay_ticket') AS n FROM generate_series(1, ${count})`)
           drawn = rows.map((row) => Number((row as { readonly n: unknown }).n)).sort((a, b) => a - b)
         }
-        yield* exclusive
-          ? store.exec(sql`UPDATE relay_clock SET tick = ${clock.tick} WHERE id = 1`)
-          : store.exec(sql`UPDATE relay_clock SET tick = ${clock.tick}
-              WHERE id = (SELECT id FROM relay_clock WHERE id = 1 AND tick < ${clock.tick} FOR UPDATE SKIP LOCKED)`)
+        if (exclusive) yield* store.exec(sql`UPDATE relay_clock SET tick = ${clock.tick} WHERE id = 1`)
+        else if (clock.tick > seen.tick) {
+          yield* store.exec(sql`UPDATE relay_clock SET tick = ${clock.tick}
+            WHERE id = (SELECT id FROM relay_clock WHERE id = 1 AND tick < ${clock.tick} FOR UPDATE SKIP LOCKED)`)
+        }
       }),
     // A turn this operation decided (above the ticket it read) is the ticket drawn in its place.
     putFlows: (records) => {
-      const after = seen ?? Infinity
+      const after = seen?.ticket ?? Infinity
       if (records.every((flow) => flow.served <= after)) return base.putFlows(records)
       const turns = records.map((flow) => (flow.served <= after ? flow : { ...flow, served: drawn[flow.served - after - 1] ?? NaN }))
       return turns.some((flow) => Number.isNaN(flow.served))

@@ -8,7 +8,7 @@ import type { RuntimeFiber } from "effect/Fiber"
 import { Logger as GraphileLogger, run as graphileRun } from "graphile-worker"
 import type { Runner } from "graphile-worker"
 import pg from "pg"
-import PgBoss from "pg-boss"
+import { PgBoss } from "pg-boss"
 // The modules themselves rather than src/index.ts: a child loads less (faster start-up).
 import type { DeliveryReply } from "../../src/domain/Outcomes.js"
 import * as PgRelayQueue from "../../src/layers/PgRelayQueue.js"
@@ -131,9 +131,10 @@ const fairRelay = async (spec: RunSpec, counters: Counters): Promise<Driver> => 
 }
 
 /**
- * pg-boss: one queue with the `singleton` policy, every job with `singletonKey` = its flow; a
- * loop of `fetch(batchSize)` → no-op → `complete`. (Its own `work()` loop waits out its polling
- * interval, at least 500 ms, after every fetch; see bench/README.md.)
+ * pg-boss: one queue with the `key_strict_fifo` policy, every job with `singletonKey` = its flow; a
+ * loop of `fetch(batchSize)` → no-op → `complete` of the fetched jobs (as `{ id, retryCount }`, the
+ * attempt-fenced settle its own `work()` uses). (Its `work()` loop waits out its polling interval,
+ * at least 500 ms, after every fetch that does not fill a batch; see bench/README.md.)
  */
 const pgBoss = async (spec: RunSpec, counters: Counters): Promise<Driver> => {
   const boss = new PgBoss({
@@ -143,7 +144,9 @@ const pgBoss = async (spec: RunSpec, counters: Counters): Promise<Driver> => {
     application_name: "fair-relay-bench",
     migrate: false,
     supervise: false,
-    schedule: false
+    schedule: false,
+    // No instance-registry row and heartbeat: background writes off the job path, like supervise.
+    registerInstance: false
   })
   boss.on("error", (error) => counters.error(error))
   await boss.start()
@@ -153,8 +156,8 @@ const pgBoss = async (spec: RunSpec, counters: Counters): Promise<Driver> => {
     start: () => {
       loop = (async () => {
         while (!stopping) {
-          // `fetch` swallows its query's errors (a unique violation of the singleton index) and
-          // answers an empty list.
+          // `fetch` answers an empty list when its statement fails on a unique index (SQLSTATE
+          // 23505: a concurrent fetch took the same key's slot) and throws on any other error.
           const jobs = await boss.fetch(PgBossQueue, { batchSize: spec.batchSize })
           if (jobs.length === 0) {
             counters.empty++
@@ -162,21 +165,22 @@ const pgBoss = async (spec: RunSpec, counters: Counters): Promise<Driver> => {
             continue
           }
           counters.handle(jobs.length)
-          await boss.complete(PgBossQueue, jobs.map((job) => job.id))
+          await boss.complete(PgBossQueue, jobs)
         }
       })().catch((error: unknown) => counters.error(error))
     },
     stop: async () => {
       stopping = true
       await loop
-      await boss.stop({ graceful: false, close: true, wait: true })
+      await boss.stop({ graceful: false, close: true })
     }
   }
 }
 
 /**
  * graphile-worker: `run()` with one concurrent job per process, jobs in the named queue of their
- * flow (run serially), no local queue (it would break that: graphile/worker#621).
+ * flow (run serially), no local queue and no batched completion: one job per fetch and one
+ * completion per job, like pg-boss's `fetch` with `batchSize: 1`.
  */
 const graphileWorker = async (spec: RunSpec, counters: Counters): Promise<Driver> => {
   const logger = new GraphileLogger(() => (level, message) => {

@@ -133,7 +133,7 @@ const describeKind = (kind: Kind, batchSize: number) =>
     : kind === "fair-relay-parallel-batch"
     ? `fair-relay parallel, batched (n = ${batchSize})`
     : kind === "pg-boss"
-    ? "pg-boss, singleton queue + singletonKey"
+    ? "pg-boss, key_strict_fifo queue + singletonKey"
     : "graphile-worker, queue_name per flow"
 
 /** Runs the PostgreSQL bench; returns the process exit code. */
@@ -162,8 +162,8 @@ export const runPgBench = async (args: ReadonlyArray<string>): Promise<number> =
      * How long a worker sleeps after finding nothing to do. fair-relay: `Relay.run`'s default
      * poll interval (1 s) — an empty claim takes the store's lock, so idle workers polling often
      * slow the one that has work. pg-boss and graphile-worker: 10 ms — their empty fetches are
-     * transient (pg-boss: the oldest job's key is still active; graphile-worker: a concurrent fetch
-     * held the free queues' rows), and a long sleep after one only idles a worker.
+     * transient (pg-boss: a concurrent fetch held or took the free keys' heads; graphile-worker: a
+     * concurrent fetch held the free queues' rows), and a long sleep after one only idles a worker.
      */
     idleMs: {
       "fair-relay": idleOverride ?? 1000,
@@ -471,16 +471,17 @@ export const runPgBench = async (args: ReadonlyArray<string>): Promise<number> =
       },
       "pg-boss": {
         version: packages["pg-boss"],
-        queue: `createQueue("bench", { policy: "singleton" }), every job sent with singletonKey = flow id`,
-        worker: `loop: fetch("bench", { batchSize: 1 }) → no-op → complete("bench", ids); empty fetch → sleep ${plan.idleMs["pg-boss"]} ms`,
-        options: `{ max: ${plan.maxConnectionsPerProcess}, migrate: false, supervise: false, schedule: false }`,
-        ordering: "at most one active job per singletonKey (unique index job_i2); fetch takes the oldest job (priority, created_on, id); " +
-          "a failed job is retried after retryDelay (later jobs of its key run meanwhile when retryDelay > 0) and after retryLimit is left failed while its key moves on; no cross-key fairness"
+        queue: `createQueue("bench", { policy: "key_strict_fifo" }), every job inserted with singletonKey = flow id`,
+        worker: `loop: fetch("bench", { batchSize: 1 }) → no-op → complete("bench", jobs) (fenced to the fetched attempt); empty fetch → sleep ${plan.idleMs["pg-boss"]} ms`,
+        options: `{ max: ${plan.maxConnectionsPerProcess}, migrate: false, supervise: false, schedule: false, registerInstance: false }`,
+        ordering: "FIFO per singletonKey: a fetch takes only each key's head (oldest (created_on, id) of its created/retry jobs), and none of a key " +
+          "whose job is active, in retry or failed (unique index job_i8); among the heads, oldest (priority, created_on) first. A failed job " +
+          "is retried after retryDelay and after retryLimit is left failed, holding its key's later jobs back until it is dealt with; no cross-key fairness"
       },
       "graphile-worker": {
         version: packages["graphile-worker"],
         jobs: "addJobs with queueName = flow id (a named queue runs its jobs one at a time), runAt = enqueue order",
-        worker: `run({ concurrency: 1, pollInterval: ${plan.idleMs["graphile-worker"]}, maxPoolSize: ${plan.maxConnectionsPerProcess}, noHandleSignals: true, taskList: { noop } }); no localQueue, no completeJobBatchDelay`,
+        worker: `run({ concurrency: 1, pollInterval: ${plan.idleMs["graphile-worker"]}, pgPool (max ${plan.maxConnectionsPerProcess}), noHandleSignals: true, taskList: { noop } }); no localQueue, no completeJobBatchDelay`,
         ordering: "one job at a time per queue, oldest run_at first; a failed job is rescheduled with backoff and the queue's later jobs run before it; no cross-queue fairness (global run_at order)"
       }
     }

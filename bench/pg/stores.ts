@@ -9,7 +9,7 @@
 import { Effect } from "effect"
 import { Logger as GraphileLogger, makeWorkerUtils } from "graphile-worker"
 import pg from "pg"
-import PgBoss from "pg-boss"
+import { PgBoss } from "pg-boss"
 import * as PgRelayQueue from "../../src/layers/PgRelayQueue.js"
 import type { Kind } from "./protocol.js"
 import { GraphileTask, PgBossQueue } from "./protocol.js"
@@ -80,26 +80,26 @@ export const createStore = async (library: Library, url: string, schema: string,
       return
     }
     case "pg-boss": {
+      // A `key_strict_fifo` queue (every job needs a singletonKey: the flow) filled through
       // `insert` (one INSERT … SELECT FROM json_to_recordset per call), 2,000 jobs per call. The
-      // ids are given so that (created_on, id), pg-boss's fetch order, is the enqueue order.
-      const boss = new PgBoss({ connectionString: url, schema, max: 1, supervise: false, schedule: false })
+      // ids are given so that (created_on, id), the order in which key_strict_fifo picks each
+      // key's head, is the enqueue order (one insert shares one created_on).
+      const boss = new PgBoss({ connectionString: url, schema, max: 1, supervise: false, schedule: false, registerInstance: false })
       boss.on("error", () => {})
       await boss.start()
       try {
-        await boss.createQueue(PgBossQueue, { name: PgBossQueue, policy: "singleton" })
+        await boss.createQueue(PgBossQueue, { policy: "key_strict_fifo" })
         for (const indexes of chunks(total, 2_000)) {
-          await boss.insert(indexes.map((i) => {
-            const { flow, seq } = job(workload, i)
-            return {
-              id: `00000000-0000-4000-8000-${i.toString(16).padStart(12, "0")}`,
-              name: PgBossQueue,
-              data: { flow, seq },
-              singletonKey: flow
-            }
-          }))
+          await boss.insert(
+            PgBossQueue,
+            indexes.map((i) => {
+              const { flow, seq } = job(workload, i)
+              return { id: `00000000-0000-4000-8000-${i.toString(16).padStart(12, "0")}`, data: { flow, seq }, singletonKey: flow }
+            })
+          )
         }
       } finally {
-        await boss.stop({ graceful: false, close: true, wait: true })
+        await boss.stop({ graceful: false, close: true })
       }
       return
     }

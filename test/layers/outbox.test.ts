@@ -1,7 +1,9 @@
 /**
  * The transactional outbox on SQLite: the queue on the application's own client, so that an
- * application write and an enqueue commit together or not at all — and the wrong uses (a deferred
- * transaction, a claim inside the application's transaction) fail loudly instead of deadlocking.
+ * application write and an enqueue commit together or not at all (also when the enqueue is an
+ * `EnqueueConflict`: the caller gets it typed, the application's write is rolled back) — and the
+ * wrong uses (a deferred transaction, a claim inside the application's transaction) fail loudly
+ * instead of deadlocking.
  */
 import * as Reactivity from "@effect/experimental/Reactivity"
 import * as Migrator from "@effect/sql/Migrator"
@@ -10,6 +12,7 @@ import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import { describe, expect, it } from "@effect/vitest"
 import { Cause, Effect, Exit, Layer } from "effect"
 import * as path from "node:path"
+import { EnqueueConflict } from "../../src/domain/Errors.js"
 import { seedPolicy } from "../../src/domain/Policy.js"
 import * as SqliteRelayQueue from "../../src/layers/SqliteRelayQueue.js"
 import { RelayQueue } from "../../src/services/RelayQueue.js"
@@ -74,6 +77,39 @@ describe("SqliteRelayQueue.layerClient: the queue in the application's database"
         Effect.provideService(SqlClient.SqlClient, sql)
       )
       expect((yield* queue.snapshot).events.map((e) => [e.eventId, e.seq])).toEqual([["order-2:created", 1]])
+    }))
+
+  it.scoped("an EnqueueConflict inside the application's transaction rolls back the order and reaches the caller typed", () =>
+    Effect.gen(function*() {
+      const { queue, sql } = yield* app
+      yield* SqliteRelayQueue.withImmediateTransaction(placeOrder(sql, "order-1")).pipe(
+        Effect.provideService(RelayQueue, queue),
+        Effect.provideService(SqlClient.SqlClient, sql)
+      )
+      // The id "order-1:created" again, once with another body and once with another flow.
+      const reuses = [
+        { orderId: "order-1b", flowId: "order-1", body: { delta: 4 } },
+        { orderId: "order-1c", flowId: "order-2", body: { delta: 3 } }
+      ]
+      for (const { body, flowId, orderId } of reuses) {
+        const conflict = yield* SqliteRelayQueue.withImmediateTransaction(Effect.zipRight(
+          sql`INSERT INTO orders (id, total) VALUES (${orderId}, 3)`,
+          queue.enqueue({ eventId: "order-1:created", flowId, body })
+        )).pipe(
+          Effect.provideService(SqlClient.SqlClient, sql),
+          // Typed: the caller catches it by its tag (this would not compile if it were not in the error channel).
+          Effect.catchTag("EnqueueConflict", (error) => Effect.succeed(error))
+        )
+        expect(conflict).toBeInstanceOf(EnqueueConflict)
+        expect(conflict).toMatchObject({ _tag: "EnqueueConflict", eventId: "order-1:created", storedFlowId: "order-1", storedSeq: 1 })
+      }
+      // Neither business write is stored, the queue is as it was (no flow "order-2"), and the
+      // next event of the flow takes seq 2.
+      expect(yield* sql`SELECT id FROM orders ORDER BY id`).toEqual([{ id: "order-1" }])
+      const snapshot = yield* queue.snapshot
+      expect(snapshot.events.map((e) => [e.eventId, e.flowId, e.seq, e.body])).toEqual([["order-1:created", "order-1", 1, { delta: 3 }]])
+      expect(snapshot.flows.map((f) => f.flowId)).toEqual(["order-1"])
+      expect(yield* queue.enqueue({ eventId: "order-1:paid", flowId: "order-1", body: {} })).toEqual({ _tag: "Enqueued", seq: 2 })
     }))
 
   it.scoped("an enqueue in a deferred transaction is refused (TransactionMisuse) and the application's transaction rolls back", () =>

@@ -9,9 +9,10 @@
  * - an enqueue or weight change locks its flows in `flow_id` order, creating a placeholder row
  *   (`served = -1`, no head, never a candidate) for a new flow so that two enqueues of one new
  *   flow queue on its row instead of both inserting it;
- * - turns come from the sequence `relay_ticket` (non-transactional: no hot row): an operation that
- *   decided tickets seen + 1 … seen + n (seen: the last ticket drawn when it read the clock) draws
- *   n from the sequence when it stores the clock, and its flows take them in the same order;
+ * - turns come from the sequence `relay_ticket` (non-transactional: no hot row): an operation decides
+ *   tickets seen + 1 … seen + n (seen: 2^40 above the last ticket drawn when it read the clock, so
+ *   above any ticket another transaction can store meanwhile), draws n from the sequence when it
+ *   stores the clock, and its flows take them in the same order;
  * - the tick (the time high-water mark) moves forward only when no other transaction is moving it.
  *
  * Locks are always taken in one order (claims wait for nothing; the others lock flows by id), so
@@ -75,6 +76,9 @@ export const readClock = (store: Store) =>
     (rows) => Effect.map(Rows.decode.clock(rows), (decoded) => decoded[0]!)
   )
 
+/** How far above the sequence's last value a write's own turns are decided (2^40 draws). */
+const DecidedOffset = 2 ** 40
+
 /** The writes of one parallel transaction over `base` (which keeps every statement it does not replace). */
 export const writes = (store: Store, base: QueueWrites) => (): QueueWrites => {
   const { sql } = store
@@ -91,7 +95,10 @@ export const writes = (store: Store, base: QueueWrites) => (): QueueWrites => {
     )
   return {
     ...base,
-    clock: Effect.tap(readClock(store), (clock) => Effect.sync(() => (seen = clock))),
+    // The ticket handed to the decision is far above every ticket drawn so far (or while it runs):
+    // the turns it decides (seen + 1, …) cannot be mistaken for one another transaction drew
+    // after this one read the clock and stored on a flow this one then locked.
+    clock: Effect.map(readClock(store), (clock) => (seen = { ...clock, ticket: clock.ticket + DecidedOffset })),
     candidates: SqlRelayQueue.selectCandidates(store, sql.literal("FOR UPDATE OF f, e SKIP LOCKED")),
     events: (ids) =>
       ids.length === 0 ? Effect.succeed([]) : Effect.flatMap(

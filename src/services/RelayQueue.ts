@@ -257,9 +257,9 @@ export const make = (
 
   /**
    * One write operation in one transaction: reads the time once the write lock is ours (a time
-   * read before waiting for it would be older than what the previous holder stored), checks it
-   * against the persisted tick, lets `decide` read and decide, and stores its changes. Fault
-   * points bracket the commit when the operation names them.
+   * read before waiting for it would be older than what the previous holder stored) and after the
+   * stored clock, checks it against the persisted tick, lets `decide` read and decide, and stores
+   * its changes. Fault points bracket the commit when the operation names them.
    */
   const write = <A, E>(
     decide: (tx: QueueWrites, clock: ClockRecord, now: number) => Effect.Effect<readonly [A, Changes], E>,
@@ -272,8 +272,11 @@ export const make = (
     const transaction = run(
       (tx) =>
         Effect.gen(function*() {
+          // The stored clock first, then the time: a write that committed a later tick before this
+          // read did so before this time is read (writers that run side by side, one server clock).
+          const stored = yield* tx.clock
           const now = yield* timeOf(tx)
-          const checked = Protocol.advanceClock(yield* tx.clock, now, policy.clock)
+          const checked = Protocol.advanceClock(stored, now, policy.clock)
           if (Either.isLeft(checked)) return yield* Effect.fail(checked.left)
           if (checked.right.regressed) yield* Metric.increment(Metrics.clockClamped)
           const [value, changes] = yield* decide(tx, checked.right.clock, now)

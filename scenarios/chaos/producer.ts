@@ -4,25 +4,26 @@
  * Enqueues the run's F × E events — each flow's events in seq order, flows interleaved in an
  * order fixed by the seed, in batches of 1..`maxBatch` — and says `done`. When it is killed and
  * restarted it starts over from the first event: everything already stored must come back
- * `Existing` at the same seq, which checks enqueue idempotency across crashes.
+ * `Existing` at the same seq, which checks enqueue idempotency across crashes. A failed enqueue
+ * (a `SqlError` when PostgreSQL terminated its connection or restarts) is tried again.
  *
  * stdout (JSON lines): `ready`, `progress` (now and then), `violation` (a wrong seq or a
  * conflict), `done`.
  */
 import { Effect } from "effect"
 import type { EnqueueInput } from "../../src/index.js"
-import { SqliteRelayQueue } from "../../src/index.js"
 import { describeError, emit, runMain } from "../processes/io.js"
 import { deltaOf, eventId, flowId, prng } from "./business.js"
+import { openQueue } from "./stores.js"
+import type { QueueStore } from "./stores.js"
 
 /** What the parent tells the producer. */
 export interface ProducerConfig {
-  readonly queueFile: string
+  readonly queue: QueueStore
   readonly flows: number
   readonly events: number
   readonly seed: number
   readonly maxBatch: number
-  readonly busyTimeoutMs: number
   readonly clock: "strict" | "clamp"
 }
 
@@ -49,11 +50,7 @@ const main = async () => {
   const order = enqueueOrder(config)
   const sizes = prng(config.seed ^ 0xba7c4)
   const program = Effect.gen(function*() {
-    const queue = yield* SqliteRelayQueue.make({
-      filename: config.queueFile,
-      busyTimeoutMillis: config.busyTimeoutMs,
-      policy: { clock: config.clock }
-    })
+    const queue = yield* openQueue(config.queue, { clock: config.clock })
     emit({ type: "ready", pid: process.pid })
     let i = 0
     let enqueued = 0

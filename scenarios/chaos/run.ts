@@ -1,8 +1,11 @@
 /**
- * The chaos run: K worker processes and one producer process over one queue file and one
- * receiver file; the parent SIGKILLs them at random moments — some while they are stopped inside
- * a transaction at a fault point, some between two commits, some at any instant — and restarts
- * them, until every event is acked. Then it checks the invariants on the two stores:
+ * The chaos run: K worker processes and one producer process over one queue (a SQLite file, or
+ * with `pg` a PostgreSQL database of its own) and one receiver file; the parent SIGKILLs them at
+ * random moments — some while they are stopped inside a transaction at a fault point, some between
+ * two commits, some at any instant — and restarts them, until every event is acked. On PostgreSQL
+ * it also terminates the relay's backends (`pg_terminate_backend`) and restarts the server
+ * (postgres.ts); the processes ride those out (a failed step is tried again, a store that cannot
+ * be opened is retried). Then it checks the invariants on the two stores:
  *
  * - nothing lost: every one of the F × E events is in the queue, acked, with one receipt and one
  *   effect;
@@ -19,13 +22,17 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import { SqliteInbox, SqliteRelayQueue } from "../../src/index.js"
+import { SqliteInbox } from "../../src/index.js"
 import type { Snapshot } from "../../src/index.js"
 import type { Child, ChildMessage } from "../processes/spawn.js"
 import { spawnChild } from "../processes/spawn.js"
 import { business, deltaOf, effects, eventId, flowId, prng } from "./business.js"
 import type { EffectRow } from "./business.js"
+import { createRun, serverControl, serverFaults } from "./postgres.js"
+import type { PgRun, ServerFaultCounts } from "./postgres.js"
 import type { ProducerConfig } from "./producer.js"
+import { openQueue } from "./stores.js"
+import type { QueueStore } from "./stores.js"
 import type { WorkerConfig } from "./worker.js"
 
 /** Options of a chaos run. */
@@ -53,12 +60,25 @@ export interface ChaosOptions {
   readonly leaseMs?: number | undefined
   /** Gives up when no event gets acked for this long (default 120 s). */
   readonly stallMs?: number | undefined
-  /** Directory for the two store files (default: a fresh temporary directory). */
+  /** Directory for the store files (default: a fresh temporary directory). */
   readonly dir?: string | undefined
-  /** Keep the store files (they are kept anyway when a violation is found). */
+  /** Keep the store files and database (they are kept anyway when a violation is found). */
   readonly keep?: boolean | undefined
+  /** The queue on PostgreSQL instead of SQLite, with the server's faults. */
+  readonly pg?: PgChaosOptions | undefined
   /** Progress lines (to stderr in the CLI). */
   readonly log?: ((line: string) => void) | undefined
+}
+
+/** The PostgreSQL variant of a run. */
+export interface PgChaosOptions {
+  /** A server to create the run's throwaway database on (any database of it). */
+  readonly url: string
+  readonly claims: "exact" | "parallel"
+  /** How many times to terminate the relay's backends, spread over the run like the kills. */
+  readonly terminations: number
+  /** How many times to restart the server (0 with a message on stderr when pg_ctlcluster is missing). */
+  readonly restarts: number
 }
 
 /** What a chaos run found. */
@@ -71,7 +91,12 @@ export interface ChaosResult {
   /** Kills at an arbitrary instant (a timer), workers and producer alike. */
   readonly randomKills: number
   readonly producerKills: number
-  readonly restarts: number
+  /** Processes started again after they ended. */
+  readonly respawns: number
+  /** PostgreSQL: terminations, the backends they ended, and server restarts (0 on SQLite). */
+  readonly terminations: number
+  readonly terminatedBackends: number
+  readonly serverRestarts: number
   readonly events: number
   readonly acked: number
   readonly lost: number
@@ -89,6 +114,8 @@ export interface ChaosResult {
   readonly details: ReadonlyArray<string>
   readonly seconds: number
   readonly dir: string
+  /** The run's PostgreSQL database (kept with the files). */
+  readonly database?: string | undefined
   /** The one-line summary. */
   readonly summary: string
   /** No violation and every event acked. */
@@ -121,8 +148,13 @@ export const runChaos = async (options: ChaosOptions): Promise<ChaosResult> => {
   const inboxFile = path.join(dir, "inbox.db")
   const random = prng(options.seed)
   const busyTimeoutMs = 30_000
+  const pgRun: PgRun | undefined = options.pg && await createRun(options.pg.url)
+  if (pgRun) log(`the queue is in database ${pgRun.database} (${options.pg?.claims} claims)`)
+  const queue: QueueStore = options.pg && pgRun
+    ? { kind: "pg", url: pgRun.url, claims: options.pg.claims }
+    : { kind: "sqlite", file: queueFile, busyTimeoutMs }
   const workerBase = {
-    queueFile,
+    queue,
     inboxFile,
     retryRate: options.retryRate ?? 0.15,
     gapRate: options.gapRate ?? 0.1,
@@ -137,7 +169,7 @@ export const runChaos = async (options: ChaosOptions): Promise<ChaosResult> => {
   const stallMs = options.stallMs ?? 120_000
 
   // Both stores exist (and are migrated) before any child opens them; the queue store keeps the
-  // protocol the workers run (the producer adopts it).
+  // protocol the workers run (the producer adopts it) and, on PostgreSQL, the claim mode.
   const protocol = {
     leaseTicks: workerBase.leaseMs,
     retryBudget: 1_000_000,
@@ -145,7 +177,7 @@ export const runChaos = async (options: ChaosOptions): Promise<ChaosResult> => {
     backoffCap: workerBase.backoffCapMs,
     admission: "seed" as const
   }
-  await Effect.runPromise(Effect.scoped(Effect.asVoid(SqliteRelayQueue.make({ filename: queueFile, policy: protocol }))))
+  await Effect.runPromise(Effect.scoped(Effect.asVoid(openQueue(queue, protocol))))
   await Effect.runPromise(Effect.scoped(Effect.asVoid(SqliteInbox.make({ filename: inboxFile, business: business() }))))
 
   const details: Array<string> = []
@@ -154,7 +186,7 @@ export const runChaos = async (options: ChaosOptions): Promise<ChaosResult> => {
   }
   const replies: Record<string, number> = {}
   const workerErrors: Record<string, number> = {}
-  const counts = { kills: 0, mid: 0, between: 0, random: 0, producer: 0, restarts: 0, unexpectedExits: 0, ackMessages: 0 }
+  const counts = { kills: 0, mid: 0, between: 0, random: 0, producer: 0, respawns: 0, unexpectedExits: 0, ackMessages: 0 }
   let producerViolations = 0
   let unexpectedReplies = 0
   let stopping = false
@@ -173,10 +205,8 @@ export const runChaos = async (options: ChaosOptions): Promise<ChaosResult> => {
     }))
   ]
 
-  // The progress seen in the queue file (authoritative) and in the workers' reports (faster).
-  const probe = new Database(queueFile, { fileMustExist: true })
-  probe.pragma("busy_timeout = 5000")
-  const ackedQuery = probe.prepare("SELECT COUNT(*) AS n FROM relay_event WHERE state = 'acked'")
+  // The progress seen in the queue store (authoritative) and in the workers' reports (faster).
+  const probe = pgRun ?? sqliteProbe(queueFile)
   let dbAcked = 0
   const progress = () => Math.max(dbAcked, counts.ackMessages) / total
 
@@ -241,7 +271,7 @@ export const runChaos = async (options: ChaosOptions): Promise<ChaosResult> => {
   const start = (slot: Slot) => {
     const config: WorkerConfig | ProducerConfig = slot.role === "worker"
       ? { ...workerBase, seed: (options.seed * 31 + slot.index * 1_000_003 + slot.starts * 7_919) | 0 }
-      : { queueFile, flows: options.flows, events: options.events, seed: options.seed, maxBatch: 20, busyTimeoutMs, clock: workerBase.clock }
+      : { queue, flows: options.flows, events: options.events, seed: options.seed, maxBatch: 20, clock: workerBase.clock }
     const child = spawnChild(script(slot.role === "worker" ? "worker.ts" : "producer.ts"), [JSON.stringify(config)])
     slot.child = child
     slot.alive = true
@@ -263,15 +293,18 @@ export const runChaos = async (options: ChaosOptions): Promise<ChaosResult> => {
       slot.alive = false
       if (!slot.killed && exit.code !== 0) {
         counts.unexpectedExits++
-        detail(`${slot.role} ${slot.index} exited by itself (code ${exit.code}, signal ${exit.signal}): ${child.stderr().slice(-500)}`)
+        detail(`${slot.role} ${slot.index} exited by itself (code ${exit.code}, signal ${exit.signal}): ${child.stderr().trim().slice(0, 700)}`)
       }
       if (stopping || (slot.role === "producer" && slot.done && exit.code === 0)) return
-      counts.restarts++
+      counts.respawns++
       start(slot)
     })
   }
 
   for (const slot of slots) start(slot)
+
+  // The server's faults (PostgreSQL), paced by the same progress as the kills.
+  const faults = options.pg && pgRun && serverFaults(pgRun, options.pg, pgControl(options.pg.restarts, log), prng(options.seed ^ 0x9e37), log)
 
   // Kills at arbitrary instants, when the run has been behind its kill allowance for a while
   // (which first gives a worker stopped at a fault point the chance to take the kill).
@@ -292,6 +325,7 @@ export const runChaos = async (options: ChaosOptions): Promise<ChaosResult> => {
       const target = candidates[Math.floor(random() * candidates.length)]
       if (target !== undefined && kill(target, "random")) behindSince = undefined
     }
+    faults?.tick(progress())
     timer = setTimeout(tick, 25 + Math.floor(random() * 100))
   }
   timer = setTimeout(tick, 200)
@@ -302,7 +336,7 @@ export const runChaos = async (options: ChaosOptions): Promise<ChaosResult> => {
   let lastLog = Date.now()
   for (;;) {
     await new Promise((resolve) => setTimeout(resolve, 200))
-    const n = (ackedQuery.get() as { n: number }).n
+    const n = (await probe.acked()) ?? dbAcked
     if (n > dbAcked) lastProgress = Date.now()
     dbAcked = n
     const producer = slots[0]!
@@ -314,13 +348,15 @@ export const runChaos = async (options: ChaosOptions): Promise<ChaosResult> => {
     }
     if (Date.now() - lastLog > 5_000) {
       lastLog = Date.now()
-      log(`${dbAcked}/${total} acked, ${counts.kills} kills, ${counts.restarts} restarts, ${((Date.now() - started) / 1000).toFixed(0)} s`)
+      const server = faults ? `, ${faults.counts.terminations} terminations, ${faults.counts.restarts} server restarts` : ""
+      log(`${dbAcked}/${total} acked, ${counts.kills} kills, ${counts.respawns} respawns${server}, ${((Date.now() - started) / 1000).toFixed(0)} s`)
     }
   }
 
   // Stop: let each child finish its step and exit; kill what does not (not counted as chaos).
   stopping = true
   if (timer) clearTimeout(timer)
+  await faults?.settle()
   await Promise.all(slots.map(async (slot) => {
     const child = slot.child
     if (child === undefined || !slot.alive) return
@@ -340,15 +376,14 @@ export const runChaos = async (options: ChaosOptions): Promise<ChaosResult> => {
       await child.exit
     }
   }))
-  probe.close()
 
   // ---- the invariants -------------------------------------------------------------------------
   const { effectRows, progressMap, receipts, snapshot, totals } = await Effect.runPromise(
     Effect.scoped(
       Effect.gen(function*() {
-        const queue = yield* SqliteRelayQueue.make({ filename: queueFile })
+        const store = yield* openQueue(queue)
         const inbox = yield* SqliteInbox.make({ filename: inboxFile, business: business() })
-        const snapshot: Snapshot = yield* queue.snapshot
+        const snapshot: Snapshot = yield* store.snapshot
         const receipts = yield* inbox.receipts
         const progressMap = yield* inbox.progress
         const effectRows: ReadonlyArray<EffectRow> = yield* inbox.read(effects)
@@ -445,20 +480,28 @@ export const runChaos = async (options: ChaosOptions): Promise<ChaosResult> => {
 
   const seconds = (Date.now() - started) / 1000
   const ok = !stalled && lost === 0 && duplicates === 0 && orderViolations === 0 && inconsistencies === 0 && acked === total
+  const server: ServerFaultCounts = faults?.counts ?? { terminations: 0, terminatedBackends: 0, restarts: 0 }
   const summary = `kills=${counts.kills} events=${total} acked=${acked} lost=${lost} duplicates=${duplicates} ` +
     `order_violations=${orderViolations} inconsistencies=${inconsistencies} mid_transaction_kills=${counts.mid} ` +
     `between_commit_kills=${counts.between} random_kills=${counts.random} producer_kills=${counts.producer} ` +
-    `restarts=${counts.restarts} ` +
+    `respawns=${counts.respawns} terminations=${server.terminations} terminated_backends=${server.terminatedBackends} ` +
+    `restarts=${server.restarts} ` +
     `retry_replies=${(replies["synthetic Retry"] ?? 0)} gap_replies=${(replies["synthetic Gap"] ?? 0)} ` +
-    `worker_errors=${Object.values(workerErrors).reduce((a, b) => a + b, 0)} seconds=${seconds.toFixed(1)}`
-  if (ok && options.keep !== true && options.dir === undefined) fs.rmSync(dir, { recursive: true, force: true })
+    `worker_errors=${Object.values(workerErrors).reduce((a, b) => a + b, 0)} ` +
+    `${options.pg ? `store=postgres claims=${options.pg.claims} ` : ""}seconds=${seconds.toFixed(1)}`
+  const keep = !ok || options.keep === true
+  await probe.close(keep)
+  if (!keep && options.dir === undefined) fs.rmSync(dir, { recursive: true, force: true })
   return {
     kills: counts.kills,
     midTransactionKills: counts.mid,
     betweenCommitKills: counts.between,
     randomKills: counts.random,
     producerKills: counts.producer,
-    restarts: counts.restarts,
+    respawns: counts.respawns,
+    terminations: server.terminations,
+    terminatedBackends: server.terminatedBackends,
+    serverRestarts: server.restarts,
     events: total,
     acked,
     lost,
@@ -472,7 +515,30 @@ export const runChaos = async (options: ChaosOptions): Promise<ChaosResult> => {
     details,
     seconds,
     dir,
+    database: pgRun?.database,
     summary,
     ok
   }
+}
+
+/** The parent's view of the SQLite queue file: acked events, read outside the workers' transactions. */
+const sqliteProbe = (queueFile: string) => {
+  const db = new Database(queueFile, { fileMustExist: true })
+  db.pragma("busy_timeout = 5000")
+  const acked = db.prepare("SELECT COUNT(*) AS n FROM relay_event WHERE state = 'acked'")
+  return {
+    acked: async () => (acked.get() as { n: number }).n,
+    close: async (_keep: boolean) => void db.close()
+  }
+}
+
+/** How the run restarts the server; when it cannot, says so on stderr (the summary then reads restarts=0). */
+const pgControl = (restarts: number, log: (line: string) => void) => {
+  const control = serverControl()
+  if (!control.available && restarts > 0) {
+    process.stderr.write(`chaos: server restarts are SKIPPED (${control.reason}); the summary reports restarts=0\n`)
+  } else if (control.available && restarts > 0) {
+    log(`${restarts} server restart(s) of cluster ${control.cluster} planned`)
+  }
+  return control
 }

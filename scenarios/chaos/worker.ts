@@ -1,10 +1,11 @@
 /**
  * A chaos worker process: `node --import tsx scenarios/chaos/worker.ts '<config json>'`.
  *
- * Runs the real worker (`Relay.step`: claim → deliver → settle) in a loop against one queue file
- * and one inbox file, with real time (Effect's default clock, milliseconds). Its transport answers
- * `Retry` or `Gap` for a fraction of deliveries before the receiver's store is touched; otherwise
- * it calls the real inbox (which answers `Gap` by itself on an out-of-order seq).
+ * Runs the real worker (`Relay.step`: claim → deliver → settle) in a loop against the run's queue
+ * (a SQLite file, or PostgreSQL with the server's clock: stores.ts) and one inbox file, with real
+ * time (milliseconds). Its transport answers `Retry` or `Gap` for a fraction of deliveries before
+ * the receiver's store is touched; otherwise it calls the real inbox (which answers `Gap` by
+ * itself on an out-of-order seq).
  *
  * At each fault point of the worker's path (just before / after each commit), with probability
  * `pauseRate`, it stops and asks the parent (`{type: "at", point}`) — inside the transaction for
@@ -12,19 +13,23 @@
  * SIGKILLs it right there, which is how kills land mid-transaction for certain.
  *
  * stdout (JSON lines): `ready`, `at`, `step` (one per delivered step: reply and outcome tags,
- * whether the reply was synthetic), `error` (a step that failed; the loop goes on).
+ * whether the reply was synthetic), `error` (a step that failed; the loop goes on — on PostgreSQL
+ * a terminated connection or a restarting server fails the step with a `SqlError`, the pool opens a
+ * new connection for the next one, so the worker keeps running).
  * stdin: `{cmd: "continue"}` after an `at`; `{cmd: "stop"}` or end of input: finish the current
  * step and exit 0.
  */
 import { Context, Effect, Layer } from "effect"
 import type { DeliveryReply } from "../../src/index.js"
-import { DeliveryFailed, Faults, Inbox, Relay, SqliteInbox, SqliteRelayQueue, Transport } from "../../src/index.js"
+import { DeliveryFailed, Faults, Inbox, Relay, RelayQueue, SqliteInbox, Transport } from "../../src/index.js"
 import { describeError, emit, runMain } from "../processes/io.js"
 import { business, prng } from "./business.js"
+import { openQueue } from "./stores.js"
+import type { QueueStore } from "./stores.js"
 
 /** What the parent tells a worker. */
 export interface WorkerConfig {
-  readonly queueFile: string
+  readonly queue: QueueStore
   readonly inboxFile: string
   readonly seed: number
   /** Fraction of deliveries answered `Retry` without reaching the receiver. */
@@ -36,6 +41,7 @@ export interface WorkerConfig {
   readonly leaseMs: number
   readonly backoffBaseMs: number
   readonly backoffCapMs: number
+  /** The inbox file's busy timeout. */
   readonly busyTimeoutMs: number
   /** What a write does with a clock below the persisted tick (see RelayPolicy.clock). */
   readonly clock: "strict" | "clamp"
@@ -122,18 +128,17 @@ const main = async () => {
     Layer.provide(transport),
     Layer.provideMerge(
       Layer.merge(
-        SqliteRelayQueue.layer({
-          filename: config.queueFile,
-          busyTimeoutMillis: config.busyTimeoutMs,
-          policy: {
+        Layer.scoped(
+          RelayQueue,
+          openQueue(config.queue, {
             leaseTicks: config.leaseMs,
             retryBudget: 1_000_000,
             backoffBase: config.backoffBaseMs,
             backoffCap: config.backoffCapMs,
             admission: "seed",
             clock: config.clock
-          }
-        }),
+          })
+        ),
         SqliteInbox.layer({ filename: config.inboxFile, business: business(), busyTimeoutMillis: config.busyTimeoutMs })
       )
     )

@@ -194,7 +194,7 @@ const openOn = (
 /**
  * A store on the application's own PostgreSQL client: its tables live next to the application's
  * (in the client's search path), with their own migrations table, migrated here. Its own
- * transactions refuse to start inside the application's (`TransactionMisuse`); `joinWith` makes
+ * transactions refuse to start inside the application's (`TransactionMisuse`); `joinAmbient` makes
  * the `join` an enqueue runs in.
  */
 export const fromClient = (

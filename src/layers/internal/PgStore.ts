@@ -14,7 +14,7 @@ import { Cause, Duration, Effect, Option, Redacted } from "effect"
 import type * as Pg from "pg"
 import type { Scope } from "effect"
 import { alone, commitFailuresAsErrors, execOnConnection, insideTransaction, isolated, logStatement, misuse } from "./Store.js"
-import type { OpenError, Store } from "./Store.js"
+import type { Migrations, OpenError, Store } from "./Store.js"
 
 export { TransactionMisuse } from "./Store.js"
 import { IncompatibleStore, InvalidInput } from "../../domain/Errors.js"
@@ -127,7 +127,7 @@ const readTransaction = (sql: SqlClient.SqlClient) => <A, E, R>(effect: Effect.E
  */
 export const open = (
   options: PgStoreOptions,
-  migrations: Record<string, Effect.Effect<void, SqlError, SqlClient.SqlClient>>,
+  migrations: Migrations,
   migrationsTable: string,
   lockName: string
 ): Effect.Effect<PgStore, OpenError, Scope.Scope> =>
@@ -140,7 +140,7 @@ export type PgClientStoreOptions = Pick<PgStoreOptions, "lockTimeout" | "time">
 const openOn = (
   sql: SqlClient.SqlClient,
   options: PgClientStoreOptions,
-  migrations: Record<string, Effect.Effect<void, SqlError, SqlClient.SqlClient>>,
+  migrations: Migrations,
   migrationsTable: string,
   lockName: string
 ): Effect.Effect<PgStore, OpenError> =>
@@ -200,7 +200,7 @@ const openOn = (
 export const fromClient = (
   sql: SqlClient.SqlClient,
   options: PgClientStoreOptions,
-  migrations: Record<string, Effect.Effect<void, SqlError, SqlClient.SqlClient>>,
+  migrations: Migrations,
   migrationsTable: string,
   lockName: string
 ): Effect.Effect<PgStore, OpenError> =>
@@ -242,7 +242,7 @@ export const joinAmbient = (own: Store["write"], parallel: boolean): Store["writ
  */
 export const openReadonly = (
   options: PgStoreOptions,
-  migrations: Record<string, Effect.Effect<void, SqlError, SqlClient.SqlClient>>,
+  migrations: Migrations,
   migrationsTable: string,
   lockName: string
 ): Effect.Effect<Store, OpenError, Scope.Scope> =>

@@ -13,6 +13,9 @@ import type { IncompatibleStore, InvalidInput } from "../../domain/Errors.js"
 /** Why a store could not be opened. */
 export type OpenError = SqlError | MigrationError | InvalidInput | IncompatibleStore
 
+/** A store's embedded migrations, by name. */
+export type Migrations = Record<string, Effect.Effect<void, SqlError, SqlClient.SqlClient>>
+
 /** A SQL store opened by one backend. */
 export interface Store {
   readonly sql: SqlClient.SqlClient

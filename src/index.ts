@@ -6,7 +6,21 @@
 /** The queue service (enqueue, claim, settle, redrive, snapshot). */
 export { RelayQueue } from "./services/RelayQueue.js"
 export { MaxBatchSize, MaxWeight } from "./services/RelayQueue.js"
-export type { AuditFilter, EnqueueInput, EventFilter, FlowWeightInput, PageFilter, QueueStats, RedriveInput, RelayQueueService, SettleInput, TokenInput } from "./services/RelayQueue.js"
+export type {
+  AuditFilter,
+  EnqueueInput,
+  EventFilter,
+  FlowWeightInput,
+  GroupFilter,
+  GroupView,
+  GroupWeightInput,
+  PageFilter,
+  QueueStats,
+  RedriveInput,
+  RelayQueueService,
+  SettleInput,
+  TokenInput
+} from "./services/RelayQueue.js"
 /** The receiver service. */
 export { Inbox } from "./services/Inbox.js"
 export type { ApplyResult, InboxBusiness, InboxService, ReceiptRecord } from "./services/Inbox.js"
@@ -47,6 +61,7 @@ export * as PgInbox from "./layers/PgInbox.js"
 export {
   ClockRegressed,
   EnqueueConflict,
+  GroupConflict,
   EventNotFound,
   GenerationMismatch,
   IncompatibleStore,
@@ -61,7 +76,7 @@ export * from "./domain/Outcomes.js"
 /** Stored records and their schemas. */
 export * from "./domain/Records.js"
 /** Ids and counters. */
-export { EventId, FlowId, Generation, MaxIdLength, Seq, Tick } from "./domain/Ids.js"
+export { EventId, FlowId, Generation, GroupId, MaxIdLength, Seq, Tick } from "./domain/Ids.js"
 /** The retry and lease policy. */
 export { backoff, defaultPolicy, makePolicy, RelayPolicy, retryDelay, seedPolicy } from "./domain/Policy.js"
 /** Policy presets: `Policy.seed` (the article's numbers) and `Policy.defaults` (production). */

@@ -12,6 +12,19 @@ export class EnqueueConflict extends Schema.TaggedError<EnqueueConflict>()("Enqu
   message: Schema.String
 }) {}
 
+/** The flow belongs to another group (its first event fixed it) or to none; nothing changed. */
+export class GroupConflict extends Schema.TaggedError<GroupConflict>()("GroupConflict", {
+  flowId: Schema.String,
+  storedGroup: Schema.NullOr(Schema.String),
+  requestedGroup: Schema.String
+}) {
+  override get message() {
+    return `flow ${JSON.stringify(this.flowId)} belongs to ${
+      this.storedGroup === null ? "no group" : `group ${JSON.stringify(this.storedGroup)}`
+    }, not ${JSON.stringify(this.requestedGroup)}: a flow's group is fixed by its first event`
+  }
+}
+
 /** The clock reads earlier than the persisted tick; nothing changed. */
 export class ClockRegressed extends Schema.TaggedError<ClockRegressed>()("ClockRegressed", {
   now: Schema.Number,

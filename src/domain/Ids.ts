@@ -37,6 +37,14 @@ export const FlowId = identifier("flowId").pipe(Schema.brand("fair-relay/FlowId"
 /** @see FlowId */
 export type FlowId = typeof FlowId.Type
 
+/**
+ * A group of flows (a tenant): claims rotate across groups first, then across the group's flows.
+ * A flow without one is a group of its own.
+ */
+export const GroupId = identifier("group").pipe(Schema.brand("fair-relay/GroupId"))
+/** @see GroupId */
+export type GroupId = typeof GroupId.Type
+
 /** A point of relay time (logical ticks in the scenarios, milliseconds in production). */
 export const Tick = Schema.Int.pipe(Schema.nonNegative())
 

@@ -4,13 +4,14 @@
  * transaction — SQL (or a map) holds the data, every decision is made here and in `Protocol`.
  */
 import { Either } from "effect"
+import { GroupConflict } from "./Errors.js"
 import type { EnqueueConflict } from "./Errors.js"
-import type { EventId, FlowId } from "./Ids.js"
+import type { EventId, FlowId, GroupId } from "./Ids.js"
 import type { CanonicalBody } from "./Json.js"
 import type { Claimed, DeliveryReply, EnqueueResult, SettleOutcome } from "./Outcomes.js"
 import type { RelayPolicy } from "./Policy.js"
 import * as Protocol from "./Protocol.js"
-import type { ClockRecord, EventRecord, FlowRecord, Token } from "./Records.js"
+import type { ClockRecord, EventRecord, FlowRecord, GroupRecord, Token } from "./Records.js"
 
 /** A validated enqueue. */
 export interface EnqueueCommand {
@@ -18,6 +19,13 @@ export interface EnqueueCommand {
   readonly flowId: FlowId
   readonly body: CanonicalBody
   readonly weight?: number | undefined
+  /** The flow's group: fixed by the flow's first event, may be left out after it. */
+  readonly group?: GroupId | undefined
+}
+
+/** A group as enqueue reads it: its record, and whether any of its flows has a head (unacked events). */
+export interface StoredGroup extends GroupRecord {
+  readonly active: boolean
 }
 
 /** A new event and the canonical text of its body, as stored. */
@@ -46,34 +54,45 @@ export interface Changes {
   /** Ack times of the `events` that were acked by this operation. */
   readonly acked: ReadonlyArray<AckStamp>
   readonly flows: ReadonlyArray<FlowRecord>
+  /** Groups whose turn or weight changed, and new groups. */
+  readonly groups: ReadonlyArray<GroupRecord>
   readonly heads: ReadonlyArray<Head>
   /** The clock to store, or undefined when nothing changed. */
   readonly clock: ClockRecord | undefined
 }
 
-const none: Omit<Changes, "clock"> = { inserted: [], events: [], acked: [], flows: [], heads: [] }
+const none: Omit<Changes, "clock"> = { inserted: [], events: [], acked: [], flows: [], groups: [], heads: [] }
 
 /** The clock after a write: `advanced` (tick = max(tick, now)) when something changed. */
 const stored = (changed: boolean, advanced: ClockRecord): ClockRecord | undefined => (changed ? advanced : undefined)
 
 /**
  * Enqueues `commands` in order. `identities` holds what is stored under the commands' ids, `flows`
- * the stored rows of their flows. Events of one flow get consecutive seqs; an id already stored
- * (or earlier in the batch) with the same flow and body is `Existing`, otherwise a conflict.
+ * and `groups` the stored rows of their flows and groups. Events of one flow get consecutive seqs;
+ * an id already stored (or earlier in the batch) with the same flow and body is `Existing`,
+ * otherwise a conflict. A flow's first event fixes its group (a later one naming another is a
+ * `GroupConflict`). A group enters the rotation as a flow does (`admit`), when it gets its first
+ * unacked event: new, or with none of its flows holding a head — before the flow that brings it.
  * `hash` hashes a body text as a pruned event's dedup record did (see `prune`).
  */
 export const enqueue = (
   commands: ReadonlyArray<EnqueueCommand>,
   identities: ReadonlyMap<string, Protocol.StoredIdentity>,
   flows: ReadonlyMap<string, FlowRecord>,
+  groups: ReadonlyMap<string, StoredGroup>,
   clock: ClockRecord,
   now: number,
   policy: RelayPolicy,
   hash?: (text: string) => string
-): Either.Either<{ readonly results: ReadonlyArray<EnqueueResult>; readonly changes: Changes }, EnqueueConflict> => {
+): Either.Either<
+  { readonly results: ReadonlyArray<EnqueueResult>; readonly changes: Changes },
+  EnqueueConflict | GroupConflict
+> => {
   const known = new Map(identities)
   const current = new Map(flows)
   const touched = new Set<string>()
+  const currentGroups = new Map<string, StoredGroup>(groups)
+  const changedGroups = new Map<string, GroupRecord>()
   const inserted: Array<NewEvent> = []
   const results: Array<EnqueueResult> = []
   let after = clock
@@ -85,7 +104,22 @@ export const enqueue = (
       results.push(existing.right)
       continue
     }
-    const [flow, admitted] = withEvent(current.get(command.flowId), command, after, now, policy)
+    const before = current.get(command.flowId)
+    const group = command.group
+    // A flow named only by a weight (no event yet) takes the group of its first event.
+    if (group !== undefined && before !== undefined && before.seq > 0 && before.group !== group) {
+      return Either.left(new GroupConflict({ flowId: command.flowId, storedGroup: before.group, requestedGroup: group }))
+    }
+    const joins = before === undefined || before.seq === 0 ? group ?? before?.group ?? null : before.group
+    if (joins !== null && before?.headSeq == null) {
+      const entered = enterGroup(currentGroups.get(joins), joins, policy, after)
+      if (entered !== undefined) {
+        after = entered.clock
+        currentGroups.set(joins, { ...entered.group, active: true })
+        changedGroups.set(joins, entered.group)
+      }
+    }
+    const [flow, admitted] = withEvent(before, command, after, now, policy)
     after = admitted
     current.set(flow.flowId, flow)
     touched.add(flow.flowId)
@@ -96,8 +130,27 @@ export const enqueue = (
   const changed = inserted.length > 0
   return Either.right({
     results,
-    changes: { ...none, inserted, flows: [...touched].map((id) => current.get(id)!), clock: stored(changed, after) }
+    changes: {
+      ...none,
+      inserted,
+      flows: [...touched].map((id) => current.get(id)!),
+      groups: [...changedGroups.values()],
+      clock: stored(changed, after)
+    }
   })
+}
+
+/**
+ * A group a flow with no head joins (new, or drained before): admitted as the flow is when it has
+ * no flow with a head (a new group starts at served 0, weight 1), unchanged otherwise (undefined).
+ */
+const enterGroup = (group: StoredGroup | undefined, groupId: GroupId, policy: RelayPolicy, clock: ClockRecord) => {
+  if (group?.active === true) return undefined
+  const current = group ?? { groupId, served: 0, weight: 1, burst: 0, active: false }
+  const admitted = Protocol.admit(policy, clock, current.served)
+  // A group that keeps its place (seed admission) keeps its turn too; a new place starts a new turn.
+  const burst = admitted.served === current.served ? current.burst : 0
+  return { group: { groupId, served: admitted.served, weight: current.weight, burst }, clock: admitted.clock }
 }
 
 /** A flow after it gets its next event; a flow that had no head (new or drained) is admitted. */
@@ -118,11 +171,12 @@ const withEvent = (
       headSeq: seq,
       eligibleAt: now,
       weight: command.weight ?? 1,
-      burst: 0
+      burst: 0,
+      group: command.group ?? null
     }, admitted.clock]
   }
   const seq = flow.seq + 1
-  let next: FlowRecord = { ...flow, seq }
+  let next: FlowRecord = { ...flow, seq, group: flow.group ?? command.group ?? null }
   let after = clock
   if (flow.headSeq === null) {
     const admitted = Protocol.admit(policy, clock, flow.served)
@@ -154,43 +208,128 @@ const newEvent = (command: EnqueueCommand, seq: number, now: number): EventRecor
  */
 export const setWeight = (flow: FlowRecord | undefined, flowId: FlowId, weight: number, clock: ClockRecord): Changes => {
   if (flow === undefined) {
-    const created: FlowRecord = { flowId, seq: 0, served: 0, headSeq: null, eligibleAt: null, weight, burst: 0 }
+    const created: FlowRecord = { flowId, seq: 0, served: 0, headSeq: null, eligibleAt: null, weight, burst: 0, group: null }
     return { ...none, flows: [created], clock }
   }
   const next = { ...flow, ...Protocol.turnWithWeight(flow, weight) }
   return next.weight === flow.weight ? { ...none, clock: undefined } : { ...none, flows: [next], clock }
 }
 
-/** A flow and its head, offered to a claim in turn order. */
+/**
+ * Sets a group's weight; a group named before its first event is created without flows (it enters
+ * the rotation with that event). The weight a group already has changes nothing.
+ */
+export const setGroupWeight = (group: GroupRecord | undefined, groupId: GroupId, weight: number, clock: ClockRecord): Changes => {
+  if (group === undefined) return { ...none, groups: [{ groupId, served: 0, weight, burst: 0 }], clock }
+  const turn = Protocol.turnWithWeight(group, weight)
+  const next: GroupRecord = { groupId, served: turn.served, weight: turn.weight, burst: turn.burst }
+  return next.weight === group.weight ? { ...none, clock: undefined } : { ...none, groups: [next], clock }
+}
+
+/** A flow and its head, offered to a claim, with the flow's group (none: a group of its own). */
 export interface Candidate {
   readonly flow: FlowRecord
   readonly head: EventRecord
+  readonly group?: GroupRecord | undefined
+}
+
+/** One claim of a rotation: the candidate, the ticket it takes, and its group's turn after it. */
+export interface Turned<C extends Candidate> {
+  readonly candidate: C
+  readonly ticket: number
+  readonly group: GroupRecord | undefined
+}
+
+/** A place in the rotation across groups: a group, or a flow of no group. */
+interface Unit<C extends Candidate> {
+  readonly id: string
+  readonly kind: 0 | 1
+  group: GroupRecord | undefined
+  readonly flows: Array<C>
+  taken: number
+}
+
+const servedOf = (unit: Unit<Candidate>) => unit.group?.served ?? unit.flows[0]!.flow.served
+
+/** Least `(served, id)` first; a flow of no group before a group of the same id. */
+const compareUnits = (a: Unit<Candidate>, b: Unit<Candidate>): number =>
+  servedOf(a) - servedOf(b) || Protocol.compareIds(a.id, b.id) || a.kind - b.kind
+
+/**
+ * The order in which `limit` single claims take `candidates` (eligible heads, one per flow, in any
+ * order), ticket after ticket from `ticket + 1`: claims rotate across groups — a flow of no group
+ * is a group of its own — least `(served, id)` first, and inside a group across its flows, least
+ * `(served, flowId)` first. Each claim charges its group's turn as it charges its flow's
+ * (`turnAfterClaim`): a group of weight w keeps its place for w claims, then moves behind every
+ * other. Without groups this is turn order, `limit` deep.
+ */
+export const rotate = <C extends Candidate>(candidates: ReadonlyArray<C>, limit: number, ticket: number): ReadonlyArray<Turned<C>> => {
+  const groups = new Map<string, Unit<C>>()
+  const queue: Array<Unit<C>> = []
+  for (const candidate of candidates) {
+    const { group } = candidate
+    if (group === undefined) {
+      queue.push({ id: candidate.flow.flowId, kind: 0, group: undefined, flows: [candidate], taken: 0 })
+      continue
+    }
+    const unit = groups.get(group.groupId)
+    if (unit !== undefined) unit.flows.push(candidate)
+    else {
+      const created: Unit<C> = { id: group.groupId, kind: 1, group, flows: [candidate], taken: 0 }
+      groups.set(group.groupId, created)
+      queue.push(created)
+    }
+  }
+  for (const unit of groups.values()) unit.flows.sort((a, b) => Protocol.compareTurn(a.flow, b.flow))
+  queue.sort(compareUnits)
+  const turns: Array<Turned<C>> = []
+  // A group whose turn ends takes the newest ticket: its place is behind every unit in the queue.
+  for (let front = 0; front < queue.length && turns.length < limit;) {
+    const unit = queue[front]!
+    ticket += 1
+    if (unit.group !== undefined) unit.group = { ...unit.group, ...Protocol.turnAfterClaim(unit.group, ticket) }
+    turns.push({ candidate: unit.flows[unit.taken]!, ticket, group: unit.group })
+    unit.taken += 1
+    if (unit.taken === unit.flows.length) front += 1
+    else if (unit.group!.served === ticket) {
+      front += 1
+      queue.push(unit)
+    }
+  }
+  return turns
 }
 
 /**
- * Claims `candidates` — eligible heads already in turn order, one per flow — each with its own
- * ticket. Returns undefined if a candidate is not eligible (the backend's cache is inconsistent).
+ * Claims up to `limit` of `candidates` (eligible heads, one per flow) in `rotate` order, each with
+ * its own ticket. Returns undefined if a candidate is not eligible (the backend's cache is
+ * inconsistent).
  */
 export const claim = (
   candidates: ReadonlyArray<Candidate>,
   clock: ClockRecord,
   now: number,
-  policy: RelayPolicy
+  policy: RelayPolicy,
+  limit: number = candidates.length
 ): { readonly claims: ReadonlyArray<typeof Claimed.Type>; readonly changes: Changes } | undefined => {
   const claims: Array<typeof Claimed.Type> = []
   const events: Array<EventRecord> = []
   const flows: Array<FlowRecord> = []
-  let ticket = clock.ticket
-  for (const { flow, head } of candidates) {
+  const groups = new Map<string, GroupRecord>()
+  const turns = rotate(candidates, limit, clock.ticket)
+  for (const { candidate: { flow, head }, group, ticket } of turns) {
     if (head.flowId !== flow.flowId || head.seq !== flow.headSeq || !Protocol.isEligible(head, now)) return undefined
     const claimed = Protocol.claimEvent(head, now, policy)
-    ticket += 1
     const turn = Protocol.turnAfterClaim(flow, ticket)
     events.push(claimed)
     flows.push({ ...flow, served: turn.served, burst: turn.burst, eligibleAt: Protocol.eligibleAt(claimed) })
+    if (group !== undefined) groups.set(group.groupId, group)
     claims.push({ _tag: "Claimed", token: { eventId: claimed.eventId, generation: claimed.generation }, event: claimed, leaseUntil: claimed.leaseUntil! })
   }
-  return { claims, changes: { ...none, events, flows, clock: stored(claims.length > 0, { ...clock, ticket }) } }
+  const ticket = clock.ticket + turns.length
+  return {
+    claims,
+    changes: { ...none, events, flows, groups: [...groups.values()], clock: stored(claims.length > 0, { ...clock, ticket }) }
+  }
 }
 
 /**

@@ -2,7 +2,7 @@
  * The stored records of the queue, as `snapshot` returns them (camelCase fields).
  */
 import { Schema } from "effect"
-import { EventId, FlowId, Generation, Seq, Tick } from "./Ids.js"
+import { EventId, FlowId, Generation, GroupId, Seq, Tick } from "./Ids.js"
 
 /** Lifecycle of an event. Only the head of a flow (lowest non-acked seq) ever changes state. */
 export const EventState = Schema.Literal("ready", "inflight", "acked", "quarantined")
@@ -44,10 +44,25 @@ export const FlowRecord = Schema.Struct({
   /** Opportunities per round relative to a weight-1 flow. */
   weight: Schema.Int.pipe(Schema.positive()),
   /** Claims already used of the flow's current turn (always 0 at weight 1). */
-  burst: Schema.Int.pipe(Schema.nonNegative())
+  burst: Schema.Int.pipe(Schema.nonNegative()),
+  /** The group the flow's first event named, fixed from then on; null: a group of its own. */
+  group: Schema.NullOr(GroupId)
 })
 /** @see FlowRecord */
 export type FlowRecord = typeof FlowRecord.Type
+
+/**
+ * One group of flows and its place in the rotation across groups: the same turn rules as a flow
+ * (`served`, `weight`, `burst`), charged by every claim of one of its flows.
+ */
+export const GroupRecord = Schema.Struct({
+  groupId: GroupId,
+  served: Schema.Int,
+  weight: Schema.Int.pipe(Schema.positive()),
+  burst: Schema.Int.pipe(Schema.nonNegative())
+})
+/** @see GroupRecord */
+export type GroupRecord = typeof GroupRecord.Type
 
 /** One redrive decision, appended and never changed. */
 export const AuditRecord = Schema.Struct({
@@ -70,6 +85,7 @@ export type ClockRecord = typeof ClockRecord.Type
 export const Snapshot = Schema.Struct({
   clock: ClockRecord,
   flows: Schema.Array(FlowRecord),
+  groups: Schema.Array(GroupRecord),
   events: Schema.Array(EventRecord),
   audit: Schema.Array(AuditRecord)
 })

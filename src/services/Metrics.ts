@@ -2,10 +2,20 @@
  * Every metric of the relay, defined in one place (and the options of its hot-path spans). Export them with any Effect metrics exporter
  * (e.g. `@effect/opentelemetry`); names follow the OpenTelemetry conventions.
  */
-import { Metric, MetricBoundaries } from "effect"
+import { Effect, Metric, MetricBoundaries } from "effect"
 
 /** Heads claimed. */
 export const claims = Metric.counter("fair_relay_claims_total", { description: "heads claimed", incremental: true })
+/** Claims per group (flows of no group are not counted here: they are their own groups). */
+export const groupClaims = Metric.counter("fair_relay_group_claims_total", { description: "heads claimed, by group", incremental: true })
+
+/** Counts one claim per entry of `groups` (the group of each claimed flow that has one). */
+export const countGroupClaims = (groups: ReadonlyArray<string>) => {
+  const counts = new Map<string, number>()
+  for (const group of groups) counts.set(group, (counts.get(group) ?? 0) + 1)
+  return Effect.forEach(counts, ([group, n]) => Metric.incrementBy(Metric.tagged(groupClaims, "group", group), n), { discard: true })
+}
+
 /** Claims that found nothing eligible. */
 export const idleClaims = Metric.counter("fair_relay_idle_claims_total", { description: "claims that found nothing eligible", incremental: true })
 export const contendedClaims = Metric.counter("fair_relay_contended_claims_total", {

@@ -5,10 +5,10 @@
  */
 import type { SqlError } from "@effect/sql/SqlError"
 import type { Effect } from "effect"
-import type { EventId, FlowId } from "../domain/Ids.js"
-import type { AckStamp, Candidate, DedupRecord, Head, NewEvent, PruneCandidate } from "../domain/Operations.js"
+import type { EventId, FlowId, GroupId } from "../domain/Ids.js"
+import type { AckStamp, Candidate, DedupRecord, Head, NewEvent, PruneCandidate, StoredGroup } from "../domain/Operations.js"
 import type { StoredIdentity } from "../domain/Protocol.js"
-import type { AuditRecord, ClockRecord, EventRecord, EventState, FlowRecord } from "../domain/Records.js"
+import type { AuditRecord, ClockRecord, EventRecord, EventState, FlowRecord, GroupRecord } from "../domain/Records.js"
 
 /** A flow's event by position. */
 export interface Position {
@@ -24,14 +24,29 @@ export interface EventQuery {
   readonly limit: number
 }
 
-/** A page of flows: by id, or in turn order (ascending `(served, flowId)`). */
+/** A page of flows: by id, or in turn order (ascending `(served, flowId)`); of one group, or of all. */
 export type FlowQuery =
-  | { readonly order: "id"; readonly after?: FlowId | undefined; readonly limit: number }
-  | {
-    readonly order: "turn"
-    readonly after?: { readonly served: number; readonly flowId: FlowId } | undefined
-    readonly limit: number
-  }
+  & (
+    | { readonly order: "id"; readonly after?: FlowId | undefined; readonly limit: number }
+    | {
+      readonly order: "turn"
+      readonly after?: { readonly served: number; readonly flowId: FlowId } | undefined
+      readonly limit: number
+    }
+  )
+  & { readonly group?: GroupId | undefined }
+
+/** A page of groups, by id. */
+export interface GroupQuery {
+  readonly after?: GroupId | undefined
+  readonly limit: number
+}
+
+/** A group as operators see it: its turn, how many flows it has, and how many of them have a head. */
+export interface GroupView extends GroupRecord {
+  readonly flows: number
+  readonly waiting: number
+}
 
 /** Reads inside a transaction. */
 export interface QueueReads {
@@ -52,17 +67,25 @@ export interface QueueReads {
   ) => Effect.Effect<ReadonlyArray<StoredIdentity & { readonly eventId: EventId }>, SqlError>
   readonly eventsAt: (positions: ReadonlyArray<Position>) => Effect.Effect<ReadonlyArray<EventRecord>, SqlError>
   readonly flows: (ids: ReadonlyArray<FlowId>) => Effect.Effect<ReadonlyArray<FlowRecord>, SqlError>
+  /** The named groups, each saying whether any of its flows has a head. */
+  readonly groups: (ids: ReadonlyArray<GroupId>) => Effect.Effect<ReadonlyArray<StoredGroup>, SqlError>
   /** Ready events due after `nextAtAfter` and inflight ones leased beyond `leaseAfter`. */
   readonly reachingBeyond: (nextAtAfter: number, leaseAfter: number) => Effect.Effect<ReadonlyArray<EventRecord>, SqlError>
   readonly listEvents: (query: EventQuery) => Effect.Effect<ReadonlyArray<EventRecord>, SqlError>
   readonly listFlows: (query: FlowQuery) => Effect.Effect<ReadonlyArray<FlowRecord>, SqlError>
+  readonly listGroups: (query: GroupQuery) => Effect.Effect<ReadonlyArray<GroupView>, SqlError>
   readonly listAudit: (query: { readonly eventId?: EventId | undefined; readonly limit?: number | undefined }) => Effect.Effect<
     ReadonlyArray<AuditRecord>,
     SqlError
   >
-  /** Every flow (by id), event (by flow and seq) and audit row (in order): the whole store. */
+  /** Every flow and group (by id), event (by flow and seq) and audit row (in order): the whole store. */
   readonly dump: Effect.Effect<
-    { readonly flows: ReadonlyArray<FlowRecord>; readonly events: ReadonlyArray<EventRecord>; readonly audit: ReadonlyArray<AuditRecord> },
+    {
+      readonly flows: ReadonlyArray<FlowRecord>
+      readonly groups: ReadonlyArray<GroupRecord>
+      readonly events: ReadonlyArray<EventRecord>
+      readonly audit: ReadonlyArray<AuditRecord>
+    },
     SqlError
   >
   readonly countByState: Effect.Effect<Readonly<Record<EventState, number>>, SqlError>
@@ -89,6 +112,8 @@ export interface QueueWrites extends QueueReads {
   readonly insertEvents: (events: ReadonlyArray<NewEvent>) => Effect.Effect<void, SqlError>
   /** Stores the mutable fields of existing events (state, times, generation, attempts, reason) and ack times. */
   readonly updateEvents: (events: ReadonlyArray<EventRecord>, acked?: ReadonlyArray<AckStamp>) => Effect.Effect<void, SqlError>
+  /** Inserts or replaces whole group rows (before the flows that join them are put). */
+  readonly putGroups: (groups: ReadonlyArray<GroupRecord>) => Effect.Effect<void, SqlError>
   /** Inserts or replaces whole flow rows. */
   readonly putFlows: (flows: ReadonlyArray<FlowRecord>) => Effect.Effect<void, SqlError>
   /** Stores flows' cached heads. */

@@ -5,7 +5,7 @@
  */
 import { Effect, Either, Schema } from "effect"
 import { InvalidInput, MissingReason } from "../domain/Errors.js"
-import { EventId, FlowId, Generation } from "../domain/Ids.js"
+import { EventId, FlowId, Generation, GroupId } from "../domain/Ids.js"
 import { decodeInput, shorten } from "../domain/Input.js"
 import { canonicalize } from "../domain/Json.js"
 import type { EnqueueCommand } from "../domain/Operations.js"
@@ -15,7 +15,7 @@ import type { RedriveRequest } from "../domain/Protocol.js"
 import type { RelayPolicy } from "../domain/Policy.js"
 import { EventState } from "../domain/Records.js"
 import type { Token } from "../domain/Records.js"
-import type { FlowQuery } from "./QueueBackend.js"
+import type { FlowQuery, GroupQuery } from "./QueueBackend.js"
 
 /** Largest batch a single transaction takes. */
 export const MaxBatchSize = 10_000
@@ -29,7 +29,13 @@ const Actor = Schema.optional(Schema.UndefinedOr(Schema.String.pipe(Schema.maxLe
 const TokenFields = Schema.Struct({ eventId: EventId, generation: Generation })
 
 const enqueueFields = decodeInput(
-  Schema.Struct({ eventId: EventId, flowId: FlowId, body: Schema.Unknown, weight: Schema.optional(Schema.UndefinedOr(Weight)) }),
+  Schema.Struct({
+    eventId: EventId,
+    flowId: FlowId,
+    body: Schema.Unknown,
+    weight: Schema.optional(Schema.UndefinedOr(Weight)),
+    group: Schema.optional(Schema.UndefinedOr(GroupId))
+  }),
   "enqueue"
 )
 const enqueueItems = decodeInput(Schema.Array(Schema.Unknown).pipe(Schema.maxItems(MaxBatchSize)), "enqueueBatch")
@@ -50,6 +56,7 @@ const redriveFields = decodeInput(
 )
 const batchSize = decodeInput(Schema.Int.pipe(Schema.between(1, MaxBatchSize)), "claimBatch")
 const flowWeight = decodeInput(Schema.Struct({ flowId: FlowId, weight: Weight }), "setFlowWeight")
+const groupWeight = decodeInput(Schema.Struct({ groupId: GroupId, weight: Weight }), "setGroupWeight")
 const eventFilter = decodeInput(
   Schema.Struct({
     state: Schema.optional(Schema.UndefinedOr(EventState)),
@@ -64,10 +71,12 @@ const pageFilter = decodeInput(
     after: Schema.optional(Schema.UndefinedOr(FlowId)),
     afterServed: Schema.optional(Schema.UndefinedOr(Schema.Int)),
     order: Schema.optional(Schema.UndefinedOr(Schema.Literal("id", "turn"))),
+    group: Schema.optional(Schema.UndefinedOr(GroupId)),
     limit: Limit
   }),
   "flows"
 )
+const groupFilter = decodeInput(Schema.Struct({ after: Schema.optional(Schema.UndefinedOr(GroupId)), limit: Limit }), "groups")
 const auditFilter = decodeInput(Schema.Struct({ eventId: Schema.optional(Schema.UndefinedOr(EventId)), limit: Limit }), "audit")
 const resetClockFields = decodeInput(
   Schema.Struct({
@@ -83,10 +92,10 @@ const resetClockFields = decodeInput(
 /** Validates an enqueue: ids, and a JSON body within the policy's size limit. */
 export const decodeEnqueue = (input: unknown, policy: RelayPolicy): Effect.Effect<EnqueueCommand, InvalidInput> =>
   enqueueFields(input).pipe(
-    Effect.flatMap(({ body, eventId, flowId, weight }) =>
+    Effect.flatMap(({ body, eventId, flowId, group, weight }) =>
       Either.match(canonicalize(body, policy.maxBodyBytes), {
         onLeft: (message) => Effect.fail(new InvalidInput({ operation: "enqueue", message: shorten(message) })),
-        onRight: (canonical) => Effect.succeed({ eventId, flowId, body: canonical, weight })
+        onRight: (canonical) => Effect.succeed({ eventId, flowId, body: canonical, weight, group })
       })
     )
   )
@@ -122,6 +131,14 @@ export const decodeBatchSize = (limit: unknown): Effect.Effect<number, InvalidIn
 export const decodeFlowWeight = (input: unknown): Effect.Effect<{ readonly flowId: FlowId; readonly weight: number }, InvalidInput> =>
   flowWeight(input)
 
+/** Validates a group weight: an integer from 1 to `MaxWeight`. */
+export const decodeGroupWeight = (input: unknown): Effect.Effect<{ readonly groupId: GroupId; readonly weight: number }, InvalidInput> =>
+  groupWeight(input)
+
+/** Validates a groups filter; the limit defaults to 100. */
+export const decodeGroupFilter = (filter: unknown): Effect.Effect<GroupQuery, InvalidInput> =>
+  Effect.map(groupFilter(filter), (f) => ({ after: f.after, limit: f.limit ?? 100 }))
+
 /** Validates an event id given on its own. */
 export const decodeEventId = (eventId: unknown, operation: string): Effect.Effect<EventId, InvalidInput> =>
   decodeInput(EventId, operation)(eventId)
@@ -131,10 +148,10 @@ export const decodeEventFilter = (filter: unknown) => Effect.map(eventFilter(fil
 
 /** Validates a flows filter: id order by default, or turn order with a `(afterServed, after)` cursor. */
 export const decodePageFilter = (filter: unknown): Effect.Effect<FlowQuery, InvalidInput> =>
-  Effect.flatMap(pageFilter(filter), ({ after, afterServed, limit, order }): Effect.Effect<FlowQuery, InvalidInput> => {
+  Effect.flatMap(pageFilter(filter), ({ after, afterServed, group, limit, order }): Effect.Effect<FlowQuery, InvalidInput> => {
     if (order !== "turn") {
       return afterServed === undefined
-        ? Effect.succeed({ order: "id", after, limit: limit ?? 100 })
+        ? Effect.succeed({ order: "id", after, group, limit: limit ?? 100 })
         : Effect.fail(new InvalidInput({ operation: "flows", message: "afterServed pages the turn order; pass order: \"turn\"" }))
     }
     if ((after === undefined) !== (afterServed === undefined)) {
@@ -143,6 +160,7 @@ export const decodePageFilter = (filter: unknown): Effect.Effect<FlowQuery, Inva
     return Effect.succeed({
       order: "turn",
       after: after === undefined ? undefined : { served: afterServed!, flowId: after },
+      group,
       limit: limit ?? 100
     })
   })

@@ -4,7 +4,7 @@
  */
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, Either, Metric, Random } from "effect"
-import type { ClockRegressed, EnqueueConflict, EventNotFound, InvalidInput, RedriveError } from "../domain/Errors.js"
+import type { ClockRegressed, EnqueueConflict, EventNotFound, GroupConflict, InvalidInput, RedriveError } from "../domain/Errors.js"
 import { EventNotFound as NotFound } from "../domain/Errors.js"
 import type { EventId } from "../domain/Ids.js"
 import * as Operations from "../domain/Operations.js"
@@ -15,7 +15,7 @@ import * as Protocol from "../domain/Protocol.js"
 import type { AuditRecord, ClockRecord, EventRecord, EventState, FlowRecord, Snapshot, Token } from "../domain/Records.js"
 import * as Faults from "./Faults.js"
 import * as Metrics from "./Metrics.js"
-import type { QueueBackend, QueueReads, QueueWrites } from "./QueueBackend.js"
+import type { GroupView, QueueBackend, QueueReads, QueueWrites } from "./QueueBackend.js"
 import * as Input from "./QueueInput.js"
 import * as Retention from "./Retention.js"
 
@@ -29,7 +29,28 @@ export interface EnqueueInput {
   readonly body: unknown
   /** Sets the flow's weight (integer ≥ 1; a new flow defaults to 1). */
   readonly weight?: number | undefined
+  /**
+   * The flow's group (a tenant): claims rotate across groups, then across the group's flows. The
+   * flow's first event fixes it; later events may leave it out. No group: a group of its own.
+   */
+  readonly group?: string | undefined
 }
+
+/** A group's weight as a caller sets it. */
+export interface GroupWeightInput {
+  readonly groupId: string
+  readonly weight: number
+}
+
+/** Which groups `groups` lists (by group id, a page at a time). */
+export interface GroupFilter {
+  /** List groups whose id sorts after this one (the last id of the previous page). */
+  readonly after?: string | undefined
+  /** At most this many (default 100, at most 10000). */
+  readonly limit?: number | undefined
+}
+
+export type { GroupView } from "./QueueBackend.js"
 
 /** A flow's weight as a caller sets it. */
 export interface FlowWeightInput {
@@ -85,6 +106,8 @@ export interface PageFilter {
   readonly order?: "id" | "turn" | undefined
   readonly after?: string | undefined
   readonly afterServed?: number | undefined
+  /** Only the flows of this group. */
+  readonly group?: string | undefined
   readonly limit?: number | undefined
 }
 
@@ -122,20 +145,30 @@ export interface RelayQueueService {
   /** Stores a new event at the next seq of its flow, or recognises one already stored. */
   readonly enqueue: (
     input: EnqueueInput
-  ) => Effect.Effect<EnqueueResult, EnqueueConflict | ClockRegressed | InvalidInput | SqlError>
+  ) => Effect.Effect<EnqueueResult, EnqueueConflict | GroupConflict | ClockRegressed | InvalidInput | SqlError>
   /**
    * Enqueues many events in one transaction, in order (events of one flow get consecutive seqs).
    * All or nothing: one conflict or invalid item refuses the whole batch.
    */
   readonly enqueueBatch: (
     inputs: ReadonlyArray<EnqueueInput>
-  ) => Effect.Effect<ReadonlyArray<EnqueueResult>, EnqueueConflict | ClockRegressed | InvalidInput | SqlError>
+  ) => Effect.Effect<ReadonlyArray<EnqueueResult>, EnqueueConflict | GroupConflict | ClockRegressed | InvalidInput | SqlError>
   /**
    * Sets a flow's weight: over a round it gets `weight` opportunities for each one of a weight-1
    * flow. Creates the flow (without events) if it does not exist yet.
    */
   readonly setFlowWeight: (input: FlowWeightInput) => Effect.Effect<void, ClockRegressed | InvalidInput | SqlError>
-  /** Claims the eligible head with the smallest `(served, flowId)`, or reports `Idle`. */
+  /**
+   * Sets a group's weight: over a round it gets `weight` claims for each one of a weight-1 group
+   * (a flow of no group counts as a weight-1 group unless its own weight says otherwise).
+   * Creates the group if it does not exist yet.
+   */
+  readonly setGroupWeight: (input: GroupWeightInput) => Effect.Effect<void, ClockRegressed | InvalidInput | SqlError>
+  /**
+   * Claims the next eligible head in rotation order (`Operations.rotate`): the group with the
+   * smallest `(served, id)` among those with an eligible head (a flow of no group is a group of
+   * its own), then that group's flow with the smallest `(served, flowId)`. Or reports `Idle`.
+   */
   readonly claim: Effect.Effect<ClaimOutcome, ClockRegressed | SqlError>
   /**
    * Claims up to `limit` eligible heads in one transaction, at most one per flow, in the order
@@ -161,6 +194,8 @@ export interface RelayQueueService {
   readonly events: (filter?: EventFilter) => Effect.Effect<ReadonlyArray<EventRecord>, InvalidInput | SqlError>
   /** Flows in flow-id order, a page at a time. */
   readonly flows: (filter?: PageFilter) => Effect.Effect<ReadonlyArray<FlowRecord>, InvalidInput | SqlError>
+  /** Groups in group-id order, a page at a time, with their flow counts. */
+  readonly groups: (filter?: GroupFilter) => Effect.Effect<ReadonlyArray<GroupView>, InvalidInput | SqlError>
   /** One event with its audit rows. */
   readonly inspect: (
     eventId: string
@@ -214,7 +249,15 @@ const makeWake = () => {
   }
 }
 
-const noChanges: Changes = { inserted: [], events: [], acked: [], flows: [], heads: [], clock: undefined }
+/** What a claim decided: the batch, and the group of each claimed flow that has one (for metrics). */
+interface Decided extends ClaimBatch {
+  readonly groups: ReadonlyArray<string>
+}
+
+const claimed = (claims: ClaimBatch["claims"], wakeAt: number | undefined, groups: ReadonlyArray<string> = []): Decided =>
+  wakeAt === undefined ? { claims, groups } : { claims, wakeAt, groups }
+
+const noChanges: Changes = { inserted: [], events: [], acked: [], flows: [], groups: [], heads: [], clock: undefined }
 
 const unique = <A>(values: ReadonlyArray<A>): ReadonlyArray<A> => [...new Set(values)]
 
@@ -229,6 +272,7 @@ const store = (tx: QueueWrites, changes: Changes) =>
     if (changes.clock !== undefined) yield* tx.setClock(changes.clock)
     if (changes.inserted.length > 0) yield* tx.insertEvents(changes.inserted)
     if (changes.events.length > 0) yield* tx.updateEvents(changes.events, changes.acked)
+    if (changes.groups.length > 0) yield* tx.putGroups(changes.groups)
     if (changes.flows.length > 0) yield* tx.putFlows(changes.flows)
     if (changes.heads.length > 0) yield* tx.setHeads(changes.heads)
   })
@@ -293,11 +337,15 @@ export const make = (
       Effect.gen(function*() {
         // Flows first: a backend that locks rows holds them before it reads what is stored.
         const flows = yield* tx.flows(unique(commands.map((c) => c.flowId)))
+        // The groups named, and those of the flows: a flow that gets a head again may re-admit its group.
+        const named = unique([...commands.flatMap((c) => c.group ?? []), ...flows.flatMap((f) => f.group ?? [])])
+        const groups = named.length === 0 ? [] : yield* tx.groups(named)
         const identities = yield* tx.identities(unique(commands.map((c) => c.eventId)))
         const decided = Operations.enqueue(
           commands,
           byKey(identities, (row): string => row.eventId),
           byKey(flows, (row): string => row.flowId),
+          byKey(groups, (row): string => row.groupId),
           clock,
           now,
           policy,
@@ -315,20 +363,27 @@ export const make = (
       Effect.gen(function*() {
         // An idle claim is one index seek, not a walk over every waiting flow.
         const wakeAt = yield* tx.wakeAt
-        if (wakeAt === null || wakeAt > now) return [{ claims: [], wakeAt: wakeAt ?? undefined }, noChanges] as const
-        const decided = Operations.claim(yield* tx.candidates(now, limit), clock, now, policy)
+        if (wakeAt === null || wakeAt > now) return [claimed([], wakeAt ?? undefined), noChanges] as const
+        const decided = Operations.claim(yield* tx.candidates(now, limit), clock, now, policy, limit)
         if (decided === undefined) return yield* Effect.dieMessage("a flow caches a head that is not eligible")
         // Heads are eligible but other writers hold every one of them (a backend that claims in
         // parallel): not idle — try again at once rather than after the poll interval.
         if (decided.claims.length === 0) {
           yield* Metric.increment(Metrics.contendedClaims)
-          return [{ claims: [], wakeAt: now + 1 }, noChanges] as const
+          return [claimed([], now + 1), noChanges] as const
         }
-        return [{ claims: decided.claims }, decided.changes] as const
+        const groups = decided.changes.flows.flatMap((f) => (f.group === null ? [] : [f.group]))
+        return [claimed(decided.claims, undefined, groups), decided.changes] as const
       }), claimFaults).pipe(
-      Effect.tap(({ claims }) =>
-        claims.length === 0 ? Metric.increment(Metrics.idleClaims) : Metric.incrementBy(Metrics.claims, claims.length)
-      )
+      Effect.tap(({ claims, groups }) =>
+        claims.length === 0
+          ? Metric.increment(Metrics.idleClaims)
+          : Effect.zipRight(
+            Metric.incrementBy(Metrics.claims, claims.length),
+            groups.length === 0 ? Effect.void : Metrics.countGroupClaims(groups)
+          )
+      ),
+      Effect.map(({ claims, wakeAt }): ClaimBatch => (wakeAt === undefined ? { claims } : { claims, wakeAt }))
     )
 
   const claim: Effect.Effect<ClaimOutcome, ClockRegressed | SqlError> = claimUpTo(1).pipe(
@@ -448,6 +503,11 @@ export const make = (
         write((tx, clock) =>
           Effect.map(tx.flows([flowId]), ([flow]) => [undefined, Operations.setWeight(flow, flowId, weight, clock)] as const)
         )).pipe(Effect.withSpan("RelayQueue.setFlowWeight")),
+    setGroupWeight: (input) =>
+      Effect.flatMap(Input.decodeGroupWeight(input), ({ groupId, weight }) =>
+        write((tx, clock) =>
+          Effect.map(tx.groups([groupId]), ([group]) => [undefined, Operations.setGroupWeight(group, groupId, weight, clock)] as const)
+        )).pipe(Effect.withSpan("RelayQueue.setGroupWeight")),
     claim,
     claimBatch: (limit) =>
       Effect.flatMap(Input.decodeBatchSize(limit), claimUpTo).pipe(
@@ -474,6 +534,10 @@ export const make = (
     flows: (filter = {}) =>
       Effect.flatMap(Input.decodePageFilter(filter), (query) => backend.read((tx) => tx.listFlows(query))).pipe(
         Effect.withSpan("RelayQueue.flows")
+      ),
+    groups: (filter = {}) =>
+      Effect.flatMap(Input.decodeGroupFilter(filter), (query) => backend.read((tx) => tx.listGroups(query))).pipe(
+        Effect.withSpan("RelayQueue.groups")
       ),
     inspect,
     audit: (filter = {}) =>

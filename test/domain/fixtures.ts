@@ -33,6 +33,7 @@ export const flowRecord = (flowId: string, served: number, overrides: Partial<Fl
   eligibleAt: 0,
   weight: 1,
   burst: 0,
+  group: null,
   ...overrides
 })
 

@@ -23,36 +23,52 @@ const explain = (file: string, statement: string): ReadonlyArray<string> => {
   }
 }
 
-describe("claim query plan", () => {
-  it.scoped("claim, claimBatch and settle search indexes and never scan events or sort", () =>
-    Effect.gen(function*() {
-      const dir = yield* Effect.acquireRelease(
-        Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "fair-relay-plan-"))),
-        (d) => Effect.sync(() => fs.rmSync(d, { recursive: true, force: true }))
-      )
-      const file = path.join(dir, "queue.db")
-      const queue = yield* SqliteRelayQueue.make({ filename: file, policy: seedPolicy })
-      for (let f = 0; f < 50; f++) {
-        for (let i = 0; i < 20; i++) yield* queue.enqueue({ eventId: `e-${f}-${i}`, flowId: `f-${f}`, body: { i } })
-      }
-      const [claimed, claimSql] = yield* captureSql(queue.claim)
-      const [batch, batchSql] = yield* captureSql(queue.claimBatch(8))
-      expect(claimed._tag).toBe("Claimed")
-      expect(batch).toHaveLength(8)
-      const token = claimed._tag === "Claimed" ? claimed.token : { eventId: "", generation: 0 }
-      const [, settleSql] = yield* captureSql(queue.settle(token, { _tag: "Accepted" }))
+/**
+ * A store of 50 flows × 20 events; with `grouped`, 40 of the flows in 4 groups (the rest of none),
+ * so the claim walks groups, a group's flows and flows of no group.
+ */
+const planOf = (grouped: boolean) =>
+  Effect.gen(function*() {
+    const dir = yield* Effect.acquireRelease(
+      Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "fair-relay-plan-"))),
+      (d) => Effect.sync(() => fs.rmSync(d, { recursive: true, force: true }))
+    )
+    const file = path.join(dir, "queue.db")
+    const queue = yield* SqliteRelayQueue.make({ filename: file, policy: seedPolicy })
+    for (let f = 0; f < 50; f++) {
+      // Group ids sort before the flow ids: the first claims (all turns at 0) are in groups.
+      const group = grouped && f < 40 ? { group: `a-tenant-${f % 4}` } : {}
+      for (let i = 0; i < 20; i++) yield* queue.enqueue({ eventId: `e-${f}-${i}`, flowId: `f-${f}`, body: { i }, ...group })
+    }
+    const [claimed, claimSql] = yield* captureSql(queue.claim)
+    const [batch, batchSql] = yield* captureSql(queue.claimBatch(8))
+    expect(claimed._tag).toBe("Claimed")
+    expect(batch).toHaveLength(8)
+    const token = claimed._tag === "Claimed" ? claimed.token : { eventId: "", generation: 0 }
+    const [, settleSql] = yield* captureSql(queue.settle(token, { _tag: "Accepted" }))
+    const statements = [...claimSql, ...batchSql, ...settleSql].filter((s) => /^\s*(SELECT|UPDATE)/i.test(s))
+    return { file, statements }
+  })
 
-      const statements = [...claimSql, ...batchSql, ...settleSql].filter((s) => /^\s*(SELECT|UPDATE)/i.test(s))
-      expect(statements.some((s) => /FROM relay_flow/.test(s) && /ORDER BY (f\.)?served/.test(s))).toBe(true)
-      expect(statements.some((s) => /UPDATE relay_event/.test(s))).toBe(true)
-      for (const statement of statements) {
-        const plan = explain(file, statement)
-        expect(plan.length, statement).toBeGreaterThan(0)
-        for (const step of plan) {
-          expect(step, statement).not.toMatch(/^SCAN relay_event/)
-          expect(step, statement).not.toMatch(/TEMP B-TREE/)
-          if (/^SCAN relay_flow/.test(step)) expect(step, statement).toMatch(/USING (COVERING )?INDEX relay_flow_turn/)
+describe("claim query plan", () => {
+  for (const grouped of [false, true]) {
+    it.scoped(`claim, claimBatch and settle search indexes and never scan events or sort (${grouped ? "flows in groups" : "no groups"})`, () =>
+      Effect.gen(function*() {
+        const { file, statements } = yield* planOf(grouped)
+        expect(statements.some((s) => /FROM relay_flow/.test(s) && /ORDER BY (f\.)?served/.test(s))).toBe(true)
+        expect(statements.some((s) => /UPDATE relay_event/.test(s))).toBe(true)
+        if (grouped) expect(statements.some((s) => /UPDATE relay_group/.test(s))).toBe(true)
+        for (const statement of statements) {
+          const plan = explain(file, statement)
+          expect(plan.length, statement).toBeGreaterThan(0)
+          for (const step of plan) {
+            expect(step, statement).not.toMatch(/^SCAN relay_event/)
+            expect(step, statement).not.toMatch(/TEMP B-TREE/)
+            // The walks: flows of no group, a group's flows, groups — each an ordered index.
+            if (/^SCAN (relay_flow|f)\b/.test(step)) expect(step, statement).toMatch(/USING (COVERING )?INDEX relay_flow_(group_)?turn/)
+            if (/^SCAN relay_group\b/.test(step)) expect(step, statement).toMatch(/USING (COVERING )?INDEX relay_group_turn/)
+          }
         }
-      }
-    }))
+      }))
+  }
 })

@@ -49,7 +49,7 @@ const records = (specs: ReadonlyArray<Spec>) => {
   const heads: Array<NewEvent> = []
   for (const { eligibility: { at, kind }, flowId, served } of specs) {
     const id = FlowId.make(flowId)
-    flows.push({ flowId: id, seq: 1, served, headSeq: kind === "drained" ? null : 1, eligibleAt: at, weight: 1, burst: 0 })
+    flows.push({ flowId: id, seq: 1, served, headSeq: kind === "drained" ? null : 1, eligibleAt: at, weight: 1, burst: 0, group: null })
     if (kind === "drained") continue
     const record: EventRecord = {
       eventId: EventId.make(`${flowId}#1`),

@@ -19,9 +19,19 @@
  *   expiry, `nextAt = now + delay`, `leaseUntil = now + lease`, a redrive's `nextAt`) uses the
  *   caller's own `now`; the persisted tick only ever grows, and an audit row records it (the
  *   tick as the redrive stores it, max(tick, now)).
- * - flows `{ flowId, seq, served, weight, burst }`; `headSeq` (lowest non-acked seq) and
+ * - flows `{ flowId, seq, served, weight, burst, group }`; `headSeq` (lowest non-acked seq) and
  *   `eligibleAt` (ready → nextAt, inflight → leaseUntil, quarantined or no head → null) are
  *   derived from the events.
+ * - groups `{ groupId, served, weight, burst }` (README "Tenants"): a flow's first event fixes its
+ *   group (a later event naming another, or naming one for a flow that has none, is
+ *   `GroupConflict`; leaving it out is fine). A claim picks among *units* — each group with an
+ *   eligible head, and each flow of no group with an eligible head — the least `(served, id)`,
+ *   a flow before a group of the same id; in a group, its eligible flow with the least
+ *   `(served, flowId)`. The claim's ticket charges the flow and the group alike (weight w: w
+ *   claims in a row, then served = ticket). A group is admitted like a flow, when it gets an
+ *   unacked event while none of its flows has one (new: served 0, weight 1): tail takes the next
+ *   ticket — before the flow's own — and starts a new turn, seed keeps its place and turn.
+ *   `setGroupWeight` of an unknown group creates it with served 0 (admitted with its first event).
  * - events with every field of SPEC §7, audit rows `{ eventId, reason, generation, tick }`.
  * - outcomes and typed errors of enqueue, enqueueBatch, setFlowWeight, claim, claimBatch, settle,
  *   settleBatch and redrive.
@@ -59,6 +69,14 @@ export interface ModelFlowRow {
   readonly eligibleAt: number | null
   readonly weight: number
   readonly burst: number
+  readonly group: string | null
+}
+
+export interface ModelGroupRow {
+  readonly groupId: string
+  readonly served: number
+  readonly weight: number
+  readonly burst: number
 }
 
 export interface ModelAudit {
@@ -73,6 +91,7 @@ export interface ModelAudit {
 export interface ModelSnapshot {
   readonly clock: { readonly tick: number; readonly ticket: number }
   readonly flows: ReadonlyArray<ModelFlowRow>
+  readonly groups: ReadonlyArray<ModelGroupRow>
   readonly events: ReadonlyArray<ModelEvent>
   readonly audit: ReadonlyArray<ModelAudit>
 }
@@ -123,6 +142,7 @@ export type ModelError =
   | { readonly _tag: "NotQuarantined"; readonly eventId: string; readonly state: string }
   | { readonly _tag: "GenerationMismatch"; readonly eventId: string; readonly expected: number; readonly actual: number }
   | { readonly _tag: "MissingReason"; readonly eventId: string }
+  | { readonly _tag: "GroupConflict"; readonly flowId: string; readonly storedGroup: string | null; readonly requestedGroup: string }
 
 export type Result<A> = { readonly ok: true; readonly value: A } | { readonly ok: false; readonly error: ModelError }
 
@@ -146,6 +166,7 @@ export interface EnqueueArgs {
   readonly flowId: unknown
   readonly body: unknown
   readonly weight?: unknown
+  readonly group?: unknown
 }
 
 export interface TokenArgs {
@@ -269,6 +290,14 @@ interface FlowState {
   served: number
   weight: number
   burst: number
+  group: string | null
+}
+
+interface GroupState {
+  groupId: string
+  served: number
+  weight: number
+  burst: number
 }
 
 interface EventState {
@@ -287,6 +316,7 @@ export class QueueModel {
   tick = 0
   ticket = 0
   flows = new Map<string, FlowState>()
+  groups = new Map<string, GroupState>()
   events = new Map<string, EventState>()
   /** Events of each flow, by seq (index seq − 1). */
   byFlow = new Map<string, Array<string>>()
@@ -299,6 +329,7 @@ export class QueueModel {
     copy.tick = this.tick
     copy.ticket = this.ticket
     for (const [k, f] of this.flows) copy.flows.set(k, { ...f })
+    for (const [k, g] of this.groups) copy.groups.set(k, { ...g })
     for (const [k, e] of this.events) copy.events.set(k, { event: e.event, bodyText: e.bodyText })
     for (const [k, ids] of this.byFlow) copy.byFlow.set(k, [...ids])
     copy.audit = [...this.audit]
@@ -310,6 +341,7 @@ export class QueueModel {
     this.tick = other.tick
     this.ticket = other.ticket
     this.flows = other.flows
+    this.groups = other.groups
     this.events = other.events
     this.byFlow = other.byFlow
     this.audit = other.audit
@@ -351,7 +383,7 @@ export class QueueModel {
     this.events.set(e.eventId, { event: e, bodyText: stored.bodyText })
   }
 
-  private setWeight(flow: FlowState, weight: number) {
+  private setWeight(flow: { weight: number; burst: number }, weight: number) {
     if (flow.weight === weight && !this.options.sameWeightResetsBurst) return
     flow.weight = weight
     flow.burst = 0
@@ -359,18 +391,27 @@ export class QueueModel {
 
   // --- enqueue ------------------------------------------------------------------------------
 
-  private validEnqueue(args: EnqueueArgs): { eventId: string; flowId: string; body: Json; text: string; weight: number | undefined } | undefined {
+  private validEnqueue(
+    args: EnqueueArgs
+  ): { eventId: string; flowId: string; body: Json; text: string; weight: number | undefined; group: string | undefined } | undefined {
     if (typeof args !== "object" || args === null) return undefined
     if (!validId(args.eventId) || !validId(args.flowId)) return undefined
     const text = canonicalText(args.body)
     if (text === undefined) return undefined
     if (args.weight !== undefined && !isWeight(args.weight)) return undefined
-    return { eventId: args.eventId, flowId: args.flowId, body: JSON.parse(text) as Json, text, weight: args.weight }
+    if (args.group !== undefined && !validId(args.group)) return undefined
+    return { eventId: args.eventId, flowId: args.flowId, body: JSON.parse(text) as Json, text, weight: args.weight, group: args.group }
+  }
+
+  /** Whether any flow of the group has an unacked event. */
+  private groupActive(groupId: string): boolean {
+    for (const flow of this.flows.values()) if (flow.group === groupId && this.head(flow.flowId) !== undefined) return true
+    return false
   }
 
   private enqueueValid(
     m: QueueModel,
-    cmd: { eventId: string; flowId: string; body: Json; text: string; weight: number | undefined },
+    cmd: { eventId: string; flowId: string; body: Json; text: string; weight: number | undefined; group: string | undefined },
     now: number
   ): Result<EnqueueOutcome> {
     const stored = m.events.get(cmd.eventId)
@@ -379,14 +420,34 @@ export class QueueModel {
       return fail({ _tag: "EnqueueConflict", eventId: cmd.eventId, storedFlowId: stored.event.flowId, storedSeq: stored.event.seq })
     }
     let flow = m.flows.get(cmd.flowId)
+    // A flow that has had an event keeps the group its first event gave it (or none).
+    if (cmd.group !== undefined && flow !== undefined && flow.seq > 0 && flow.group !== cmd.group) {
+      return fail({ _tag: "GroupConflict", flowId: cmd.flowId, storedGroup: flow.group, requestedGroup: cmd.group })
+    }
     const hadHead = flow !== undefined && m.head(cmd.flowId) !== undefined
+    // The group the flow is in once this event is stored.
+    const joins = flow === undefined || flow.seq === 0 ? cmd.group ?? flow?.group ?? null : flow.group
+    if (joins !== null && !hadHead && !m.groupActive(joins)) {
+      // The group gets its first unacked event: admitted like a flow, before the flow.
+      let group = m.groups.get(joins)
+      if (group === undefined) {
+        group = { groupId: joins, served: 0, weight: 1, burst: 0 }
+        m.groups.set(joins, group)
+      }
+      if (m.policy.admission === "tail") {
+        m.ticket += 1
+        group.served = m.ticket
+        group.burst = 0
+      }
+    }
     if (flow === undefined) {
       // SPEC §3: a new flow starts at served = 0 (seed); README: "tail" takes the next ticket.
-      flow = { flowId: cmd.flowId, seq: 0, served: 0, weight: cmd.weight ?? 1, burst: 0 }
+      flow = { flowId: cmd.flowId, seq: 0, served: 0, weight: cmd.weight ?? 1, burst: 0, group: cmd.group ?? null }
       m.flows.set(cmd.flowId, flow)
       m.byFlow.set(cmd.flowId, [])
-    } else if (cmd.weight !== undefined) {
-      m.setWeight(flow, cmd.weight)
+    } else {
+      if (flow.seq === 0 && cmd.group !== undefined) flow.group = cmd.group
+      if (cmd.weight !== undefined) m.setWeight(flow, cmd.weight)
     }
     if (!hadHead) {
       // The flow (new, or drained) gets a head again. Seed: it keeps its place and its turn.
@@ -453,7 +514,7 @@ export class QueueModel {
       const flow = m.flows.get(flowId)
       if (flow === undefined) {
         // A flow named before its first event: no head, served 0 until it is admitted.
-        m.flows.set(flowId, { flowId, seq: 0, served: 0, weight, burst: 0 })
+        m.flows.set(flowId, { flowId, seq: 0, served: 0, weight, burst: 0, group: null })
         m.byFlow.set(flowId, [])
       } else {
         changed = flow.weight !== weight || (m.options.sameWeightResetsBurst && flow.burst !== 0)
@@ -463,27 +524,66 @@ export class QueueModel {
     }, () => changed)
   }
 
+  setGroupWeight(args: { groupId: unknown; weight: unknown }, now: number): Result<void> {
+    if (!validId(args.groupId) || !isWeight(args.weight)) return invalid("setGroupWeight")
+    const groupId = args.groupId
+    const weight = args.weight
+    let changed = true
+    return this.atomically(now, (m) => {
+      const group = m.groups.get(groupId)
+      if (group === undefined) m.groups.set(groupId, { groupId, served: 0, weight, burst: 0 })
+      else {
+        changed = group.weight !== weight
+        if (changed) {
+          group.weight = weight
+          group.burst = 0
+        }
+      }
+      return ok(undefined)
+    }, () => changed)
+  }
+
   // --- claim --------------------------------------------------------------------------------
 
   private claimOne(m: QueueModel, now: number): ClaimedOutcome | undefined {
-    let best: { flow: FlowState; head: ModelEvent } | undefined
+    // The eligible flows, and the units they make: a group, or a flow of no group.
+    const eligible: Array<{ flow: FlowState; head: ModelEvent }> = []
     for (const flow of m.flows.values()) {
       const head = m.head(flow.flowId)
       const at = QueueModel.eligibleAt(head)
       if (head === undefined || at === null || at > now) continue
-      if (
-        best === undefined || flow.served < best.flow.served ||
-        (flow.served === best.flow.served && compareUtf8(flow.flowId, best.flow.flowId) < 0)
-      ) best = { flow, head }
+      eligible.push({ flow, head })
+    }
+    const unitOf = (c: { flow: FlowState }) =>
+      c.flow.group === null
+        ? { served: c.flow.served, id: c.flow.flowId, kind: 0 }
+        : { served: m.groups.get(c.flow.group)!.served, id: c.flow.group, kind: 1 }
+    const before = (a: { served: number; id: string }, b: { served: number; id: string }) =>
+      a.served < b.served || (a.served === b.served && compareUtf8(a.id, b.id) < 0)
+    let unit: { served: number; id: string; kind: number } | undefined
+    for (const c of eligible) {
+      const u = unitOf(c)
+      if (unit === undefined || before(u, unit) || (u.served === unit.served && u.id === unit.id && u.kind < unit.kind)) unit = u
+    }
+    if (unit === undefined) return undefined
+    const chosen = unit
+    let best: { flow: FlowState; head: ModelEvent } | undefined
+    for (const c of eligible) {
+      const u = unitOf(c)
+      if (u.id !== chosen.id || u.kind !== chosen.kind) continue
+      if (best === undefined || before({ served: c.flow.served, id: c.flow.flowId }, { served: best.flow.served, id: best.flow.flowId })) best = c
     }
     if (best === undefined) return undefined
     m.ticket += 1
-    // SPEC §3 (weight 1): served = ticket. README: weight w keeps its place for w claims in a row.
-    if (best.flow.burst + 1 >= best.flow.weight) {
-      best.flow.served = m.ticket
-      best.flow.burst = 0
-    } else {
-      best.flow.burst += 1
+    // SPEC §3 (weight 1): served = ticket. README: weight w keeps its place for w claims in a row —
+    // for the flow, and for its group.
+    for (const turn of best.flow.group === null ? [best.flow] : [best.flow, m.groups.get(best.flow.group)!]) {
+      if (turn.burst + 1 >= turn.weight) {
+        turn.served = m.ticket
+        turn.burst = 0
+      } else {
+        turn.burst += 1
+      }
     }
     const claimed: ModelEvent = {
       ...best.head,
@@ -633,8 +733,13 @@ export class QueueModel {
           headSeq: head?.seq ?? null,
           eligibleAt: QueueModel.eligibleAt(head),
           weight: f.weight,
-          burst: f.burst
+          burst: f.burst,
+          group: f.group
         }
+      }),
+      groups: [...this.groups.keys()].sort(compareUtf8).map((groupId) => {
+        const g = this.groups.get(groupId)!
+        return { groupId, served: g.served, weight: g.weight, burst: g.burst }
       }),
       events: flowIds.flatMap((flowId) => (this.byFlow.get(flowId) ?? []).map((id) => this.events.get(id)!.event)),
       audit: [...this.audit]

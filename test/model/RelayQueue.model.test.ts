@@ -35,7 +35,7 @@ describe("the harness itself", () => {
   // seed policy (lease 5, budget 3, base 2, cap 8); at 2 it is claimed again and acked.
   const policy = articlePolicy
   const commands = [
-    { t: "enqueue" as const, spec: { flow: 0, reuse: null, delta: 1, weight: null, idStyle: 0 } },
+    { t: "enqueue" as const, spec: { flow: 0, reuse: null, delta: 1, weight: null, idStyle: 0, group: "omit" as const } },
     { t: "claim" as const },
     { t: "settle" as const, spec: { target: "live" as const, pick: 0, forge: "none" as const, reply: { _tag: "Retry" as const, reason: "unavailable" } } },
     { t: "advance" as const, by: 1 },

@@ -14,6 +14,15 @@ import type { ModelPolicy, Reply } from "./QueueModel.js"
  */
 export const Flows = ["A", "B", "C", "é", "\uFF21", "😀"] as const
 
+/**
+ * Groups: "B" is also a flow's id (a group and a flow of no group tie on `served` under seed
+ * admission: the flow goes first), "Ｂ" and "ü" sort differently by bytes and UTF-16.
+ */
+export const Groups = ["B", "t", "ü", "\uFF22"] as const
+
+/** The group each flow's events name when a command says "own" (flows 3 and 5 share "t" with 1). */
+export const OwnGroup = [0, 1, 1, 1, 3, 2] as const
+
 /** Prefixes of new event ids (ASCII and not). */
 export const IdPrefixes = ["e", "É", "事件-"] as const
 
@@ -33,6 +42,8 @@ export type EnqueueSpec = {
   readonly delta: number
   readonly weight: number | null
   readonly idStyle: number
+  /** Leave the group out, name the flow's own (`OwnGroup`), or another one (a `GroupConflict` once the flow has events). */
+  readonly group: "omit" | "own" | "other"
 }
 
 export type SettleSpec = {
@@ -54,7 +65,16 @@ export type RedriveSpec = {
   readonly ghost: boolean
 }
 
-export type RegressibleOp = "enqueue" | "enqueueBatch" | "claim" | "claimBatch" | "settle" | "settleBatch" | "redrive" | "setFlowWeight"
+export type RegressibleOp =
+  | "enqueue"
+  | "enqueueBatch"
+  | "claim"
+  | "claimBatch"
+  | "settle"
+  | "settleBatch"
+  | "redrive"
+  | "setFlowWeight"
+  | "setGroupWeight"
 
 export type Command =
   | { readonly t: "enqueue"; readonly spec: EnqueueSpec }
@@ -65,13 +85,14 @@ export type Command =
   | { readonly t: "settleBatch"; readonly specs: ReadonlyArray<SettleSpec> }
   | { readonly t: "redrive"; readonly spec: RedriveSpec }
   | { readonly t: "setFlowWeight"; readonly flow: number; readonly weight: number }
+  | { readonly t: "setGroupWeight"; readonly group: number; readonly weight: number }
   | { readonly t: "advance"; readonly by: number }
   /** Sets the clock `back` ticks below the persisted tick for one write, then restores it. */
   | { readonly t: "regress"; readonly back: number; readonly op: RegressibleOp }
   /** One malformed call from the catalogue in the test (InvalidInput, nothing changes). */
   | { readonly t: "invalid"; readonly which: number }
 
-export const InvalidCases = 14
+export const InvalidCases = 16
 
 const replyArb: fc.Arbitrary<Reply> = fc.oneof(
   { arbitrary: fc.constant({ _tag: "Accepted" as const }), weight: 6 },
@@ -97,7 +118,12 @@ const enqueueSpecArb: fc.Arbitrary<EnqueueSpec> = fc.record({
   ),
   delta: fc.integer({ min: 1, max: 20 }),
   weight: fc.oneof({ arbitrary: fc.constant(null), weight: 6 }, { arbitrary: fc.integer({ min: 1, max: 3 }), weight: 1 }),
-  idStyle: fc.nat({ max: IdPrefixes.length - 1 })
+  idStyle: fc.nat({ max: IdPrefixes.length - 1 }),
+  group: fc.oneof(
+    { arbitrary: fc.constant("omit" as const), weight: 4 },
+    { arbitrary: fc.constant("own" as const), weight: 4 },
+    { arbitrary: fc.constant("other" as const), weight: 1 }
+  )
 })
 
 const settleSpecArb: fc.Arbitrary<SettleSpec> = fc.record({
@@ -139,6 +165,13 @@ export const commandArb: fc.Arbitrary<Command> = fc.oneof(
     weight: 1
   },
   {
+    arbitrary: fc.record({ group: fc.nat({ max: Groups.length - 1 }), weight: fc.integer({ min: 1, max: 3 }) }).map((r) => ({
+      t: "setGroupWeight" as const,
+      ...r
+    })),
+    weight: 1
+  },
+  {
     arbitrary: fc.oneof(
       { arbitrary: fc.integer({ min: 0, max: 4 }), weight: 6 },
       { arbitrary: fc.integer({ min: 5, max: 12 }), weight: 2 },
@@ -149,7 +182,17 @@ export const commandArb: fc.Arbitrary<Command> = fc.oneof(
   {
     arbitrary: fc.record({
       back: fc.integer({ min: 1, max: 3 }),
-      op: fc.constantFrom<RegressibleOp>("enqueue", "enqueueBatch", "claim", "claimBatch", "settle", "settleBatch", "redrive", "setFlowWeight")
+      op: fc.constantFrom<RegressibleOp>(
+        "enqueue",
+        "enqueueBatch",
+        "claim",
+        "claimBatch",
+        "settle",
+        "settleBatch",
+        "redrive",
+        "setFlowWeight",
+        "setGroupWeight"
+      )
     }).map((r) => ({ t: "regress" as const, ...r })),
     weight: 1
   },

@@ -15,7 +15,7 @@ import type { RelayQueueService } from "../../src/services/RelayQueue.js"
 import type { OpenQueue } from "./backends.js"
 import { sqliteMemory } from "./backends.js"
 import type { Command, EnqueueSpec, RedriveSpec, RegressibleOp, SettleSpec } from "./commands.js"
-import { Actors, Flows, IdPrefixes, Reasons } from "./commands.js"
+import { Actors, Flows, Groups, IdPrefixes, OwnGroup, Reasons } from "./commands.js"
 import type { EnqueueArgs, Json, ModelOptions, ModelPolicy, Result } from "./QueueModel.js"
 import { QueueModel } from "./QueueModel.js"
 
@@ -41,25 +41,29 @@ interface Harness {
 const enqueueArgs = (h: Harness, spec: EnqueueSpec): EnqueueArgs => {
   const events = h.model.allEvents()
   const weight = spec.weight === null ? {} : { weight: spec.weight }
+  const groupOf = (flowId: string) => {
+    const own = OwnGroup[Math.max(0, Flows.indexOf(flowId as (typeof Flows)[number]))]!
+    return spec.group === "omit" ? {} : { group: Groups[spec.group === "own" ? own : (own + 1) % Groups.length]! }
+  }
   if (spec.reuse !== null && events.length > 0) {
     const e = events[spec.reuse.pick % events.length]!
     const body = e.body as { delta: number; note: string }
     switch (spec.reuse.variant) {
       case "same":
-        return { eventId: e.eventId, flowId: e.flowId, body: bodyOf(body.delta, body.note, false), ...weight }
+        return { eventId: e.eventId, flowId: e.flowId, body: bodyOf(body.delta, body.note, false), ...weight, ...groupOf(e.flowId) }
       case "reordered":
-        return { eventId: e.eventId, flowId: e.flowId, body: bodyOf(body.delta, body.note, true), ...weight }
+        return { eventId: e.eventId, flowId: e.flowId, body: bodyOf(body.delta, body.note, true), ...weight, ...groupOf(e.flowId) }
       case "otherBody":
-        return { eventId: e.eventId, flowId: e.flowId, body: bodyOf(body.delta + 1, body.note, false), ...weight }
+        return { eventId: e.eventId, flowId: e.flowId, body: bodyOf(body.delta + 1, body.note, false), ...weight, ...groupOf(e.flowId) }
       case "otherFlow": {
         const other = Flows[(Flows.indexOf(e.flowId as (typeof Flows)[number]) + 1) % Flows.length]!
-        return { eventId: e.eventId, flowId: other, body: bodyOf(body.delta, body.note, false), ...weight }
+        return { eventId: e.eventId, flowId: other, body: bodyOf(body.delta, body.note, false), ...weight, ...groupOf(other) }
       }
     }
   }
   const flowId = Flows[spec.flow]!
   const eventId = `${IdPrefixes[spec.idStyle]}${h.nextId++}`
-  return { eventId, flowId, body: bodyOf(spec.delta, `n${spec.flow}`, spec.delta % 2 === 0), ...weight }
+  return { eventId, flowId, body: bodyOf(spec.delta, `n${spec.flow}`, spec.delta % 2 === 0), ...weight, ...groupOf(flowId) }
 }
 
 const tokenOf = (h: Harness, spec: SettleSpec): { eventId: string; generation: number } => {
@@ -150,6 +154,16 @@ const invalidCall = (h: Harness, which: number): { name: string; real: Effect.Ef
       name: "setFlowWeight above 1,000,000",
       real: q.setFlowWeight({ flowId: "A", weight: 1_000_001 }),
       model: () => m.setFlowWeight({ flowId: "A", weight: 1_000_001 }, now)
+    },
+    {
+      name: "enqueue with a blank group",
+      real: q.enqueue({ eventId: "x5", flowId: "A", body: {}, group: " " }),
+      model: () => m.enqueue({ eventId: "x5", flowId: "A", body: {}, group: " " }, now)
+    },
+    {
+      name: "setGroupWeight 0",
+      real: q.setGroupWeight({ groupId: "t", weight: 0 }),
+      model: () => m.setGroupWeight({ groupId: "t", weight: 0 }, now)
     },
     {
       name: "enqueueBatch whose second item is malformed (the first is not stored either)",
@@ -243,7 +257,8 @@ interface WriteOp {
 const writeOp = (h: Harness, op: RegressibleOp, command: Command | undefined): WriteOp => {
   const q = h.queue
   const m = h.model
-  const enqueueSpec = (command?.t === "enqueue" ? command.spec : undefined) ?? { flow: 0, reuse: null, delta: 1, weight: null, idStyle: 0 }
+  const enqueueSpec = (command?.t === "enqueue" ? command.spec : undefined) ??
+    { flow: 0, reuse: null, delta: 1, weight: null, idStyle: 0, group: "own" as const }
   switch (op) {
     case "enqueue": {
       const args = enqueueArgs(h, enqueueSpec)
@@ -283,6 +298,18 @@ const writeOp = (h: Harness, op: RegressibleOp, command: Command | undefined): W
       const args = command?.t === "setFlowWeight" ? { flowId: Flows[command.flow]!, weight: command.weight } : { flowId: "A", weight: 2 }
       return { args, real: q.setFlowWeight(args), model: (now: number) => m.setFlowWeight(args, now) }
     }
+    case "setGroupWeight": {
+      const args = command?.t === "setGroupWeight" ? { groupId: Groups[command.group]!, weight: command.weight } : { groupId: "t", weight: 2 }
+      return { args, real: q.setGroupWeight(args), model: (now: number) => m.setGroupWeight(args, now) }
+    }
+  }
+}
+
+/** Counts claims of flows in a group and of flows of none. */
+const countGroups = (h: Harness, value: unknown, coverage: Coverage | undefined) => {
+  for (const c of Array.isArray(value) ? value : [value]) {
+    const flowId = (c as { _tag?: unknown; event?: { flowId: string } })._tag === "Claimed" ? (c as { event: { flowId: string } }).event.flowId : undefined
+    if (flowId !== undefined) count(coverage, h.model.flows.get(flowId)?.group == null ? "claim:ungrouped" : "claim:grouped")
   }
 }
 
@@ -372,6 +399,7 @@ export const runSequence = (
             // A no-op (or a failure) at a later time than the stored tick: the tick must stay.
             if (h.now > tickBefore && h.model.tick === tickBefore) count(coverage, "clock:kept-by-no-op")
             if (expected.ok) recordTokens(h, expected.value)
+            if (expected.ok && (command.t === "claim" || command.t === "claimBatch")) countGroups(h, expected.value, coverage)
           }
         }
         const snapshot = yield* queue.snapshot

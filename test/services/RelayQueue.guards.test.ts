@@ -66,7 +66,7 @@ const suite = (backend: Backend) => {
         yield* failsUnchanged(w, w.queue.enqueue({ eventId: "A1", flowId: "A", body: { delta: 2, note: "x" } }), "EnqueueConflict")
         yield* failsUnchanged(w, w.queue.enqueue({ eventId: "A1", flowId: "B", body: { delta: 1, note: "x" } }), "EnqueueConflict")
         const snapshot = yield* w.queue.snapshot
-        expect(snapshot.flows).toEqual([{ flowId: "A", seq: 1, served: 0, headSeq: 1, eligibleAt: 0, weight: 1, burst: 0 }])
+        expect(snapshot.flows).toEqual([{ flowId: "A", seq: 1, served: 0, headSeq: 1, eligibleAt: 0, weight: 1, burst: 0, group: null }])
         expect(snapshot.events).toHaveLength(1)
       }))
   })
@@ -190,7 +190,7 @@ const suite = (backend: Backend) => {
         expect(yield* Effect.exit(w.queue.enqueue({ eventId: "A2", flowId: "A", body: { delta: 1 } }))).toMatchObject(sqlFailure)
         expect(yield* Effect.exit(w.queue.enqueue({ eventId: "B1", flowId: "B", body: { delta: 1 } }))).toMatchObject(sqlFailure)
         expect(yield* w.queue.snapshot).toEqual(before)
-        expect(before.flows).toEqual([{ flowId: "A", seq: 1, served: 0, headSeq: 1, eligibleAt: 0, weight: 1, burst: 0 }])
+        expect(before.flows).toEqual([{ flowId: "A", seq: 1, served: 0, headSeq: 1, eligibleAt: 0, weight: 1, burst: 0, group: null }])
       }))
 
     it.scoped("atomic_receive: a rejected projection write leaves no receipt and no progress", () =>

@@ -10,11 +10,11 @@ import { Effect, HashMap, Option } from "effect"
 import type { EventId, FlowId } from "../../domain/Ids.js"
 import { parseStored } from "../../domain/Json.js"
 import type { Candidate, DedupRecord, PruneCandidate } from "../../domain/Operations.js"
-import { positionKey } from "../../domain/Operations.js"
-import { compareIds, compareTurn, pickNext } from "../../domain/Protocol.js"
+import { positionKey, rotate } from "../../domain/Operations.js"
+import { compareIds, compareTurn } from "../../domain/Protocol.js"
 import type { StoredIdentity } from "../../domain/Protocol.js"
-import type { AuditRecord, ClockRecord, EventRecord, EventState, FlowRecord } from "../../domain/Records.js"
-import type { EventQuery, FlowQuery, QueueBackend, QueueReads, QueueWrites } from "../../services/QueueBackend.js"
+import type { AuditRecord, ClockRecord, EventRecord, EventState, FlowRecord, GroupRecord } from "../../domain/Records.js"
+import type { EventQuery, FlowQuery, GroupView, QueueBackend, QueueReads, QueueWrites } from "../../services/QueueBackend.js"
 
 /** An event as kept: its record without the body, and the body's canonical text (parsed on read, as SQL does). */
 interface Stored {
@@ -28,6 +28,7 @@ interface Stored {
 interface State {
   readonly clock: ClockRecord
   readonly flows: HashMap.HashMap<string, FlowRecord>
+  readonly groups: HashMap.HashMap<string, GroupRecord>
   readonly events: HashMap.HashMap<string, Stored>
   /** Event id by `positionKey` (flow and seq). */
   readonly positions: HashMap.HashMap<string, string>
@@ -39,6 +40,7 @@ interface State {
 const empty: State = {
   clock: { tick: 0, ticket: 0 },
   flows: HashMap.empty(),
+  groups: HashMap.empty(),
   events: HashMap.empty(),
   positions: HashMap.empty(),
   audit: [],
@@ -49,6 +51,7 @@ const toRecord = ({ bodyText, record }: Stored): EventRecord => ({ ...record, bo
 
 const byEventId = (a: EventRecord, b: EventRecord) => compareIds(a.eventId, b.eventId)
 const byFlowId = (a: FlowRecord, b: FlowRecord) => compareIds(a.flowId, b.flowId)
+const byGroupId = (a: GroupRecord, b: GroupRecord) => compareIds(a.groupId, b.groupId)
 const byPosition = (a: EventRecord, b: EventRecord) => compareIds(a.flowId, b.flowId) || a.seq - b.seq
 
 const isWaiting = (flow: FlowRecord, now: number) => flow.eligibleAt !== null && flow.eligibleAt <= now
@@ -62,6 +65,7 @@ const reads = (current: () => State): QueueReads => {
   const eventAt = (flowId: FlowId, seq: number) =>
     Option.flatMap(HashMap.get(current().positions, positionKey({ flowId, seq })), eventById)
   const allFlows = () => [...HashMap.values(current().flows)]
+  const allGroups = () => [...HashMap.values(current().groups)]
   const allEvents = () => [...HashMap.values(current().events)].map(toRecord)
 
   return {
@@ -77,18 +81,20 @@ const reads = (current: () => State): QueueReads => {
       Effect.sync(() => {
         // Bodies are parsed only for the heads handed out, not for every waiting flow.
         const waiting: Array<Candidate & { readonly stored: Stored }> = []
-        const { events, flows, positions } = current()
+        const { clock, events, flows, groups, positions } = current()
         for (const flow of HashMap.values(flows)) {
           if (!isWaiting(flow, now) || flow.headSeq === null) continue
           const head = Option.flatMap(HashMap.get(positions, positionKey({ flowId: flow.flowId, seq: flow.headSeq })), (id) =>
             HashMap.get(events, id))
-          if (Option.isSome(head)) waiting.push({ flow, head: { ...head.value.record, body: null }, stored: head.value })
+          const group = flow.group === null ? undefined : Option.getOrUndefined(HashMap.get(groups, flow.group))
+          if (Option.isSome(head)) waiting.push({ flow, group, head: { ...head.value.record, body: null }, stored: head.value })
         }
-        // A single claim is the domain's own pick; a batch is the same order, `limit` deep.
-        const chosen = limit === 1
-          ? Option.toArray(Option.fromNullable(pickNext(waiting, now)))
-          : waiting.sort((a, b) => compareTurn(a.flow, b.flow)).slice(0, limit)
-        return chosen.map(({ flow, stored }): Candidate => ({ flow, head: toRecord(stored) }))
+        // The heads the domain's own rotation takes, `limit` deep.
+        return rotate(waiting, limit, clock.ticket).map(({ candidate: { flow, group, stored } }): Candidate => ({
+          flow,
+          group,
+          head: toRecord(stored)
+        }))
       }),
     events: (ids) => Effect.sync(() => ids.flatMap((id) => Option.toArray(eventById(id)))),
     identities: (ids) =>
@@ -109,6 +115,15 @@ const reads = (current: () => State): QueueReads => {
       ),
     eventsAt: (positions) => Effect.sync(() => positions.flatMap((p) => Option.toArray(eventAt(p.flowId, p.seq)))),
     flows: (ids) => Effect.sync(() => ids.flatMap((id) => Option.toArray(HashMap.get(current().flows, id)))),
+    groups: (ids) =>
+      Effect.sync(() =>
+        ids.flatMap((id) =>
+          Option.toArray(HashMap.get(current().groups, id)).map((group) => ({
+            ...group,
+            active: allFlows().some((f) => f.group === id && f.headSeq !== null)
+          }))
+        )
+      ),
     reachingBeyond: (nextAtAfter, leaseAfter) =>
       Effect.sync(() =>
         allEvents().filter((e) =>
@@ -126,12 +141,26 @@ const reads = (current: () => State): QueueReads => {
       ),
     listFlows: (query: FlowQuery) =>
       Effect.sync(() => {
+        const flows = allFlows().filter((f) => query.group === undefined || f.group === query.group)
         if (query.order === "id") {
           const after = query.after
-          return allFlows().filter((f) => after === undefined || compareIds(f.flowId, after) > 0).sort(byFlowId).slice(0, query.limit)
+          return flows.filter((f) => after === undefined || compareIds(f.flowId, after) > 0).sort(byFlowId).slice(0, query.limit)
         }
         const after = query.after
-        return allFlows().filter((f) => after === undefined || compareTurn(f, after) > 0).sort(compareTurn).slice(0, query.limit)
+        return flows.filter((f) => after === undefined || compareTurn(f, after) > 0).sort(compareTurn).slice(0, query.limit)
+      }),
+    listGroups: (query) =>
+      Effect.sync(() => {
+        const after = query.after
+        const flows = allFlows()
+        return allGroups()
+          .filter((g) => after === undefined || compareIds(g.groupId, after) > 0)
+          .sort(byGroupId)
+          .slice(0, query.limit)
+          .map((g): GroupView => {
+            const own = flows.filter((f) => f.group === g.groupId)
+            return { ...g, flows: own.length, waiting: own.filter((f) => f.headSeq !== null).length }
+          })
       }),
     listAudit: (query) =>
       Effect.sync(() => {
@@ -140,6 +169,7 @@ const reads = (current: () => State): QueueReads => {
       }),
     dump: Effect.sync(() => ({
       flows: allFlows().sort(byFlowId),
+      groups: allGroups().sort(byGroupId),
       events: allEvents().sort(byPosition),
       audit: current().audit
     })),
@@ -232,6 +262,8 @@ const writes = (draft: { state: State }): QueueWrites => {
         for (const { ackedAt, eventId } of acked) events = HashMap.modify(events, eventId, (e) => ({ ...e, ackedAt }))
         return { ...s, events }
       }),
+    putGroups: (records) =>
+      change((s) => ({ ...s, groups: records.reduce((groups, g) => HashMap.set(groups, g.groupId, g), s.groups) })),
     putFlows: (records) =>
       change((s) => ({ ...s, flows: records.reduce((flows, f) => HashMap.set(flows, f.flowId, f), s.flows) })),
     setHeads: (heads) =>

@@ -88,6 +88,13 @@ export const writes = (store: Store, base: QueueWrites) => (): QueueWrites => {
   let drawn: ReadonlyArray<number> = []
   // After `lockStore`, the clock is written as decided (a reset may move the tick back).
   let exclusive = false
+  // Groups this transaction holds locked: it may change them. A group it did not find is new here,
+  // and inserted as such (a concurrent creation of it fails the insert; the write runs again).
+  const held = new Set<string>()
+  const hold = <A extends { readonly group?: { readonly groupId: string } | undefined }>(rows: ReadonlyArray<A>) => {
+    for (const row of rows) if (row.group !== undefined) held.add(row.group.groupId)
+    return rows
+  }
   const lockedFlows = (ids: ReadonlyArray<FlowId>) =>
     Effect.flatMap(
       store.exec(sql`SELECT * FROM relay_flow WHERE flow_id IN ${sql.in(ids)} ORDER BY flow_id FOR UPDATE`),
@@ -99,7 +106,11 @@ export const writes = (store: Store, base: QueueWrites) => (): QueueWrites => {
     // the turns it decides (seen + 1, …) cannot be mistaken for one another transaction drew
     // after this one read the clock and stored on a flow this one then locked.
     clock: Effect.map(readClock(store), (clock) => (seen = { ...clock, ticket: clock.ticket + DecidedOffset })),
-    candidates: SqlRelayQueue.selectCandidates(store, sql.literal("FOR UPDATE OF f, e SKIP LOCKED")),
+    candidates: (now, limit) => Effect.map(SqlRelayQueue.selectLockedCandidates(store)(now, limit), hold),
+    groups: (ids) =>
+      Effect.tap(SqlRelayQueue.selectGroups(store, ids, sql.literal("FOR UPDATE OF g")), (rows) => {
+        for (const row of rows) held.add(row.groupId)
+      }),
     events: (ids) =>
       ids.length === 0 ? Effect.succeed([]) : Effect.flatMap(
         store.exec(sql`SELECT e.* FROM relay_event e JOIN relay_flow f ON f.flow_id = e.flow_id
@@ -131,15 +142,22 @@ export const writes = (store: Store, base: QueueWrites) => (): QueueWrites => {
             WHERE id = (SELECT id FROM relay_clock WHERE id = 1 AND tick < ${clock.tick} FOR UPDATE SKIP LOCKED)`)
         }
       }),
-    // A turn this operation decided (above the ticket it read) is the ticket drawn in its place.
-    putFlows: (records) => {
-      const after = seen?.ticket ?? Infinity
-      if (records.every((flow) => flow.served <= after)) return base.putFlows(records)
-      const turns = records.map((flow) => (flow.served <= after ? flow : { ...flow, served: drawn[flow.served - after - 1] ?? NaN }))
-      return turns.some((flow) => Number.isNaN(flow.served))
-        ? Effect.dieMessage("a parallel write stored a turn it drew no ticket for")
-        : base.putFlows(turns)
-    }
+    putFlows: (records) => Effect.flatMap(drawnTurns(records), base.putFlows),
+    putGroups: (records) =>
+      Effect.flatMap(drawnTurns(records), (turns) =>
+        Effect.zipRight(
+          base.putGroups(turns.filter((group) => held.has(group.groupId))),
+          SqlRelayQueue.insertGroups(store, turns.filter((group) => !held.has(group.groupId)))
+        ))
+  }
+  // A turn this operation decided (above the ticket it read) is the ticket drawn in its place.
+  function drawnTurns<T extends { readonly served: number }>(records: ReadonlyArray<T>) {
+    const after = seen?.ticket ?? Infinity
+    if (records.every((turn) => turn.served <= after)) return Effect.succeed(records)
+    const turns = records.map((turn) => (turn.served <= after ? turn : { ...turn, served: drawn[turn.served - after - 1] ?? NaN }))
+    return turns.some((turn) => Number.isNaN(turn.served))
+      ? Effect.dieMessage("a parallel write stored a turn it drew no ticket for")
+      : Effect.succeed(turns)
   }
 }
 
@@ -156,6 +174,6 @@ export const decodeMode = (value: unknown): Either.Either<ClaimMode | undefined,
  */
 export const backend = (store: Store, rowLockedWrite: Store["write"] = store.write): QueueBackend => {
   const parallel: Store = { ...store, write: rowLockedWrite }
-  const base: QueueWrites = { ...SqlRelayQueue.writes(parallel), clock: readClock(parallel) }
+  const base: QueueWrites = { ...SqlRelayQueue.writes(parallel, { lockGroups: true }), clock: readClock(parallel) }
   return SqlRelayQueue.backend(parallel, base, writes(parallel, base))
 }

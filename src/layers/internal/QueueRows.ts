@@ -4,14 +4,16 @@
  */
 import { Schema } from "effect"
 import { parseStored } from "../../domain/Json.js"
-import type { DedupRecord, NewEvent, PruneCandidate } from "../../domain/Operations.js"
+import type { DedupRecord, NewEvent, PruneCandidate, StoredGroup } from "../../domain/Operations.js"
 import { EventState } from "../../domain/Records.js"
-import type { AuditRecord, EventRecord, FlowRecord } from "../../domain/Records.js"
+import type { AuditRecord, EventRecord, FlowRecord, GroupRecord } from "../../domain/Records.js"
+import type { GroupView } from "../../services/QueueBackend.js"
 import { decodeRows, SqlInt } from "./Store.js"
 
 // Ids this library stored were validated when they came in: rows only check they are strings.
 const StoredEventId = Schema.String.pipe(Schema.brand("fair-relay/EventId"))
 const StoredFlowId = Schema.String.pipe(Schema.brand("fair-relay/FlowId"))
+const StoredGroupId = Schema.String.pipe(Schema.brand("fair-relay/GroupId"))
 const NullableInt = Schema.NullOr(SqlInt)
 
 const EventColumns = {
@@ -38,15 +40,38 @@ const FlowColumns = {
   head_seq: NullableInt,
   eligible_at: NullableInt,
   weight: SqlInt,
-  burst: SqlInt
+  burst: SqlInt,
+  group_id: Schema.NullOr(StoredGroupId)
 }
 
 /** A `relay_flow` row. */
 export const FlowRow = Schema.Struct(FlowColumns)
 
-/** A `relay_flow` row joined with its head's `relay_event` row (head columns prefixed `h_`). */
+const GroupColumns = {
+  group_id: StoredGroupId,
+  served: SqlInt,
+  weight: SqlInt,
+  burst: SqlInt
+}
+
+/** A `relay_group` row. */
+export const GroupRow = Schema.Struct(GroupColumns)
+
+/** A `relay_group` row and whether any of its flows has a head (1 or 0). */
+export const StoredGroupRow = Schema.Struct({ ...GroupColumns, active: SqlInt })
+
+/** A `relay_group` row with the counts of its flows. */
+export const GroupViewRow = Schema.Struct({ ...GroupColumns, flows: SqlInt, waiting: SqlInt })
+
+/**
+ * A `relay_flow` row joined with its head's `relay_event` row (head columns prefixed `h_`) and its
+ * group's turn (prefixed `g_`, null for a flow of no group).
+ */
 export const CandidateRow = Schema.Struct({
   ...FlowColumns,
+  g_served: NullableInt,
+  g_weight: NullableInt,
+  g_burst: NullableInt,
   h_event_id: StoredEventId,
   h_body: Schema.String,
   h_state: EventState,
@@ -137,12 +162,30 @@ export const toFlow = (row: typeof FlowRow.Type): FlowRecord => ({
   headSeq: row.head_seq,
   eligibleAt: row.eligible_at,
   weight: row.weight,
+  burst: row.burst,
+  group: row.group_id
+})
+
+/** A group row as a record. */
+export const toGroup = (row: typeof GroupRow.Type): GroupRecord => ({
+  groupId: row.group_id,
+  served: row.served,
+  weight: row.weight,
   burst: row.burst
 })
 
-/** A candidate row as the flow and its head. */
+/** A group row as enqueue reads it. */
+export const toStoredGroup = (row: typeof StoredGroupRow.Type): StoredGroup => ({ ...toGroup(row), active: row.active === 1 })
+
+/** A group row with counts as operators see it. */
+export const toGroupView = (row: typeof GroupViewRow.Type): GroupView => ({ ...toGroup(row), flows: row.flows, waiting: row.waiting })
+
+/** A candidate row as the flow, its group and its head. */
 export const toCandidate = (row: typeof CandidateRow.Type) => ({
   flow: toFlow(row),
+  group: row.group_id === null
+    ? undefined
+    : { groupId: row.group_id, served: row.g_served!, weight: row.g_weight!, burst: row.g_burst! },
   head: toEvent({
     event_id: row.h_event_id,
     flow_id: row.flow_id,
@@ -171,6 +214,9 @@ export const toAudit = (row: typeof AuditRow.Type): AuditRecord => ({
 export const decode = {
   events: decodeRows(EventRow),
   flows: decodeRows(FlowRow),
+  groups: decodeRows(GroupRow),
+  storedGroups: decodeRows(StoredGroupRow),
+  groupViews: decodeRows(GroupViewRow),
   candidates: decodeRows(CandidateRow),
   audit: decodeRows(AuditRow),
   identities: decodeRows(IdentityRow),
@@ -203,5 +249,14 @@ export const flowRow = (flow: FlowRecord): typeof FlowRow.Type => ({
   head_seq: flow.headSeq,
   eligible_at: flow.eligibleAt,
   weight: flow.weight,
-  burst: flow.burst
+  burst: flow.burst,
+  group_id: flow.group
+})
+
+/** The row a group is stored as (its `eligible_at` is kept by the store, see `refreshGroups`). */
+export const groupRow = (group: GroupRecord): typeof GroupRow.Type => ({
+  group_id: group.groupId,
+  served: group.served,
+  weight: group.weight,
+  burst: group.burst
 })

@@ -12,12 +12,13 @@ import type { FlowId } from "../../domain/Ids.js"
 import type { Head } from "../../domain/Operations.js"
 import { adoptStored, makePolicy, protocolOf, ProtocolSettings } from "../../domain/Policy.js"
 import type { PolicyInput, RelayPolicy } from "../../domain/Policy.js"
-import type { EventRecord, FlowRecord } from "../../domain/Records.js"
+import { compareIds } from "../../domain/Protocol.js"
+import type { EventRecord, FlowRecord, GroupRecord } from "../../domain/Records.js"
 import type { EventQuery, FlowQuery, Position, QueueBackend, QueueWrites } from "../../services/QueueBackend.js"
 import * as RelayQueue from "../../services/RelayQueue.js"
 import type { Retention } from "../../services/Retention.js"
-import * as Rows from "./QueueRows.js"
 import type { Fragment } from "@effect/sql/Statement"
+import * as Rows from "./QueueRows.js"
 import { chunks, idType, isolated, rowsTable } from "./Store.js"
 import type { Store } from "./Store.js"
 
@@ -111,6 +112,30 @@ export const migrations: Record<string, Effect.Effect<void, SqlError, SqlClient>
         ),
       orElse: () => Effect.void
     })
+  }),
+  "8_flow_groups": Effect.gen(function*() {
+    const sql = yield* SqlClient
+    const id = idType(sql)
+    // A flow's group (a tenant), fixed by its first event; null: a group of its own.
+    yield* sql`ALTER TABLE relay_flow ADD COLUMN group_id ${id}`
+    // A group's turn, and the least eligible_at of its flows (kept by every write of them): claims
+    // walk groups in turn order as they walk flows.
+    yield* sql`CREATE TABLE relay_group (
+      group_id ${id} PRIMARY KEY,
+      served BIGINT NOT NULL,
+      weight BIGINT NOT NULL,
+      burst BIGINT NOT NULL,
+      eligible_at BIGINT)`
+    yield* sql`CREATE INDEX relay_group_turn ON relay_group (served, group_id) WHERE eligible_at IS NOT NULL`
+    // The turn index keeps flows of no group; a group's flows are walked behind its id.
+    yield* sql`DROP INDEX relay_flow_turn`
+    yield* sql`CREATE INDEX relay_flow_turn ON relay_flow (served, flow_id) WHERE eligible_at IS NOT NULL AND group_id IS NULL`
+    yield* sql`CREATE INDEX relay_flow_group_turn ON relay_flow (group_id, served, flow_id)
+      WHERE eligible_at IS NOT NULL AND group_id IS NOT NULL`
+    // A group's least eligible_at, and whether it has a flow with a head (unacked events).
+    yield* sql`CREATE INDEX relay_flow_group ON relay_flow (group_id, eligible_at) WHERE group_id IS NOT NULL AND head_seq IS NOT NULL`
+    // A group's flows for operators.
+    yield* sql`CREATE INDEX relay_flow_group_id ON relay_flow (group_id, flow_id) WHERE group_id IS NOT NULL`
   })
 }
 
@@ -171,10 +196,12 @@ const eventColumns = ["event_id", "state", "next_at", "lease_until", "generation
 const insertColumns = [...eventColumns, "flow_id", "seq", "body"]
 const updateColumns = [...eventColumns, "acked_at"]
 const dedupColumns = ["event_id", "flow_id", "seq", "body_hash", "pruned_at"]
-const flowColumns = ["flow_id", "seq", "served", "head_seq", "eligible_at", "weight", "burst"]
+const flowColumns = ["flow_id", "seq", "served", "head_seq", "eligible_at", "weight", "burst", "group_id"]
+const groupColumns = ["group_id", "served", "weight", "burst"]
 
 const events = (rows: ReadonlyArray<unknown>) => Effect.map(Rows.decode.events(rows), (decoded) => decoded.map(Rows.toEvent))
 const flows = (rows: ReadonlyArray<unknown>) => Effect.map(Rows.decode.flows(rows), (decoded) => decoded.map(Rows.toFlow))
+const groups = (rows: ReadonlyArray<unknown>) => Effect.map(Rows.decode.groups(rows), (decoded) => decoded.map(Rows.toGroup))
 const audit = (rows: ReadonlyArray<unknown>) => Effect.map(Rows.decode.audit(rows), (decoded) => decoded.map(Rows.toAudit))
 const identities = (rows: ReadonlyArray<unknown>) =>
   Effect.map(Rows.decode.identities(rows), (decoded) =>
@@ -185,28 +212,110 @@ const { aggregate: aggregates, clock: clocks, counts } = Rows.decode
 const bulk = <A>(rows: ReadonlyArray<A>, columns: number, statement: (part: ReadonlyArray<A>) => Effect.Effect<unknown, SqlError>) =>
   Effect.forEach(chunks(rows, columns), statement, { discard: true })
 
-/** The queue's reads and writes over an opened SQL store. */
+const candidateColumns = `f.flow_id, f.seq, f.served, f.head_seq, f.eligible_at, f.weight, f.burst, f.group_id,
+  e.event_id AS h_event_id, e.body AS h_body, e.state AS h_state, e.next_at AS h_next_at,
+  e.lease_until AS h_lease_until, e.generation AS h_generation, e.attempts AS h_attempts,
+  e.lifetime_attempts AS h_lifetime_attempts, e.reason AS h_reason`
+
+const decodeCandidates = (rows: ReadonlyArray<unknown>) =>
+  Effect.map(Rows.decode.candidates(rows), (decoded) => decoded.map(Rows.toCandidate))
+
 /**
- * Up to `limit` flows whose head is eligible at `now`, in turn order, with their heads; `lock`
- * ends the statement (row locks of a backend that claims in parallel).
- * `+eligible_at` keeps the planner on the turn index (an ordered walk that stops at `limit`)
+ * What a claim of up to `limit` heads chooses from (`Operations.rotate` picks): the first `limit`
+ * flows of no group whose head is eligible at `now`, in turn order, and the first `limit` groups
+ * with an eligible head, each with its first `limit` such flows — one statement, every part an
+ * ordered index walk that stops at `limit`. `+eligible_at` keeps the planner on the turn indexes
  * instead of the wake index (a range over every eligible flow, then a sort).
  */
-export const selectCandidates = (store: Store, lock: Fragment = store.sql.literal("")) => (now: number, limit: number) =>
+export const selectCandidates = (store: Store) => (now: number, limit: number) =>
   Effect.flatMap(
-    store.exec(store.sql`SELECT f.flow_id, f.seq, f.served, f.head_seq, f.eligible_at, f.weight, f.burst,
-        e.event_id AS h_event_id, e.body AS h_body, e.state AS h_state, e.next_at AS h_next_at,
-        e.lease_until AS h_lease_until, e.generation AS h_generation, e.attempts AS h_attempts,
-        e.lifetime_attempts AS h_lifetime_attempts, e.reason AS h_reason
-      FROM relay_flow f JOIN relay_event e ON e.flow_id = f.flow_id AND e.seq = f.head_seq
-      WHERE f.eligible_at IS NOT NULL AND +f.eligible_at <= ${now}
-      ORDER BY f.served, f.flow_id LIMIT ${limit} ${lock}`),
-    (rows) => Effect.map(Rows.decode.candidates(rows), (decoded) => decoded.map(Rows.toCandidate))
+    store.exec(store.sql`SELECT * FROM (SELECT ${store.sql.literal(candidateColumns)},
+          CAST(NULL AS BIGINT) AS g_served, CAST(NULL AS BIGINT) AS g_weight, CAST(NULL AS BIGINT) AS g_burst
+        FROM relay_flow f JOIN relay_event e ON e.flow_id = f.flow_id AND e.seq = f.head_seq
+        WHERE f.eligible_at IS NOT NULL AND f.group_id IS NULL AND +f.eligible_at <= ${now}
+        ORDER BY f.served, f.flow_id LIMIT ${limit}) AS alone
+      UNION ALL
+      SELECT ${store.sql.literal(candidateColumns)}, g.served AS g_served, g.weight AS g_weight, g.burst AS g_burst
+      FROM (SELECT group_id, served, weight, burst FROM relay_group
+          WHERE eligible_at IS NOT NULL AND +eligible_at <= ${now} ORDER BY served, group_id LIMIT ${limit}) AS g
+        JOIN relay_flow f ON f.flow_id IN (SELECT flow_id FROM relay_flow
+          WHERE group_id = g.group_id AND eligible_at IS NOT NULL AND group_id IS NOT NULL AND +eligible_at <= ${now}
+          ORDER BY served, flow_id LIMIT ${limit})
+        JOIN relay_event e ON e.flow_id = f.flow_id AND e.seq = f.head_seq`),
+    decodeCandidates
   )
 
-/** The queue's reads and writes over an opened SQL store, each one statement. */
-export const writes = (store: Store): QueueWrites => {
+/**
+ * The claim's choice on a store whose writers run side by side (PostgreSQL parallel claims): the
+ * same parts as `selectCandidates`, each taking only rows no other transaction holds
+ * (`SKIP LOCKED`) and locking them — a group's row with its flows, so two claims never charge one
+ * group's turn at once.
+ */
+export const selectLockedCandidates = (store: Store) => (now: number, limit: number) =>
+  Effect.flatMap(
+    store.exec(store.sql`WITH alone AS (SELECT ${store.sql.literal(candidateColumns)},
+          CAST(NULL AS BIGINT) AS g_served, CAST(NULL AS BIGINT) AS g_weight, CAST(NULL AS BIGINT) AS g_burst
+        FROM relay_flow f JOIN relay_event e ON e.flow_id = f.flow_id AND e.seq = f.head_seq
+        WHERE f.eligible_at IS NOT NULL AND f.group_id IS NULL AND +f.eligible_at <= ${now}
+        ORDER BY f.served, f.flow_id LIMIT ${limit} FOR UPDATE OF f, e SKIP LOCKED),
+      grouped AS (SELECT ${store.sql.literal(candidateColumns)}, g.served AS g_served, g.weight AS g_weight, g.burst AS g_burst
+        FROM relay_group g
+          JOIN relay_flow f ON f.flow_id IN (SELECT flow_id FROM relay_flow
+            WHERE group_id = g.group_id AND eligible_at IS NOT NULL AND group_id IS NOT NULL AND +eligible_at <= ${now}
+            ORDER BY served, flow_id LIMIT ${limit})
+          JOIN relay_event e ON e.flow_id = f.flow_id AND e.seq = f.head_seq
+        WHERE g.group_id IN (SELECT group_id FROM relay_group
+          WHERE eligible_at IS NOT NULL AND +eligible_at <= ${now} ORDER BY served, group_id LIMIT ${limit})
+        FOR UPDATE OF g, f, e SKIP LOCKED)
+      SELECT * FROM alone UNION ALL SELECT * FROM grouped`),
+    decodeCandidates
+  )
+
+/** Inserts group rows (in id order); `conflict` says what a row already stored gets instead. */
+export const insertGroups = (store: Store, records: ReadonlyArray<GroupRecord>, conflict: Fragment = store.sql.literal("")) => {
   const { sql } = store
+  return bulk([...records].sort((a, b) => compareIds(a.groupId, b.groupId)), groupColumns.length, (records) =>
+    store.exec(sql`INSERT INTO relay_group (${sql.literal(groupColumns.join(", "))})
+      SELECT ${sql.literal(groupColumns.map((c) => `v.${c}`).join(", "))}
+      FROM ${rowsTable(sql, "relay_group", groupColumns, records.map(Rows.groupRow))} WHERE true ${conflict}`))
+}
+
+/** The named groups and whether each has a flow with a head; `lock` ends the statement. */
+export const selectGroups = (store: Store, ids: ReadonlyArray<string>, lock: Fragment = store.sql.literal("")) =>
+  ids.length === 0 ? Effect.succeed([]) : Effect.flatMap(
+    store.exec(store.sql`SELECT g.group_id, g.served, g.weight, g.burst, CASE WHEN EXISTS (SELECT 1 FROM relay_flow f
+        WHERE f.group_id = g.group_id AND f.head_seq IS NOT NULL) THEN 1 ELSE 0 END AS active
+      FROM relay_group g WHERE g.group_id IN ${store.sql.in(ids)} ORDER BY g.group_id ${lock}`),
+    (rows) => Effect.map(Rows.decode.storedGroups(rows), (decoded) => decoded.map(Rows.toStoredGroup))
+  )
+
+/**
+ * Sets each named group's `eligible_at` to the least of its flows' (what the claim's group walk
+ * filters on); run after a write changed those flows.
+ */
+const refreshGroups = (store: Store, ids: ReadonlyArray<string | null>, lock: boolean) => {
+  const named = [...new Set(ids.filter((id): id is string => id !== null))].sort(compareIds)
+  if (named.length === 0) return Effect.void
+  // Side by side, the group rows are locked first, so the update's snapshot (a new statement's)
+  // sees every flow change committed by a writer that refreshed them before.
+  const locked = lock
+    ? store.exec(store.sql`SELECT group_id FROM relay_group WHERE group_id IN ${store.sql.in(named)} ORDER BY group_id FOR UPDATE`)
+    : Effect.void
+  return Effect.zipRight(
+    locked,
+    store.exec(store.sql`UPDATE relay_group SET eligible_at = (SELECT MIN(f.eligible_at) FROM relay_flow f
+        WHERE f.group_id = relay_group.group_id AND f.head_seq IS NOT NULL AND f.eligible_at IS NOT NULL)
+      WHERE group_id IN ${store.sql.in(named)}`)
+  )
+}
+
+/**
+ * The queue's reads and writes over an opened SQL store, each one statement (a write of grouped
+ * flows adds one that keeps their groups' `eligible_at`; `lockGroups` when writers run side by side).
+ */
+export const writes = (store: Store, options: { readonly lockGroups?: boolean } = {}): QueueWrites => {
+  const { sql } = store
+  const lockGroups = options.lockGroups ?? false
   return {
     now: store.now,
     clock: Effect.map(Effect.flatMap(store.exec(sql`SELECT tick, ticket FROM relay_clock WHERE id = 1`), clocks), (rows) => rows[0]!),
@@ -232,6 +341,7 @@ export const writes = (store: Store): QueueWrites => {
       ),
     flows: (ids: ReadonlyArray<FlowId>) =>
       ids.length === 0 ? Effect.succeed([]) : Effect.flatMap(store.exec(sql`SELECT * FROM relay_flow WHERE flow_id IN ${sql.in(ids)}`), flows),
+    groups: (ids) => selectGroups(store, ids),
     reachingBeyond: (nextAtAfter, leaseAfter) =>
       Effect.flatMap(
         store.exec(sql`SELECT * FROM relay_event WHERE (state = 'ready' AND next_at > ${nextAtAfter})
@@ -249,17 +359,32 @@ export const writes = (store: Store): QueueWrites => {
         } ORDER BY event_id LIMIT ${query.limit}`),
         events
       ),
-    listFlows: (query: FlowQuery) =>
-      Effect.flatMap(
+    listFlows: (query: FlowQuery) => {
+      const group = query.group === undefined ? [] : [sql`group_id = ${query.group}`]
+      return Effect.flatMap(
         query.order === "id"
-          ? store.exec(sql`SELECT * FROM relay_flow WHERE ${query.after === undefined ? sql.literal("1 = 1") : sql`flow_id > ${query.after}`}
-              ORDER BY flow_id LIMIT ${query.limit}`)
+          ? store.exec(sql`SELECT * FROM relay_flow WHERE ${
+            sql.and([...group, ...(query.after === undefined ? [] : [sql`flow_id > ${query.after}`])])
+          } ORDER BY flow_id LIMIT ${query.limit}`)
           : store.exec(sql`SELECT * FROM relay_flow WHERE ${
-            query.after === undefined
-              ? sql.literal("1 = 1")
-              : sql`(served > ${query.after.served} OR (served = ${query.after.served} AND flow_id > ${query.after.flowId}))`
+            sql.and([
+              ...group,
+              ...(query.after === undefined
+                ? []
+                : [sql`(served > ${query.after.served} OR (served = ${query.after.served} AND flow_id > ${query.after.flowId}))`])
+            ])
           } ORDER BY served, flow_id LIMIT ${query.limit}`),
         flows
+      )
+    },
+    listGroups: (query) =>
+      Effect.flatMap(
+        store.exec(sql`SELECT g.group_id, g.served, g.weight, g.burst,
+            (SELECT COUNT(*) FROM relay_flow f WHERE f.group_id = g.group_id) AS flows,
+            (SELECT COUNT(*) FROM relay_flow f WHERE f.group_id = g.group_id AND f.head_seq IS NOT NULL) AS waiting
+          FROM relay_group g WHERE ${query.after === undefined ? sql.literal("1 = 1") : sql`g.group_id > ${query.after}`}
+          ORDER BY g.group_id LIMIT ${query.limit}`),
+        (rows) => Effect.map(Rows.decode.groupViews(rows), (decoded) => decoded.map(Rows.toGroupView))
       ),
     listAudit: (query) =>
       Effect.flatMap(
@@ -269,6 +394,7 @@ export const writes = (store: Store): QueueWrites => {
       ),
     dump: Effect.all({
       flows: Effect.flatMap(store.exec(sql`SELECT * FROM relay_flow ORDER BY flow_id`), flows),
+      groups: Effect.flatMap(store.exec(sql`SELECT * FROM relay_group ORDER BY group_id`), groups),
       events: Effect.flatMap(store.exec(sql`SELECT * FROM relay_event ORDER BY flow_id, seq`), events),
       audit: Effect.flatMap(store.exec(sql`SELECT * FROM relay_audit ORDER BY id`), audit)
     }),
@@ -322,27 +448,40 @@ export const writes = (store: Store): QueueWrites => {
           WHERE relay_event.event_id = v.event_id`)
       )
     },
+    putGroups: (records) => insertGroups(store, records, sql`ON CONFLICT (group_id) DO UPDATE SET served = excluded.served, weight = excluded.weight, burst = excluded.burst`),
     putFlows: (records: ReadonlyArray<FlowRecord>) =>
       // `WHERE true` tells SQLite's parser that ON CONFLICT belongs to the INSERT, not a join.
-      bulk(records, flowColumns.length, (records) =>
-        store.exec(sql`INSERT INTO relay_flow (${sql.literal(flowColumns.join(", "))})
-          SELECT ${sql.literal(flowColumns.map((c) => `v.${c}`).join(", "))}
-          FROM ${rowsTable(sql, "relay_flow", flowColumns, records.map(Rows.flowRow))} WHERE true
-          ON CONFLICT (flow_id) DO UPDATE SET seq = excluded.seq, served = excluded.served, head_seq = excluded.head_seq,
-            eligible_at = excluded.eligible_at, weight = excluded.weight, burst = excluded.burst`)
+      Effect.zipRight(
+        bulk(records, flowColumns.length, (records) =>
+          store.exec(sql`INSERT INTO relay_flow (${sql.literal(flowColumns.join(", "))})
+            SELECT ${sql.literal(flowColumns.map((c) => `v.${c}`).join(", "))}
+            FROM ${rowsTable(sql, "relay_flow", flowColumns, records.map(Rows.flowRow))} WHERE true
+            ON CONFLICT (flow_id) DO UPDATE SET seq = excluded.seq, served = excluded.served, head_seq = excluded.head_seq,
+              eligible_at = excluded.eligible_at, weight = excluded.weight, burst = excluded.burst, group_id = excluded.group_id`)
+        ),
+        Effect.suspend(() => refreshGroups(store, records.map((f) => f.group), lockGroups))
       ),
+    // Each flow's group comes back from the update: those groups' eligible_at follows.
     setHeads: (heads: ReadonlyArray<Head>) =>
-      bulk(heads, 3, (heads) =>
-        store.exec(sql`UPDATE relay_flow SET head_seq = v.head_seq, eligible_at = v.eligible_at
-          FROM ${
-          rowsTable(
-            sql,
-            "relay_flow",
-            ["flow_id", "head_seq", "eligible_at"],
-            heads.map((h) => ({ flow_id: h.flowId, head_seq: h.headSeq, eligible_at: h.eligibleAt }))
-          )
-        } WHERE relay_flow.flow_id = v.flow_id`)
-      ),
+      Effect.suspend(() => {
+        const grouped: Array<string | null> = []
+        return Effect.zipRight(
+        bulk(heads, 3, (heads) =>
+          Effect.map(
+            store.exec(sql`UPDATE relay_flow SET head_seq = v.head_seq, eligible_at = v.eligible_at
+              FROM ${
+              rowsTable(
+                sql,
+                "relay_flow",
+                ["flow_id", "head_seq", "eligible_at"],
+                heads.map((h) => ({ flow_id: h.flowId, head_seq: h.headSeq, eligible_at: h.eligibleAt }))
+              )
+            } WHERE relay_flow.flow_id = v.flow_id RETURNING relay_flow.group_id`),
+            (rows) => grouped.push(...rows.map((row) => (row as { readonly group_id: string | null }).group_id))
+          )),
+        Effect.suspend(() => refreshGroups(store, grouped, lockGroups))
+      )
+      }),
     appendAudit: (record) =>
       Effect.asVoid(
         store.exec(sql`INSERT INTO relay_audit (event_id, reason, generation, tick, actor)

@@ -6,23 +6,13 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, FastCheck as fc } from "effect"
-import type { DeliveryReply } from "../../src/domain/Outcomes.js"
-import type { Snapshot } from "../../src/domain/Records.js"
 import { seedPolicy as seed } from "../../src/domain/Policy.js"
 import { backends, skippedBackends } from "../support/backends.js"
+import { activeFlows, eligibleFlows, replyOf, turnEventLoop } from "../support/fairness.js"
 import type { World } from "../support/world.js"
 
 // Every world passes the article's preset (seed admission, logical ticks) or an explicit variant of
 // it: these tests must not depend on the library's defaults (production values, tail admission).
-
-/** Flows with a head that can be claimed now (time stands at 0 and nothing stays in flight). */
-const eligibleFlows = (snapshot: Snapshot): Set<string> => {
-  const heads = new Map<string, Snapshot["events"][number]>()
-  for (const e of snapshot.events) if (e.state !== "acked" && !heads.has(e.flowId)) heads.set(e.flowId, e)
-  return new Set([...heads.values()].filter((h) => h.state === "ready" && h.nextAt <= 0).map((h) => h.flowId))
-}
-
-const activeFlows = (snapshot: Snapshot): Set<string> => new Set(snapshot.events.filter((e) => e.state !== "acked").map((e) => e.flowId))
 
 type Op =
   | { readonly _tag: "enqueue"; readonly flow: number }
@@ -76,27 +66,12 @@ const measureWaits = (w: World, ops: ReadonlyArray<Op>, weights: ReadonlyMap<str
         const others = [...activeFlows(before)].filter((f) => f !== flow)
         last.set(flow, { index: claims, bound: others.reduce((sum, f) => sum + (weights.get(f) ?? 1), 0), continuous: true })
         claims++
-        const reply: DeliveryReply = op.reply === "ack"
-          ? { _tag: "Accepted" }
-          : op.reply === "retry"
-          ? { _tag: "Retry", reason: "unavailable" }
-          : { _tag: "Rejected", code: "refused" }
-        yield* w.queue.settle(claimed.token, reply)
+        yield* w.queue.settle(claimed.token, replyOf(op.reply))
       }
       yield* observe
     }
     return waits
   })
-
-/**
- * Lets the event loop turn once (a macrotask, not the TestClock): SQLite work runs synchronously,
- * and a property that never yields for a minute makes vitest's worker RPC time out
- * ("Timeout calling onTaskUpdate") even when every run passes.
- */
-const turnEventLoop = Effect.async<void>((resume) => {
-  const handle = setImmediate(() => resume(Effect.void))
-  return Effect.sync(() => clearImmediate(handle))
-})
 
 /**
  * Property runs per backend: fewer on PostgreSQL, where each run opens two fresh schemas and every

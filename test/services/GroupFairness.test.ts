@@ -12,20 +12,10 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, FastCheck as fc } from "effect"
-import type { DeliveryReply } from "../../src/domain/Outcomes.js"
-import type { Snapshot } from "../../src/domain/Records.js"
 import { seedPolicy as seed } from "../../src/domain/Policy.js"
 import { backends, skippedBackends } from "../support/backends.js"
+import { activeFlows, eligibleFlows, replyOf, turnEventLoop } from "../support/fairness.js"
 import type { World } from "../support/world.js"
-
-/** Flows with a head that can be claimed now (time stands at 0 and nothing stays in flight). */
-const eligibleFlows = (snapshot: Snapshot): Set<string> => {
-  const heads = new Map<string, Snapshot["events"][number]>()
-  for (const e of snapshot.events) if (e.state !== "acked" && !heads.has(e.flowId)) heads.set(e.flowId, e)
-  return new Set([...heads.values()].filter((h) => h.state === "ready" && h.nextAt <= 0).map((h) => h.flowId))
-}
-
-const activeFlows = (snapshot: Snapshot): Set<string> => new Set(snapshot.events.filter((e) => e.state !== "acked").map((e) => e.flowId))
 
 type Op =
   | { readonly _tag: "enqueue"; readonly flow: number }
@@ -116,23 +106,12 @@ const measureWaits = (w: World, ops: ReadonlyArray<Op>, shape: Shape, grouped: b
           lastFlow.set(flow, { index, bound: siblings.reduce((sum, f) => sum + weightOf(f), 0), continuous: true })
           groupClaims.set(unit, index + 1)
         }
-        const reply: DeliveryReply = op.reply === "ack"
-          ? { _tag: "Accepted" }
-          : op.reply === "retry"
-          ? { _tag: "Retry", reason: "unavailable" }
-          : { _tag: "Rejected", code: "refused" }
-        yield* w.queue.settle(claimed.token, reply)
+        yield* w.queue.settle(claimed.token, replyOf(op.reply))
       }
       yield* observe
     }
     return waits
   })
-
-/** Lets the event loop turn once (see Fairness.test.ts: a long synchronous property starves vitest's RPC). */
-const turnEventLoop = Effect.async<void>((resume) => {
-  const handle = setImmediate(() => resume(Effect.void))
-  return Effect.sync(() => clearImmediate(handle))
-})
 
 const tail = { ...seed, admission: "tail" as const, backoffBase: 0, retryBudget: 1_000, leaseTicks: 1_000 }
 

@@ -25,7 +25,7 @@ import { captureSql } from "../scenarios/support/captureSql.js"
  * `RelayQueue.claim` runs, with its planner hints.
  */
 export interface ClaimSql {
-  /** The turn query: the flow whose eligible head comes first (params: now, limit); it may join the head itself. */
+  /** The turn query: the flow whose eligible head comes first (params: now and limit for each of its parts); it may join the head itself. */
   readonly turn: string
   /** The head lookup (params: flow id, seq), or `null` when the turn query joins the head row. */
   readonly head: string | null
@@ -33,11 +33,14 @@ export interface ClaimSql {
 
 const placeholders = (sql: string) => (sql.match(/\?/g) ?? []).length
 
+/** The turn query's parameters: (now, limit) for each part of it (flows of no group, groups, a group's flows). */
+const turnParams = (sql: string, now: number, limit: number) => Array.from({ length: placeholders(sql) / 2 }, () => [now, limit]).flat()
+
 const claimSqlOf = (statements: ReadonlyArray<string>): ClaimSql => {
   const turn = statements.find((s) => /FROM relay_flow/.test(s) && /ORDER BY (f\.)?served/.test(s))
   const joined = turn !== undefined && /JOIN relay_event/.test(turn)
   const head = joined ? null : statements.find((s) => /FROM relay_event/.test(s) && /flow_id = \?/.test(s) && /seq = \?/.test(s))
-  if (turn === undefined || head === undefined || placeholders(turn) !== 2 || (head !== null && placeholders(head) !== 2)) {
+  if (turn === undefined || head === undefined || placeholders(turn) === 0 || placeholders(turn) % 2 !== 0 || (head !== null && placeholders(head) !== 2)) {
     throw new Error(`the claim's SQL changed shape; update bench/claim.ts:\n${statements.join("\n")}`)
   }
   return { turn, head }
@@ -152,7 +155,7 @@ const readOnly = (file: string, sql: ClaimSql, now: number, budgetMs: number) =>
     const article = db.prepare(articleSql)
     // A turn query that joins the head returns it in the same row (its seq is `head_seq`).
     const ourTurn = () => {
-      const row = turn.get(now, 1) as Row | undefined
+      const row = turn.get(...turnParams(sql.turn, now, 1)) as Row | undefined
       if (row === undefined) return undefined
       return head === null ? { flow_id: row.flow_id, seq: row.head_seq } : (head.get(row.flow_id, row.head_seq) as Row | undefined)
     }
@@ -160,11 +163,11 @@ const readOnly = (file: string, sql: ClaimSql, now: number, budgetMs: number) =>
     const mine = ourTurn()
     return {
       ourTurnQuery: summarize(timeRuns(ourTurn, budgetMs, 100, 20_000)),
-      idleTurnQuery: summarize(timeRuns(() => turn.get(-1, 1), budgetMs, 20, 20_000)),
+      idleTurnQuery: summarize(timeRuns(() => turn.get(...turnParams(sql.turn, -1, 1)), budgetMs, 20, 20_000)),
       articleQuery: summarize(timeRuns(() => article.get(now, now), budgetMs, 3, 1_000)),
       sameHead: theirs !== undefined && mine !== undefined && theirs.flow_id === mine.flow_id && theirs.seq === mine.seq,
       plans: {
-        turn: plan(db, sql.turn, [now, 1]),
+        turn: plan(db, sql.turn, turnParams(sql.turn, now, 1)),
         head: sql.head === null ? [] : plan(db, sql.head, ["x", 1]),
         article: plan(db, articleSql, [now, now])
       }

@@ -249,7 +249,9 @@ export const selectCandidates = (store: Store) => (now: number, limit: number) =
  * The claim's choice on a store whose writers run side by side (PostgreSQL parallel claims): the
  * same parts as `selectCandidates`, each taking only rows no other transaction holds
  * (`SKIP LOCKED`) and locking them — a group's row with its flows, so two claims never charge one
- * group's turn at once.
+ * group's turn at once. A row another writer changed after this statement's snapshot is read again
+ * as it was committed when locked, and only conditions on the locked rows themselves are checked
+ * again (not those inside subqueries): the flow's eligibility is stated on `f` for that reason.
  */
 export const selectLockedCandidates = (store: Store) => (now: number, limit: number) =>
   Effect.flatMap(
@@ -266,6 +268,7 @@ export const selectLockedCandidates = (store: Store) => (now: number, limit: num
           JOIN relay_event e ON e.flow_id = f.flow_id AND e.seq = f.head_seq
         WHERE g.group_id IN (SELECT group_id FROM relay_group
           WHERE eligible_at IS NOT NULL AND +eligible_at <= ${now} ORDER BY served, group_id LIMIT ${limit})
+          AND f.group_id = g.group_id AND f.eligible_at IS NOT NULL AND +f.eligible_at <= ${now}
         FOR UPDATE OF g, f, e SKIP LOCKED)
       SELECT * FROM alone UNION ALL SELECT * FROM grouped`),
     decodeCandidates

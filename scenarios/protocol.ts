@@ -1,5 +1,6 @@
 /**
- * The in-process scenarios of SPEC §5 (1, 2, 4–12, 19–21), on real SQLite files.
+ * The in-process scenarios of SPEC §5 (1, 2, 4–12, 19–21), on real SQLite files, and those of
+ * the features beyond the seed (22: tail admission, 23: tenant fairness).
  */
 import Database from "better-sqlite3"
 import { Effect, Ref } from "effect"
@@ -7,6 +8,7 @@ import * as path from "node:path"
 import type { DeliveryReply } from "../src/domain/Outcomes.js"
 import { arrow, stores } from "./Scenario.js"
 import type { Context, Scenario } from "./Scenario.js"
+import { makeWorld } from "./World.js"
 import type { World } from "./World.js"
 
 const enqueueAll = (w: World, events: ReadonlyArray<readonly [id: string, flow: string, delta: number]>) =>
@@ -303,6 +305,70 @@ const newFlowsTail: Scenario = {
     })
 }
 
+/** Scenario 23's tenants: A spreads its backlog over many flows, B has one. */
+const TenantAFlows = 50
+const TenantAEvents = 3
+const TenantBEvents = 60
+/** Two claims per flow of A and two of B's: long enough for a pattern, short of draining anyone. */
+const TenantClaims = 2 * (TenantAFlows + 1)
+
+/**
+ * Scenario 23's workload in a store of its own (`label`): A's flows, then B's, all backlogged
+ * at tick 0 under tail admission, with their groups or without; then `TenantClaims` worker steps.
+ * Returns the flow of each claim and the groups as the queue lists them.
+ */
+const tenantRun = (ctx: Context, label: string, grouped: boolean) =>
+  Effect.gen(function*() {
+    const w = yield* makeWorld({
+      queueFile: path.join(ctx.dir, `${label}-queue.db`),
+      inboxFile: path.join(ctx.dir, `${label}-inbox.db`),
+      policy: { admission: "tail" }
+    })
+    const flowOf = (tenant: "A" | "B", n: number) => `${tenant}-${String(n).padStart(2, "0")}`
+    const workload = [
+      ...Array.from({ length: TenantAFlows }, (_, f) => ({ tenant: "A", flowId: flowOf("A", f + 1), events: TenantAEvents })),
+      { tenant: "B", flowId: flowOf("B", 1), events: TenantBEvents }
+    ]
+    yield* w.queue.enqueueBatch(workload.flatMap(({ events, flowId, tenant }) =>
+      Array.from({ length: events }, (_, i) => ({
+        eventId: `${flowId}#${i + 1}`,
+        flowId,
+        body: { delta: 1 },
+        ...(grouped ? { group: tenant } : {})
+      }))
+    ))
+    const flows = (yield* steps(w, TenantClaims)).map((id) => id.split("#")[0]!)
+    return { flows, tenants: flows.map((flow) => flow.charAt(0)), groups: yield* w.queue.groups() }
+  })
+
+/** The 1-based positions of B's claims. */
+const claimsOfB = (tenants: ReadonlyArray<string>) => tenants.flatMap((t, i) => (t === "B" ? [i + 1] : []))
+
+/** Claim positions as a short list: `2, 4, 6 … 102`. */
+const positions = (list: ReadonlyArray<number>) => (list.length <= 4 ? list.join(", ") : `${list.slice(0, 3).join(", ")} … ${list.at(-1)}`)
+
+const tenantFairness: Scenario = {
+  name: "tenant_fairness",
+  title: `tenant A with ${TenantAFlows} backlogged flows, tenant B with one: with groups, and without`,
+  run: (ctx) =>
+    Effect.gen(function*() {
+      const grouped = yield* tenantRun(ctx, "grouped", true)
+      const ungrouped = yield* tenantRun(ctx, "ungrouped", false)
+      const b = { grouped: claimsOfB(grouped.tenants), ungrouped: claimsOfB(ungrouped.tenants) }
+      const aFlows = grouped.flows.filter((flow) => flow.startsWith("A"))
+      ctx.say(`with groups: B at claims ${positions(b.grouped)} (${b.grouped.length} of ${TenantClaims}: every other claim)`)
+      ctx.say(`  A's claims rotate across its flows: ${arrow([...aFlows.slice(0, 3), "…", ...aFlows.slice(-2)])}`)
+      ctx.say(`without groups: B at claims ${positions(b.ungrouped)} (${b.ungrouped.length} of ${TenantClaims}: 1 in ${TenantAFlows + 1})`)
+      ctx.check("with groups, B gets every other claim", Array.from({ length: TenantClaims / 2 }, (_, i) => 2 * (i + 1)), b.grouped)
+      ctx.check(`with groups, A's first ${TenantAFlows} claims reach each of its flows once`, TenantAFlows, new Set(aFlows.slice(0, TenantAFlows)).size)
+      ctx.check(`without groups, B gets 1 claim in ${TenantAFlows + 1}`, [TenantAFlows + 1, 2 * (TenantAFlows + 1)], b.ungrouped)
+      ctx.check("groups listed", [["A", TenantAFlows, TenantAFlows], ["B", 1, 1]], grouped.groups.map((g) => [g.groupId, g.flows, g.waiting]))
+      ctx.check("no groups without them", [], ungrouped.groups)
+      ctx.fact("grouped", { tenants: grouped.tenants.join(""), groups: grouped.groups })
+      ctx.fact("ungrouped", { bClaims: b.ungrouped })
+    })
+}
+
 const atomic = (
   name: string,
   title: string,
@@ -363,5 +429,6 @@ export const protocolScenarios: ReadonlyArray<readonly [number, Scenario]> = [
   [19, atomicEnqueue],
   [20, atomicReceive],
   [21, atomicRedrive],
-  [22, newFlowsTail]
+  [22, newFlowsTail],
+  [23, tenantFairness]
 ]

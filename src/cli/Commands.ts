@@ -1,6 +1,6 @@
 /**
- * The store commands of the operator CLI: inspect a queue store, redrive a quarantined head with
- * an audited reason, enqueue. Read commands open the store read-only; every command refuses a
+ * The store commands of the operator CLI: inspect a queue store (its flows and their groups),
+ * redrive a quarantined head with an audited reason, enqueue. Read commands open the store read-only; every command refuses a
  * path that is not a fair-relay queue store before anything can write to it.
  */
 import * as Args from "@effect/cli/Args"
@@ -19,6 +19,7 @@ import {
   EventIdText,
   eventIdOption,
   flowIdOption,
+  groupIdOption,
   integer,
   limit,
   osUser,
@@ -93,6 +94,7 @@ const headStates = (queue: RelayQueueService) =>
 
 const flows = Command.make("flows", {
   ...shared,
+  group: groupIdOption("group", "Only the flows of this group.").pipe(Options.optional),
   limit,
   after: flowIdOption("after", "List flows whose id sorts after FLOW (the last one of the previous page).").pipe(Options.optional)
 }, (options) =>
@@ -101,21 +103,50 @@ const flows = Command.make("flows", {
     const queue = yield* Store.openReader(db)
     // Head states first, then the page: a head that moves in between shows its older state.
     const stateOf = yield* headStates(queue)
-    const page = yield* queue.flows({ after: Option.getOrUndefined(options.after), limit: options.limit })
+    const group = Option.getOrUndefined(options.group)
+    const page = yield* queue.flows({ group, after: Option.getOrUndefined(options.after), limit: options.limit })
     const now = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
     const rows = page.map((flow) => ({ ...flow, headState: stateOf(flow) }))
     if (json) return yield* printJson(rows)
-    if (rows.length === 0) return yield* print("no flows")
+    if (rows.length === 0) return yield* print(group === undefined ? "no flows" : `no flows in group ${group}`)
     const headText = (flow: (typeof rows)[number]) =>
       flow.headState === "ready" && flow.eligibleAt !== null && flow.eligibleAt > now
         ? `ready, due in ${Format.age(flow.eligibleAt - now)}`
         : flow.headState
     yield* print(Format.table(
-      ["FLOW", "LAST SEQ", "HEAD SEQ", "HEAD STATE", "SERVED", "WEIGHT"],
-      rows.map((flow) => [flow.flowId, flow.seq, flow.headSeq, headText(flow), flow.served, flow.weight])
+      ["FLOW", "GROUP", "LAST SEQ", "HEAD SEQ", "HEAD STATE", "SERVED", "WEIGHT"],
+      rows.map((flow) => [flow.flowId, flow.group, flow.seq, flow.headSeq, headText(flow), flow.served, flow.weight])
     ))
-    if (rows.length === options.limit) yield* print(`… more: --after ${rows[rows.length - 1]!.flowId}`)
-  }))).pipe(Command.withDescription("Per flow: last seq, head seq and state, served (its place in the rotation), weight."))
+    if (rows.length === options.limit) {
+      yield* print(`… more: ${group === undefined ? "" : `--group ${group} `}--after ${rows[rows.length - 1]!.flowId}`)
+    }
+  }))).pipe(Command.withDescription(
+    "Per flow: its group, last seq, head seq and state, served (its place in the rotation), weight; --group lists one group's flows."
+  ))
+
+// ---------------------------------------------------------------------------------------------
+// groups
+// ---------------------------------------------------------------------------------------------
+
+const groups = Command.make("groups", {
+  ...shared,
+  limit,
+  after: groupIdOption("after", "List groups whose id sorts after GROUP (the last one of the previous page).").pipe(Options.optional)
+}, (options) =>
+  Effect.scoped(Effect.gen(function*() {
+    const { db, json } = yield* context(options)
+    const queue = yield* Store.openReader(db)
+    const page = yield* queue.groups({ after: Option.getOrUndefined(options.after), limit: options.limit })
+    if (json) return yield* printJson(page)
+    if (page.length === 0) return yield* print("no groups")
+    yield* print(Format.table(
+      ["GROUP", "WEIGHT", "SERVED", "FLOWS", "WAITING"],
+      page.map((group) => [group.groupId, group.weight, group.served, group.flows, group.waiting])
+    ))
+    if (page.length === options.limit) yield* print(`… more: --after ${page[page.length - 1]!.groupId}`)
+  }))).pipe(Command.withDescription(
+    "Per group (tenant): weight, served (its place in the rotation across groups), its flows, and how many of them have unacked events."
+  ))
 
 // ---------------------------------------------------------------------------------------------
 // events
@@ -288,6 +319,10 @@ const enqueue = Command.make("enqueue", {
     Options.optional
   ),
   weight: integer("weight", "W", `Sets the flow's weight (1 to ${MaxWeight}).`, 1, MaxWeight).pipe(Options.optional),
+  group: groupIdOption(
+    "group",
+    "The flow's group (a tenant). The flow's first event fixes it; naming another group later is refused (GroupConflict)."
+  ).pipe(Options.optional),
   create: Options.boolean("create").pipe(Options.withDescription("Create the store if the file does not exist (SQLite)."))
 }, (options) =>
   Effect.scoped(Effect.gen(function*() {
@@ -301,17 +336,20 @@ const enqueue = Command.make("enqueue", {
       eventId: options.id,
       flowId: options.flow,
       body: body.value,
-      weight: Option.getOrUndefined(options.weight)
+      weight: Option.getOrUndefined(options.weight),
+      group: Option.getOrUndefined(options.group)
     })
-    if (json) return yield* printJson({ ...result, eventId: options.id, flowId: options.flow })
+    const group = Option.getOrUndefined(options.group)
+    if (json) return yield* printJson({ ...result, eventId: options.id, flowId: options.flow, ...(group === undefined ? {} : { group }) })
+    const where = `${options.flow}#${result.seq}${group === undefined ? "" : ` (group ${group})`}`
     yield* print(
       result._tag === "Enqueued"
-        ? `enqueued ${options.id} as ${options.flow}#${result.seq}`
-        : `${options.id} was already enqueued as ${options.flow}#${result.seq} with this body: nothing changed`
+        ? `enqueued ${options.id} as ${where}`
+        : `${options.id} was already enqueued as ${where} with this body: nothing changed`
     )
   }))).pipe(Command.withDescription(
     "Store an event at the next seq of its flow (idempotent on the id). A missing SQLite store is created only with --create."
   ))
 
 /** The store commands, in the order the help lists them. */
-export const storeCommands = { status, flows, events, show, redrive, audit, enqueue }
+export const storeCommands = { status, flows, groups, events, show, redrive, audit, enqueue }

@@ -8,7 +8,7 @@ import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import { Config, Console, Duration, Either, Effect, Option, ParseResult, Schema } from "effect"
 import * as os from "node:os"
-import { EventId, FlowId, MaxIdLength } from "../domain/Ids.js"
+import { EventId, FlowId, GroupId, MaxIdLength } from "../domain/Ids.js"
 import type { EventState } from "../domain/Records.js"
 import { MaxBatchSize } from "../services/RelayQueue.js"
 import { usage } from "./Errors.js"
@@ -105,6 +105,10 @@ export const eventIdOption = (name: string, description: string): Options.Option
 /** An option naming a flow. */
 export const flowIdOption = (name: string, description: string): Options.Options<FlowId> =>
   schemaOption(name, "FLOW", description, FlowId)
+
+/** An option naming a group of flows (a tenant). */
+export const groupIdOption = (name: string, description: string): Options.Options<GroupId> =>
+  schemaOption(name, "GROUP", description, GroupId)
 
 /** The event id argument, refused with a one-line message naming it. */
 export const EventIdText: Schema.Schema<EventId, string> = named("EVENT", EventId)

@@ -15,12 +15,13 @@ import { prune } from "./Prune.js"
 import { demo, run } from "./Run.js"
 import { ui } from "./Ui.js"
 
-const { audit, enqueue, events, flows, redrive, show, status } = storeCommands
+const { audit, enqueue, events, flows, groups, redrive, show, status } = storeCommands
 
 /** Every subcommand, in the order the help lists them. */
 export const entries: ReadonlyArray<Help.Entry> = [
   { name: "status", command: status },
   { name: "flows", command: flows },
+  { name: "groups", command: groups },
   { name: "events", command: events },
   { name: "show", command: show },
   { name: "redrive", command: redrive },
@@ -35,7 +36,7 @@ export const entries: ReadonlyArray<Help.Entry> = [
 
 /** The command tree. */
 export const command = parent.pipe(
-  Command.withSubcommands([status, flows, events, show, redrive, audit, enqueue, clock, prune, run, demo, ui])
+  Command.withSubcommands([status, flows, groups, events, show, redrive, audit, enqueue, clock, prune, run, demo, ui])
 )
 
 /** Said under the root's help. */

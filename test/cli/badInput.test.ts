@@ -1,6 +1,7 @@
 /**
  * Bad input to the real bin: a missing file, a file that is not a fair-relay store, malformed
- * JSON, an unknown event, a wrong generation, a blank reason, a command line that cannot work.
+ * JSON, a flow's group changed, an unknown event, a wrong generation, a blank reason, a command
+ * line that cannot work.
  * Each must print one line on stderr, exit non-zero (1: the store or operation refused; 2: usage),
  * print nothing on stdout, and leave the store file byte-for-byte as it was (a missing file stays
  * missing, and no other file appears next to it).
@@ -123,6 +124,13 @@ const cases: ReadonlyArray<Case> = [
     args: (db) => ["enqueue", "--db", db, "--flow", "A", "--id", "A9", "--body", "{delta: 1"],
     code: 2,
     stderr: /^--body: not valid JSON \(.*\)$/
+  },
+  {
+    what: "enqueue naming a group for a flow whose first event named none",
+    prepare: copy,
+    args: (db) => ["enqueue", "--db", db, "--flow", "A", "--id", "A9", "--group", "acme", "--body", "{}"],
+    code: 1,
+    stderr: /^fair-relay: flow "A" belongs to no group, not "acme": a flow's group is fixed by its first event \(GroupConflict\)$/
   },
   {
     what: "redrive of an unknown event",

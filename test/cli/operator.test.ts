@@ -25,7 +25,7 @@ const storeWith = (file: string, events: ReadonlyArray<readonly [string, string,
 
 describe("help and parser errors", () => {
   it("piped help has no escape codes, no generic option text, fits 80 columns, and names the program in usage", async () => {
-    const commands = ["status", "flows", "events", "show", "redrive", "audit", "enqueue", "clock", "run", "demo"]
+    const commands = ["status", "flows", "groups", "events", "show", "redrive", "audit", "enqueue", "clock", "run", "demo"]
     const runs = await pool(Parallel, [
       () => bin(["--help"]),
       () => bin(["--help"], { env: { NO_COLOR: "1" } }),

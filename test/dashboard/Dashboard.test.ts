@@ -183,4 +183,13 @@ describe("over HTTP", () => {
     }
     expect(await served.run(Effect.flatMap(RelayQueue, (q) => q.inspect("D1")))).toEqual(before)
   })
+
+  it("shows each flow's group in the flows table", async () => {
+    await served.run(Effect.flatMap(RelayQueue, (q) => q.enqueue({ eventId: "T1", flowId: "tenant-flow", group: "acme", body: { delta: 1 } })))
+    const body = await (await fetch(`${served.url}/ops/flows?limit=1000`)).text()
+    expect(body).toContain("<th>flow</th><th>group</th>")
+    expect(body).toMatch(/>tenant-flow<\/a><\/td><td class="id">acme<\/td>/)
+    expect(body).toMatch(/>account-A<\/a><\/td><td class="id">–<\/td>/)
+    expect(body).toContain("a claim picks a group first")
+  })
 })

@@ -22,6 +22,16 @@ describe("demo --check", () => {
     expect(run.status).toBe(0)
   })
 
+  it("tenant_fairness reproduces its frozen claims: B every other claim with groups, 1 in 51 without", () => {
+    const run = demo("--check", "--only", "tenant_fairness")
+    expect(run.stdout).toMatch(/^PASS +23 tenant_fairness/m)
+    expect(run.stdout).toContain("check against results.json: identical")
+    expect(run.status).toBe(0)
+    const frozenFacts = JSON.parse(fs.readFileSync(frozen, "utf8")).tenant_fairness
+    expect(frozenFacts.grouped.tenants).toBe("AB".repeat(51))
+    expect(frozenFacts.ungrouped.bClaims).toEqual([51, 102])
+  })
+
   it("fails when one frozen value is edited", () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "fair-relay-frozen-"))
     try {

@@ -171,6 +171,10 @@ export const flows = (
   const orderNote = input.order === "turn"
     ? "Flows in turn order: the next claim offers its turn to the first eligible flow of this list (ascending served, then flow id)."
     : "Flows in flow-id order (this store's queue does not list flows in turn order yet); served is each flow's place in the rotation — lowest goes first."
+  // With groups a claim picks the group first: the list's order then holds inside each group.
+  const groupNote = input.rows.some((row) => row.flow.group !== null)
+    ? " With groups, a claim picks a group first (the one with the least served; a flow of no group is a group of its own), then that group's flow with the least served."
+    : ""
   return layout(frame, "flows", "Flows", html`
 <form class="filters" method="get" action="${href(frame, "/flows")}">
 <label>head<select name="head"><option value="">any</option>${HeadStates.map((s) => html`<option${s === input.head ? raw(" selected") : ""}>${s}</option>`)}</select></label>
@@ -179,11 +183,11 @@ export const flows = (
 </form>
 <form class="filters" method="get" action="${href(frame, "/events")}"><label>find a flow's events<input name="flow" placeholder="flow id" required></label><button class="secondary" type="submit">show</button></form>
 ${input.error}
-<p class="note">${orderNote} Backlog: events from the head to the last seq, none acked yet. Next eligible: when the head can be claimed (after its backoff, or when an in-flight lease ends).${input.head === undefined ? "" : ` Filtered on head ${input.head}: ${input.scanned} flows scanned for this page.`}</p>
+<p class="note">${orderNote}${groupNote} Backlog: events from the head to the last seq, none acked yet. Next eligible: when the head can be claimed (after its backoff, or when an in-flight lease ends).${input.head === undefined ? "" : ` Filtered on head ${input.head}: ${input.scanned} flows scanned for this page.`}</p>
 <section id="flows-table" data-live>
-<table data-testid="flows"><thead><tr><th>flow</th><th class="num">served</th><th class="num">weight</th><th class="num">head seq</th><th>head</th><th>next eligible</th><th class="num">backlog</th><th class="num">last seq</th></tr></thead><tbody>
-${input.rows.length === 0 ? html`<tr><td colspan="8" class="muted">no flows${input.head === undefined ? "" : ` with head ${input.head} here`}</td></tr>` : ""}
-${input.rows.map((row) => html`<tr><td class="id"><a href="${href(frame, "/events", { flow: row.flow.flowId })}">${row.flow.flowId}</a></td><td class="num">${row.flow.served}</td><td class="num">${row.flow.weight}</td><td class="num">${row.flow.headSeq ?? "–"}</td><td>${state(row.head)}</td><td>${next(row)}</td><td class="num">${backlog(row.flow)}</td><td class="num">${row.flow.seq}</td></tr>`)}
+<table data-testid="flows"><thead><tr><th>flow</th><th>group</th><th class="num">served</th><th class="num">weight</th><th class="num">head seq</th><th>head</th><th>next eligible</th><th class="num">backlog</th><th class="num">last seq</th></tr></thead><tbody>
+${input.rows.length === 0 ? html`<tr><td colspan="9" class="muted">no flows${input.head === undefined ? "" : ` with head ${input.head} here`}</td></tr>` : ""}
+${input.rows.map((row) => html`<tr><td class="id"><a href="${href(frame, "/events", { flow: row.flow.flowId })}">${row.flow.flowId}</a></td><td class="id">${row.flow.group ?? "–"}</td><td class="num">${row.flow.served}</td><td class="num">${row.flow.weight}</td><td class="num">${row.flow.headSeq ?? "–"}</td><td>${state(row.head)}</td><td>${next(row)}</td><td class="num">${backlog(row.flow)}</td><td class="num">${row.flow.seq}</td></tr>`)}
 </tbody></table></section>
 <div class="pager">${input.after === undefined ? "" : html`<a href="${href(frame, "/flows", { head: input.head, limit: input.limit })}">« first page</a>`}${input.next === undefined ? "" : html`<a data-testid="next-page" href="${href(frame, "/flows", { head: input.head, limit: input.limit, after: input.next })}">next page »</a>`}</div>`)
 }

@@ -14,6 +14,7 @@ import * as Help from "./Help.js"
 import { prune } from "./Prune.js"
 import { demo, run } from "./Run.js"
 import { ui } from "./Ui.js"
+import { weight } from "./Weight.js"
 
 const { audit, enqueue, events, flows, groups, redrive, show, status } = storeCommands
 
@@ -27,6 +28,7 @@ export const entries: ReadonlyArray<Help.Entry> = [
   { name: "redrive", command: redrive },
   { name: "audit", command: audit },
   { name: "enqueue", command: enqueue },
+  { name: "weight", command: weight },
   { name: "clock", command: clock, children: [{ name: "reset", command: clockReset }] },
   { name: "prune", command: prune },
   { name: "run", command: run },
@@ -36,7 +38,7 @@ export const entries: ReadonlyArray<Help.Entry> = [
 
 /** The command tree. */
 export const command = parent.pipe(
-  Command.withSubcommands([status, flows, groups, events, show, redrive, audit, enqueue, clock, prune, run, demo, ui])
+  Command.withSubcommands([status, flows, groups, events, show, redrive, audit, enqueue, weight, clock, prune, run, demo, ui])
 )
 
 /** Said under the root's help. */

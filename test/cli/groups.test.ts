@@ -181,3 +181,43 @@ describe("enqueue --group", () => {
     expect(fs.existsSync(missing)).toBe(false)
   }, 120_000)
 })
+
+describe("weight", () => {
+  it("sets a group's and a flow's weight; the same weight again changes nothing", async () => {
+    const db = copy("weight.db")
+    const group = await bin(["weight", "--db", db, "--group", "globex", "3"])
+    expect(group.code, group.stderr).toBe(0)
+    expect(group.stdout.trim()).toBe("group globex: weight 3")
+    const flow = await bin(["weight", "--db", db, "--flow", "acme/2", "4", "--json"])
+    expect(flow.code, flow.stderr).toBe(0)
+    expect(JSON.parse(flow.stdout)).toEqual({ flowId: "acme/2", weight: 4 })
+    const after = fs.readFileSync(db)
+    const again = await bin(["weight", "--db", db, "--group", "globex", "3"])
+    expect(again.code, again.stderr).toBe(0)
+    expect(fs.readFileSync(db).equals(after)).toBe(true)
+    const [groups, flows] = await Promise.all([
+      bin(["groups", "--db", db, "--json"]),
+      bin(["flows", "--db", db, "--group", "acme", "--json"])
+    ])
+    expect((JSON.parse(groups.stdout) as Array<GroupRow>).map((g) => [g.groupId, g.weight])).toEqual([["acme", 2], ["globex", 3]])
+    expect((JSON.parse(flows.stdout) as Array<FlowRow & { readonly weight: number }>).map((f) => [f.flowId, f.weight]))
+      .toEqual([["acme/1", 1], ["acme/2", 4], ["acme/3", 1]])
+  }, 120_000)
+
+  it("needs exactly one of --flow and --group and a weight in range, refused before the store is opened", async () => {
+    const missing = path.join(dir, "never-weight.db")
+    const runs = await pool(Parallel, [
+      () => bin(["weight", "--db", missing, "2"]),
+      () => bin(["weight", "--db", missing, "--flow", "A", "--group", "g", "2"]),
+      () => bin(["weight", "--db", missing, "--group", "g", "0"]),
+      () => bin(["weight", "--db", missing, "--group", "g", "x"])
+    ])
+    expect(runs.map((ran) => [ran.code, lines(ran.stderr)])).toEqual([
+      [2, ["fair-relay: weight needs exactly one of --flow FLOW or --group GROUP (InvalidOption)"]],
+      [2, ["fair-relay: weight needs exactly one of --flow FLOW or --group GROUP (InvalidOption)"]],
+      [2, ["W: expected a whole number from 1 to 1000000, got \"0\""]],
+      [2, ["W: expected a whole number from 1 to 1000000, got \"x\""]]
+    ])
+    expect(fs.existsSync(missing)).toBe(false)
+  }, 120_000)
+})

@@ -14,21 +14,10 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect, FastCheck as fc } from "effect"
 import { seedPolicy as seed } from "../../src/domain/Policy.js"
 import { backends, skippedBackends } from "../support/backends.js"
-import { activeFlows, eligibleFlows, replyOf, turnEventLoop } from "../support/fairness.js"
+import { activeFlows, eligibleFlows, type Op, opArb, runOps, turnEventLoop } from "../support/fairness.js"
 import type { World } from "../support/world.js"
 
-type Op =
-  | { readonly _tag: "enqueue"; readonly flow: number }
-  | { readonly _tag: "step"; readonly reply: "ack" | "retry" | "reject" }
-  | { readonly _tag: "redrive" }
-
 const Flows = 24
-
-const opArb: fc.Arbitrary<Op> = fc.oneof(
-  { arbitrary: fc.record({ _tag: fc.constant("enqueue" as const), flow: fc.integer({ min: 0, max: Flows - 1 }) }), weight: 4 },
-  { arbitrary: fc.record({ _tag: fc.constant("step" as const), reply: fc.constantFrom("ack" as const, "ack" as const, "retry" as const, "reject" as const) }), weight: 6 },
-  { arbitrary: fc.constant({ _tag: "redrive" as const }), weight: 1 }
-)
 
 /** A workload's shape: each flow's group (index into the groups, or -1: none) and weight, each group's weight. */
 interface Shape {
@@ -63,34 +52,16 @@ const measureWaits = (w: World, ops: ReadonlyArray<Op>, shape: Shape, grouped: b
     const lastFlow = new Map<string, { index: number; bound: number; continuous: boolean }>()
     const groupClaims = new Map<string, number>()
     let claims = 0
-    let next = 0
-    const observe = Effect.map(w.queue.snapshot, (snapshot) => {
-      const eligible = eligibleFlows(snapshot)
-      const units = new Set([...eligible].map(unitOf))
-      for (const [unit, state] of lastUnit) if (!units.has(unit)) state.continuous = false
-      for (const [flow, state] of lastFlow) if (!eligible.has(flow)) state.continuous = false
-      return snapshot
-    })
-    for (const op of ops) {
-      if (op._tag === "enqueue") {
-        const flowId = `f${op.flow}`
-        const group = grouped && groupOf(flowId) >= 0 ? { group: `G${groupOf(flowId)}` } : {}
-        yield* w.queue.enqueue({ eventId: `e${next++}`, flowId, body: { delta: 1 }, weight: shape.flowWeights[op.flow]!, ...group })
-      } else if (op._tag === "redrive") {
-        const quarantined = (yield* w.queue.snapshot).events.find((e) => e.state === "quarantined")
-        if (quarantined) {
-          yield* w.queue.redrive({ eventId: quarantined.eventId, expectedGeneration: quarantined.generation, reason: "test" })
-        }
-      } else {
-        const before = yield* observe
-        const eligible = eligibleFlows(before)
-        const claimed = yield* w.queue.claim
-        if (claimed._tag === "Idle") {
-          expect(eligible.size).toBe(0)
-          continue
-        }
-        const flow = claimed.event.flowId
-        expect(eligible.has(flow)).toBe(true)
+    yield* runOps(w, ops, {
+      arrival: (flowId) => ({ weight: shape.flowWeights[flowIndex(flowId)]!, ...(grouped && groupOf(flowId) >= 0 ? { group: `G${groupOf(flowId)}` } : {}) }),
+      // A unit or flow that stops being eligible at any moment starts over.
+      observe: (snapshot) => {
+        const eligible = eligibleFlows(snapshot)
+        const units = new Set([...eligible].map(unitOf))
+        for (const [unit, state] of lastUnit) if (!units.has(unit)) state.continuous = false
+        for (const [flow, state] of lastFlow) if (!eligible.has(flow)) state.continuous = false
+      },
+      claimed: (flow, before) => {
         const unit = unitOf(flow)
         const active = [...activeFlows(before)]
         const previousUnit = lastUnit.get(unit)
@@ -106,10 +77,8 @@ const measureWaits = (w: World, ops: ReadonlyArray<Op>, shape: Shape, grouped: b
           lastFlow.set(flow, { index, bound: siblings.reduce((sum, f) => sum + weightOf(f), 0), continuous: true })
           groupClaims.set(unit, index + 1)
         }
-        yield* w.queue.settle(claimed.token, replyOf(op.reply))
       }
-      yield* observe
-    }
+    })
     return waits
   })
 
@@ -142,7 +111,7 @@ for (const backend of backends) {
   describe(`tenant fairness (${backend.name})`, () => {
     it.scoped.prop(
       `a continuously eligible group waits at most the other groups' weight, and its flows their siblings' (${runs} runs)`,
-      [fc.array(opArb, { minLength: 20, maxLength: 120 }), shapeArb],
+      [fc.array(opArb(Flows), { minLength: 20, maxLength: 120 }), shapeArb],
       ([ops, shape]) =>
         Effect.gen(function*() {
           const w = yield* backend.world({ policy: tail })

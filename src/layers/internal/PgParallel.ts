@@ -132,15 +132,20 @@ export const writes = (store: Store, base: QueueWrites) => (): QueueWrites => {
       Effect.gen(function*() {
         if (seen === undefined) return yield* Effect.dieMessage("a parallel write stored the clock before reading it")
         const count = clock.ticket - seen.ticket
-        if (count > 0) {
-          const rows = yield* store.exec(sql`SELECT nextval('relay_ticket') AS n FROM generate_series(1, ${count})`)
-          drawn = rows.map((row) => Number((row as { readonly n: unknown }).n)).sort((a, b) => a - b)
+        const tick = exclusive
+          ? sql`UPDATE relay_clock SET tick = ${clock.tick} WHERE id = 1`
+          : clock.tick > seen.tick
+          ? sql`UPDATE relay_clock SET tick = ${clock.tick}
+            WHERE id = (SELECT id FROM relay_clock WHERE id = 1 AND tick < ${clock.tick} FOR UPDATE SKIP LOCKED)`
+          : undefined
+        if (count <= 0) {
+          if (tick !== undefined) yield* store.exec(tick)
+          return
         }
-        if (exclusive) yield* store.exec(sql`UPDATE relay_clock SET tick = ${clock.tick} WHERE id = 1`)
-        else if (clock.tick > seen.tick) {
-          yield* store.exec(sql`UPDATE relay_clock SET tick = ${clock.tick}
-            WHERE id = (SELECT id FROM relay_clock WHERE id = 1 AND tick < ${clock.tick} FOR UPDATE SKIP LOCKED)`)
-        }
+        // The tickets, and the tick in the same round trip (a data-modifying WITH runs once, read or not).
+        const draw = sql`SELECT nextval('relay_ticket') AS n FROM generate_series(1, ${count})`
+        const rows = yield* store.exec(tick === undefined ? draw : sql`WITH tick AS (${tick}) ${draw}`)
+        drawn = rows.map((row) => Number((row as { readonly n: unknown }).n)).sort((a, b) => a - b)
       }),
     putFlows: (records) => Effect.flatMap(drawnTurns(records), base.putFlows),
     putGroups: (records) =>

@@ -148,10 +148,10 @@ const openOn = (
     // The lock key is per schema and store kind: two stores of one database in different schemas
     // do not wait for each other.
     const lockTimeoutMillis = Math.max(1, Math.round(Duration.toMillis(Duration.decode(options.lockTimeout ?? Duration.seconds(30)))))
-    const lock = Effect.zipRight(
-      sql.unsafe(`SET LOCAL lock_timeout = ${lockTimeoutMillis}`),
-      sql`SELECT pg_advisory_xact_lock(hashtext(current_schema() || ${`/${lockName}`}))`
-    )
+    // One round trip: the transaction's lock timeout (`SET LOCAL`; a volatile subquery, so it
+    // runs first), then the store's lock.
+    const lock = sql`SELECT pg_advisory_xact_lock(hashtext(current_schema() || ${`/${lockName}`}))
+      FROM (SELECT set_config('lock_timeout', ${String(lockTimeoutMillis)}, true)) AS timeout`
     const write = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
       isolated(commitFailuresAsErrors(sql.withTransaction(Effect.zipRight(lock, effect))))
     // Without the store's lock: the statements lock the rows they change (parallel claims).

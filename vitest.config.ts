@@ -1,4 +1,17 @@
+import * as fs from "node:fs"
 import { defineConfig } from "vitest/config"
+
+// Temporary stores on tmpfs when the machine has one (see test/support/tmp.ts); set
+// FAIR_RELAY_TEST_TMPDIR to choose another directory. Set here, before the workers and the child
+// processes they spawn are started, so every one of them inherits it.
+if (process.env.FAIR_RELAY_TEST_TMPDIR === undefined) {
+  try {
+    fs.accessSync("/dev/shm", fs.constants.W_OK)
+    if (fs.statSync("/dev/shm").isDirectory()) process.env.FAIR_RELAY_TEST_TMPDIR = "/dev/shm"
+  } catch {
+    // no tmpfs here: os.tmpdir()
+  }
+}
 
 export default defineConfig({
   test: {

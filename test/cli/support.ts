@@ -12,6 +12,7 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { inject } from "vitest"
 import * as SqliteRelayQueue from "../../src/layers/SqliteRelayQueue.js"
+import { testTmpDir } from "../support/tmp.js"
 
 /** The repository root. */
 export const repositoryRoot = fileURLToPath(new URL("../../", import.meta.url))
@@ -94,7 +95,7 @@ export const pool = async <A>(limit: number, tasks: ReadonlyArray<() => Promise<
 export const Parallel = Math.max(2, Math.min(4, os.availableParallelism()))
 
 /** A fresh temporary directory. */
-export const tempDir = (label: string): string => fs.mkdtempSync(path.join(os.tmpdir(), `fair-relay-cli-${label}-`))
+export const tempDir = (label: string): string => fs.mkdtempSync(path.join(testTmpDir(), `fair-relay-cli-${label}-`))
 
 /** The non-empty lines of an output. */
 export const lines = (text: string): Array<string> => text.split("\n").filter((line) => line.trim() !== "")

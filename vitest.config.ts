@@ -18,6 +18,10 @@ export default defineConfig({
     include: ["test/**/*.test.ts"],
     // Builds the CLI bundle the CLI tests run (test/support/cliBundle.ts).
     globalSetup: ["test/support/cliBundle.ts"],
+    // Two test files at once, even on 2 CPUs (vitest's default there is one): most of the long
+    // files wait on child processes, PostgreSQL or timers rather than use a CPU of their own.
+    maxWorkers: 2,
+    minWorkers: 1,
     testTimeout: 60_000,
     hookTimeout: 60_000
   }

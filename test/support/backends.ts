@@ -205,3 +205,16 @@ export const backends: ReadonlyArray<Backend> = pgUrl === undefined
 export const skippedBackends: ReadonlyArray<string> = pgUrl === undefined
   ? ["postgres (set FAIR_RELAY_PG_URL)", "postgres-parallel (set FAIR_RELAY_PG_URL)"]
   : []
+
+/**
+ * The backends with distinct receiver stores, for tests of the receiver alone: the memory
+ * backend's receiver is the SQLite inbox (in a `:memory:` database) and postgres-parallel's is
+ * the same PgInbox as postgres's (claim modes are a queue setting), so the receiver runs once per
+ * store: SQLite and PostgreSQL.
+ */
+export const receiverBackends: ReadonlyArray<Backend> = backends.filter((backend) =>
+  backend.name === "sqlite" || backend.name === "postgres"
+)
+
+/** Whether `backend` is in `receiverBackends`. */
+export const isReceiverBackend = (backend: Backend): boolean => receiverBackends.includes(backend)

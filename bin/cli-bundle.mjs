@@ -1,5 +1,5 @@
 // The esbuild options of the CLI bundle, shared by `npm run build` (bin/build.mjs, which writes
-// dist/cli/fair-relay.mjs) and the test suite (test/support/cliBundle.ts, which builds the same
+// dist/cli/fair-relay.mjs) and the test suite (test/support/bundles.ts, which builds the same
 // bundle once per `vitest run` so the CLI tests start plain node instead of tsx).
 //
 // better-sqlite3 stays external (a native addon and a dependency of the package): the outfile

@@ -4,7 +4,7 @@
 // Inside a repository checkout (src/ next to bin/) the TypeScript source runs through tsx, a dev
 // dependency, when there is no build or when FAIR_RELAY_CLI_SOURCE=1 (never a stale build). The
 // test suite runs a bundle of its own, built from the current source for each run
-// (test/support/cliBundle.ts), or this launcher with FAIR_RELAY_CLI_SOURCE=1.
+// (test/support/bundles.ts), or this launcher with FAIR_RELAY_CLI_SOURCE=1.
 import { existsSync } from "node:fs"
 import { fileURLToPath } from "node:url"
 

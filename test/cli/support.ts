@@ -38,7 +38,7 @@ export interface BinOptions {
 }
 
 /**
- * The CLI bundle built for this `vitest run` from the current source (test/support/cliBundle.ts,
+ * The CLI bundle built for this `vitest run` from the current source (test/support/bundles.ts,
  * a globalSetup), or "" with FAIR_RELAY_CLI_SOURCE=1: then `bin` runs the source through tsx.
  */
 const cliBundle = inject("cliBundle")

@@ -48,6 +48,8 @@ export default async function setup(project: TestProject) {
   if (!wantCli && !wantChildren) return
   fs.mkdirSync(path.join(root, ".tmp"), { recursive: true })
   const dir = fs.mkdtempSync(path.join(root, ".tmp", "bundles-"))
+  // mkdtemp makes it 0700: a CLI test runs the bundle as another user (nobody) too.
+  fs.chmodSync(dir, 0o755)
   const esbuild = await import("esbuild")
   const builds: Array<Promise<unknown>> = []
   if (wantCli) {

@@ -53,7 +53,9 @@ export default async function setup(project: TestProject) {
   const esbuild = await import("esbuild")
   const builds: Array<Promise<unknown>> = []
   if (wantCli) {
-    const outfile = path.join(dir, "cli", "fair-relay.mjs")
+    // Two directories below the repository root, as dist/cli/fair-relay.mjs is: the CLI finds
+    // package.json (--version) and the repository (demo) at ../../ from its own file.
+    const outfile = path.join(dir, "fair-relay.mjs")
     builds.push(esbuild.build({ ...cliBundleOptions, absWorkingDir: root, outfile }).then(() => project.provide("cliBundle", outfile)))
   }
   if (wantChildren) {

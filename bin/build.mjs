@@ -21,16 +21,5 @@ fs.rmSync("dist", { recursive: true, force: true })
 execFileSync(process.execPath, [require.resolve("typescript/bin/tsc"), "-p", "tsconfig.build.json"], { stdio: "inherit" })
 
 const esbuild = await import("esbuild")
-await esbuild.build({
-  entryPoints: ["src/cli/main.ts"],
-  outfile: "dist/cli/fair-relay.mjs",
-  bundle: true,
-  minify: true,
-  platform: "node",
-  target: "node20",
-  format: "esm",
-  external: ["better-sqlite3"],
-  // Bundled CommonJS dependencies (undici, yaml) call require(); give the ESM bundle one.
-  banner: { js: "import { createRequire as __fairRelayRequire } from 'node:module'; const require = __fairRelayRequire(import.meta.url);" },
-  logLevel: "warning"
-})
+const { cliBundleOptions } = await import("./cli-bundle.mjs")
+await esbuild.build({ ...cliBundleOptions, outfile: "dist/cli/fair-relay.mjs" })

@@ -2,8 +2,9 @@
 // Launcher of the fair-relay CLI. An installed package runs the compiled bundle
 // (dist/cli/fair-relay.mjs, made by `npm run build` / `prepack`): plain node, no tsx.
 // Inside a repository checkout (src/ next to bin/) the TypeScript source runs through tsx, a dev
-// dependency, when there is no build or when FAIR_RELAY_CLI_SOURCE=1 (the tests set it, so they
-// never run a stale build).
+// dependency, when there is no build or when FAIR_RELAY_CLI_SOURCE=1 (never a stale build). The
+// test suite runs a bundle of its own, built from the current source for each run
+// (test/support/bundles.ts), or this launcher with FAIR_RELAY_CLI_SOURCE=1.
 import { existsSync } from "node:fs"
 import { fileURLToPath } from "node:url"
 

@@ -1,8 +1,11 @@
 /**
- * Parent side of the real-process scenarios: spawns a TypeScript child (`node --import tsx`),
- * reads its JSON-line messages from stdout and writes JSON-line commands to its stdin.
+ * Parent side of the real-process scenarios: spawns a TypeScript child (`node --import tsx`, or
+ * its bundle under the test suite), reads its JSON-line messages from stdout and writes JSON-line
+ * commands to its stdin.
  */
 import { spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as path from "node:path"
 import { createInterface } from "node:readline"
 import { fileURLToPath } from "node:url"
 
@@ -48,9 +51,27 @@ export const DefaultMessageTimeoutMillis = 45_000
 const isMessage = (value: unknown): value is ChildMessage =>
   typeof value === "object" && value !== null && typeof (value as { type?: unknown }).type === "string"
 
-/** Spawns `node --import tsx <script> ...args` in the repository root. */
+/**
+ * The bundle of `script` when FAIR_RELAY_CHILD_BUNDLES names a directory holding one
+ * (`<dir>/<script's path in the repository, .ts → .mjs>`: the test suite bundles its leaf children
+ * there once per run, test/support/bundles.ts), otherwise undefined.
+ */
+const bundleOf = (script: string): string | undefined => {
+  const dir = process.env.FAIR_RELAY_CHILD_BUNDLES
+  if (dir === undefined || dir === "") return undefined
+  const relative = path.relative(repoRoot, script)
+  if (relative.startsWith("..") || path.isAbsolute(relative)) return undefined
+  const bundle = path.join(dir, relative.replace(/\.ts$/, ".mjs"))
+  return fs.existsSync(bundle) ? bundle : undefined
+}
+
+/**
+ * Spawns `node --import tsx <script> ...args` in the repository root, or `node <bundle> ...args`
+ * when the script has a bundle (see `bundleOf`): the same code, without compiling it at each start.
+ */
 export const spawnChild = (script: string, args: ReadonlyArray<string> = []): Child => {
-  const proc = spawn(process.execPath, ["--import", "tsx", script, ...args], {
+  const bundle = bundleOf(script)
+  const proc = spawn(process.execPath, bundle === undefined ? ["--import", "tsx", script, ...args] : [bundle, ...args], {
     cwd: repoRoot,
     env: process.env,
     stdio: ["pipe", "pipe", "pipe"]

@@ -1,6 +1,7 @@
 /**
- * Running the real `fair-relay` bin in a child process (`node bin/fair-relay.mjs …` from the
- * repository root, from source through tsx), and the stores the CLI tests start from.
+ * Running the real `fair-relay` CLI in a child process (the bundle built for this test run, or
+ * `node bin/fair-relay.mjs …` from source through tsx with FAIR_RELAY_CLI_SOURCE=1), and the
+ * stores the CLI tests start from.
  */
 import Database from "better-sqlite3"
 import { Effect } from "effect"
@@ -9,7 +10,9 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import { inject } from "vitest"
 import * as SqliteRelayQueue from "../../src/layers/SqliteRelayQueue.js"
+import { testTmpDir } from "../support/tmp.js"
 
 /** The repository root. */
 export const repositoryRoot = fileURLToPath(new URL("../../", import.meta.url))
@@ -34,12 +37,24 @@ export interface BinOptions {
   readonly user?: { readonly uid: number; readonly gid: number }
 }
 
-/** Runs `node bin/fair-relay.mjs ...args` from the repository root, always from source. */
+/**
+ * The CLI bundle built for this `vitest run` from the current source (test/support/bundles.ts,
+ * a globalSetup), or "" with FAIR_RELAY_CLI_SOURCE=1: then `bin` runs the source through tsx.
+ */
+const cliBundle = inject("cliBundle")
+
+/**
+ * Runs the CLI with `args` from the repository root, always built from the current source: the
+ * bundle made for this run (`node <bundle> ...args`, the same esbuild options as the shipped
+ * dist/cli/fair-relay.mjs), or with FAIR_RELAY_CLI_SOURCE=1 `node bin/fair-relay.mjs ...args`
+ * running src/ through tsx.
+ */
 export const bin = (args: ReadonlyArray<string>, options: BinOptions = {}): Promise<Ran> =>
   new Promise((resolve, reject) => {
     const env: Record<string, string | undefined> = { ...process.env, FAIR_RELAY_CLI_SOURCE: "1", ...options.env }
     if (options.env?.FAIR_RELAY_DB === undefined) delete env.FAIR_RELAY_DB
-    const child = spawn(process.execPath, [path.join("bin", "fair-relay.mjs"), ...args], {
+    const entry = cliBundle === "" ? path.join("bin", "fair-relay.mjs") : cliBundle
+    const child = spawn(process.execPath, [entry, ...args], {
       cwd: repositoryRoot,
       env,
       stdio: [options.input === undefined ? "ignore" : "pipe", "pipe", "pipe"],
@@ -80,7 +95,7 @@ export const pool = async <A>(limit: number, tasks: ReadonlyArray<() => Promise<
 export const Parallel = Math.max(2, Math.min(4, os.availableParallelism()))
 
 /** A fresh temporary directory. */
-export const tempDir = (label: string): string => fs.mkdtempSync(path.join(os.tmpdir(), `fair-relay-cli-${label}-`))
+export const tempDir = (label: string): string => fs.mkdtempSync(path.join(testTmpDir(), `fair-relay-cli-${label}-`))
 
 /** The non-empty lines of an output. */
 export const lines = (text: string): Array<string> => text.split("\n").filter((line) => line.trim() !== "")

@@ -4,13 +4,13 @@
  */
 import { Effect, Layer, ManagedRuntime } from "effect"
 import * as fs from "node:fs"
-import * as os from "node:os"
 import * as path from "node:path"
 import * as Dashboard from "../../src/dashboard/Dashboard.js"
 import * as SqliteRelayQueue from "../../src/layers/SqliteRelayQueue.js"
 import { RelayQueue } from "../../src/services/RelayQueue.js"
 import type { RelayQueueService } from "../../src/services/RelayQueue.js"
 import { fill, policy } from "./fixture.js"
+import { testTmpDir } from "../support/tmp.js"
 
 /** Where the browser tests expect Chromium (Debian's `chromium` package). */
 export const chromiumPath = process.env.FAIR_RELAY_CHROMIUM ?? "/usr/bin/chromium"
@@ -33,7 +33,7 @@ export interface Served {
 export const serve = async (
   options: Dashboard.DashboardOptions & { readonly prepare?: Effect.Effect<void, unknown, RelayQueue> } = {}
 ): Promise<Served> => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "fair-relay-dashboard-"))
+  const dir = fs.mkdtempSync(path.join(testTmpDir(), "fair-relay-dashboard-"))
   const { prepare, ...dashboard } = options
   const QueueLive = SqliteRelayQueue.layer({ filename: path.join(dir, "queue.db"), policy })
   const Filled = Layer.effectDiscard(Effect.andThen(fill, prepare ?? Effect.void)).pipe(Layer.provideMerge(QueueLive))

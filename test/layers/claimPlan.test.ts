@@ -6,11 +6,11 @@ import { describe, expect, it } from "@effect/vitest"
 import Database from "better-sqlite3"
 import { Effect } from "effect"
 import * as fs from "node:fs"
-import * as os from "node:os"
 import * as path from "node:path"
 import { seedPolicy } from "../../src/domain/Policy.js"
 import * as SqliteRelayQueue from "../../src/layers/SqliteRelayQueue.js"
 import { captureSql } from "../../scenarios/support/captureSql.js"
+import { testTmpDir } from "../support/tmp.js"
 
 const explain = (file: string, statement: string): ReadonlyArray<string> => {
   const db = new Database(file, { readonly: true })
@@ -30,7 +30,7 @@ const explain = (file: string, statement: string): ReadonlyArray<string> => {
 const planOf = (grouped: boolean) =>
   Effect.gen(function*() {
     const dir = yield* Effect.acquireRelease(
-      Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "fair-relay-plan-"))),
+      Effect.sync(() => fs.mkdtempSync(path.join(testTmpDir(), "fair-relay-plan-"))),
       (d) => Effect.sync(() => fs.rmSync(d, { recursive: true, force: true }))
     )
     const file = path.join(dir, "queue.db")

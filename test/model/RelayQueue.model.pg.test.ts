@@ -1,11 +1,12 @@
 /**
- * The model-based test (see `RelayQueue.model.test.ts`) on PostgreSQL, when FAIR_RELAY_PG_URL
- * names a database (`.ci/run` sets it; otherwise reported as skipped). One fresh schema per chunk,
- * put back to the freshly migrated state before each sequence. It runs FAIR_RELAY_MODEL_PG_RUNS
- * sequences: by default 500 — fewer than SQLite's 1,000, to stay near a minute of CI (each
- * command is a few transactions plus a snapshot: 1,000 took 133 s on a quiet 2-core machine,
- * 500 about 65 s) — and as many as SQLite when FAIR_RELAY_MODEL_RUNS is set and
- * FAIR_RELAY_MODEL_PG_RUNS is not.
+ * The model-based test (see `RelayQueue.model.test.ts`) on PostgreSQL with exact claims, when
+ * FAIR_RELAY_PG_URL names a database (`.ci/run` sets it; otherwise reported as skipped). One fresh
+ * schema per chunk, put back to the freshly migrated state before each sequence. It runs
+ * FAIR_RELAY_MODEL_PG_RUNS sequences: by default 250 — fewer than SQLite's 1,000, as each command
+ * is a few transactions plus a snapshot (1,000 took 133 s on a quiet 2-core machine) — and as
+ * many as SQLite when FAIR_RELAY_MODEL_RUNS is set and FAIR_RELAY_MODEL_PG_RUNS is not.
+ * `RelayQueue.model.pg-parallel.test.ts` runs the same with parallel claims: two files, so that
+ * vitest runs them in two workers at once.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
@@ -14,23 +15,14 @@ import * as PgRelayQueue from "../../src/layers/PgRelayQueue.js"
 import * as TickClock from "../../src/services/TickClock.js"
 import { pgUrl } from "../support/backends.js"
 import { pgQueueSchema, postgres } from "./backends.js"
-import { envInt, modelSuite, onlyBackend } from "./suite.js"
-
-/** Sequences on PostgreSQL. */
-const pgRuns = envInt("FAIR_RELAY_MODEL_PG_RUNS") ?? envInt("FAIR_RELAY_MODEL_RUNS") ?? 500
-/** Sequences on PostgreSQL with parallel claims (one process: the same outcomes; half as many by default). */
-const parallelRuns = envInt("FAIR_RELAY_MODEL_PG_RUNS") ?? envInt("FAIR_RELAY_MODEL_RUNS") ?? 250
+import { modelSuite, onlyBackend, pgRuns } from "./suite.js"
 
 if (pgUrl === undefined) {
   describe("RelayQueue (postgres) against the reference model", () => {
     it.skip("skipped: FAIR_RELAY_PG_URL is not set", () => {})
   })
-  describe("RelayQueue (postgres-parallel) against the reference model", () => {
-    it.skip("skipped: FAIR_RELAY_PG_URL is not set", () => {})
-  })
 } else {
   modelSuite(postgres(pgUrl), pgRuns)
-  modelSuite(postgres(pgUrl, "parallel"), parallelRuns)
 }
 
 describe.skipIf(pgUrl === undefined || (onlyBackend !== undefined && onlyBackend !== "postgres"))("the PostgreSQL reset between sequences", () => {

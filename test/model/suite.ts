@@ -11,18 +11,17 @@ import type { ModelBackend } from "./backends.js"
 import { commandArb, policyArb } from "./commands.js"
 import type { Coverage } from "./runner.js"
 import { runSequence } from "./runner.js"
+import { envInt } from "../support/env.js"
 
-/** An integer environment variable (undefined when unset); anything else is refused. */
-export const envInt = (name: string): number | undefined => {
-  const raw = process.env[name]
-  if (raw === undefined || raw.trim() === "") return undefined
-  const n = Number(raw)
-  if (!Number.isSafeInteger(n)) throw new Error(`${name} must be an integer, got ${JSON.stringify(raw)}`)
-  return n
-}
+export { envInt }
 
 /** Sequences per backend: FAIR_RELAY_MODEL_RUNS, default 1,000. */
 export const runs = envInt("FAIR_RELAY_MODEL_RUNS") ?? 1000
+/**
+ * Sequences on PostgreSQL, in each claim mode: FAIR_RELAY_MODEL_PG_RUNS, else FAIR_RELAY_MODEL_RUNS,
+ * else 250 (each command is a few transactions plus a snapshot there).
+ */
+export const pgRuns = envInt("FAIR_RELAY_MODEL_PG_RUNS") ?? envInt("FAIR_RELAY_MODEL_RUNS") ?? 250
 const chunkSize = Math.max(1, envInt("FAIR_RELAY_MODEL_CHUNK") ?? 500)
 const baseSeed = envInt("FAIR_RELAY_MODEL_SEED") ?? (Date.now() ^ (Math.random() * 0x1_0000_0000)) | 0
 /** FAIR_RELAY_MODEL_PATH: replay one counterexample (with FAIR_RELAY_MODEL_SEED) instead of running chunks. */
@@ -55,7 +54,7 @@ export const articlePolicy = {
 const files = {
   sqlite: "test/model/RelayQueue.model.test.ts",
   postgres: "test/model/RelayQueue.model.pg.test.ts",
-  "postgres-parallel": "test/model/RelayQueue.model.pg.test.ts",
+  "postgres-parallel": "test/model/RelayQueue.model.pg-parallel.test.ts",
   memory: "test/model/RelayQueue.model.memory.test.ts"
 } as const
 

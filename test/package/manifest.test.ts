@@ -8,6 +8,7 @@ import { describe, expect, it } from "vitest"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import { cliBundleOptions } from "../../bin/cli-bundle.mjs"
 
 const root = fileURLToPath(new URL("../../", import.meta.url))
 
@@ -103,8 +104,12 @@ describe("package.json", () => {
   it("builds the CLI into one file that needs no dev dependency at run time", () => {
     const build = fs.readFileSync(path.join(root, "bin", "build.mjs"), "utf8")
     expect(build).toContain(`outfile: "dist/cli/fair-relay.mjs"`)
+    // The options live in bin/cli-bundle.mjs, shared with the test suite's bundle of the CLI.
+    expect(build).toContain(`import("./cli-bundle.mjs")`)
+    expect(build).toContain(`...cliBundleOptions`)
     // Everything the CLI imports is bundled, except the native addon (a dependency).
-    expect(build).toContain(`external: ["better-sqlite3"]`)
+    expect(cliBundleOptions).toMatchObject({ entryPoints: ["src/cli/main.ts"], bundle: true, platform: "node", format: "esm" })
+    expect(cliBundleOptions.external).toEqual(["better-sqlite3"])
     const bundled = [...cliImports].filter((name) => name !== "better-sqlite3")
     const available = new Set([...Object.keys(manifest.devDependencies), ...Object.keys(manifest.dependencies)])
     expect(bundled.filter((name) => !available.has(name))).toEqual([])

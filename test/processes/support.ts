@@ -6,7 +6,6 @@
  */
 import { Effect, Exit, Scope } from "effect"
 import * as fs from "node:fs"
-import * as os from "node:os"
 import * as path from "node:path"
 import { describe, expect } from "vitest"
 import type { Faults } from "../../src/index.js"
@@ -19,6 +18,7 @@ import type {
 } from "../../scenarios/processes/index.js"
 import { sqliteFiles } from "../../scenarios/processes/index.js"
 import { freshSchema, pgUrl, skippedBackends } from "../support/backends.js"
+import { testTmpDir } from "../support/tmp.js"
 
 /** A backend of the real-process tests. */
 export interface ProcessBackend {
@@ -31,7 +31,7 @@ export interface ProcessBackend {
 const sqlite: ProcessBackend = {
   name: "sqlite",
   withStores: async (body) => {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "fair-relay-processes-"))
+    const dir = fs.mkdtempSync(path.join(testTmpDir(), "fair-relay-processes-"))
     try {
       return await body(sqliteFiles(dir))
     } finally {

@@ -16,17 +16,17 @@
  * wait and nothing fails.
  */
 import * as fs from "node:fs"
-import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import { runWriteRace } from "../../scenarios/processes/index.js"
+import { testTmpDir } from "../support/tmp.js"
 
 const Processes = 6
 const PerProcess = 150
 const Total = Processes * PerProcess
 
 describe("write race (6 OS processes, one flow, BEGIN IMMEDIATE)", () => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "fair-relay-write-race-"))
+  const dir = fs.mkdtempSync(path.join(testTmpDir(), "fair-relay-write-race-"))
   afterAll(() => fs.rmSync(dir, { recursive: true, force: true }))
 
   it(`hands out seqs 1..${Total} once each, and one ticket per claim`, async () => {

@@ -5,9 +5,9 @@
 import { describe, expect, it } from "@effect/vitest"
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
-import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import { testTmpDir } from "../support/tmp.js"
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
 const frozen = path.join(root, "scenarios/results.json")
@@ -33,7 +33,7 @@ describe("demo --check", () => {
   })
 
   it("fails when one frozen value is edited", () => {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "fair-relay-frozen-"))
+    const dir = fs.mkdtempSync(path.join(testTmpDir(), "fair-relay-frozen-"))
     try {
       const edited = JSON.parse(fs.readFileSync(frozen, "utf8"))
       expect(edited.redrive_after_fix.stores.totals.A).toBe(11)

@@ -48,14 +48,17 @@ const measureWaits = (w: World, ops: ReadonlyArray<Op>, weights: ReadonlyMap<str
  */
 const propertyRuns = { sqlite: 40, postgres: 15 } as const
 
+/** The property runs on `backend`: PostgreSQL's in both claim modes (postgres, postgres-parallel). */
+const runsOn = (backend: string) => backend.startsWith("postgres") ? propertyRuns.postgres : propertyRuns.sqlite
+
 /** The fast-check runs of a property on `backend`, and a timeout that fits them. */
 const propertyOptions = (backend: string) => {
-  const numRuns = backend === "postgres" ? propertyRuns.postgres : propertyRuns.sqlite
+  const numRuns = runsOn(backend)
   return { fastCheck: { numRuns }, timeout: numRuns * 10_000 }
 }
 
 for (const backend of backends) {
-  const runs = backend.name === "postgres" ? propertyRuns.postgres : propertyRuns.sqlite
+  const runs = runsOn(backend.name)
   describe(`tail admission (${backend.name})`, () => {
     it.scoped.prop(
       `no continuously eligible flow waits more claims than the other flows' total weight at its last claim (${runs} runs)`,

@@ -10,7 +10,6 @@ import Database from "better-sqlite3"
 import { Effect, Redacted } from "effect"
 import type { Scope } from "effect"
 import * as fs from "node:fs"
-import * as os from "node:os"
 import * as path from "node:path"
 import * as PgInbox from "../../src/layers/PgInbox.js"
 import * as MemoryRelayQueue from "../../src/layers/MemoryRelayQueue.js"
@@ -18,6 +17,7 @@ import * as PgRelayQueue from "../../src/layers/PgRelayQueue.js"
 import * as SqliteInbox from "../../src/layers/SqliteInbox.js"
 import { makeWorld, sqliteStores } from "../../scenarios/World.js"
 import type { World, WorldOptions } from "../../scenarios/World.js"
+import { testTmpDir } from "./tmp.js"
 
 /** Which store a fault goes into. */
 export type Target = "queue" | "inbox"
@@ -35,7 +35,7 @@ export interface Backend {
 
 /** A temporary directory removed with the scope. */
 export const tempDir = Effect.acquireRelease(
-  Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "fair-relay-test-"))),
+  Effect.sync(() => fs.mkdtempSync(path.join(testTmpDir(), "fair-relay-test-"))),
   (dir) => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))
 )
 
@@ -205,3 +205,16 @@ export const backends: ReadonlyArray<Backend> = pgUrl === undefined
 export const skippedBackends: ReadonlyArray<string> = pgUrl === undefined
   ? ["postgres (set FAIR_RELAY_PG_URL)", "postgres-parallel (set FAIR_RELAY_PG_URL)"]
   : []
+
+/**
+ * The backends with distinct receiver stores, for tests of the receiver alone: the memory
+ * backend's receiver is the SQLite inbox (in a `:memory:` database) and postgres-parallel's is
+ * the same PgInbox as postgres's (claim modes are a queue setting), so the receiver runs once per
+ * store: SQLite and PostgreSQL.
+ */
+export const receiverBackends: ReadonlyArray<Backend> = backends.filter((backend) =>
+  backend.name === "sqlite" || backend.name === "postgres"
+)
+
+/** Whether `backend` is in `receiverBackends`. */
+export const isReceiverBackend = (backend: Backend): boolean => receiverBackends.includes(backend)

@@ -7,7 +7,6 @@ import Database from "better-sqlite3"
 import { Effect, Ref } from "effect"
 import type { Scope } from "effect"
 import * as fs from "node:fs"
-import * as os from "node:os"
 import * as path from "node:path"
 import * as Counter from "../../../src/sample/Counter.js"
 import * as SqliteInbox from "../../../src/layers/SqliteInbox.js"
@@ -15,6 +14,7 @@ import * as SqliteRelayQueue from "../../../src/layers/SqliteRelayQueue.js"
 import type { InboxService } from "../../../src/services/Inbox.js"
 import type { RelayQueueService } from "../../../src/services/RelayQueue.js"
 import * as TickClock from "../../../src/services/TickClock.js"
+import { testTmpDir } from "../../support/tmp.js"
 
 /** The tick at which the template was written; cases run at the same tick. */
 export const TemplateTick = 10
@@ -33,7 +33,7 @@ export const changedFiles = (before: Map<string, Buffer>, after: Map<string, Buf
   }).sort()
 }
 
-export const makeDir = (prefix: string): string => fs.mkdtempSync(path.join(os.tmpdir(), `fair-relay-${prefix}-`))
+export const makeDir = (prefix: string): string => fs.mkdtempSync(path.join(testTmpDir(), `fair-relay-${prefix}-`))
 
 /** Store files of one case. */
 export interface Files {

@@ -3,6 +3,7 @@
  * (e.g. `@effect/opentelemetry`); names follow the OpenTelemetry conventions.
  */
 import { Effect, Metric, MetricBoundaries } from "effect"
+import type { Tracer } from "effect"
 
 /** Heads claimed. */
 export const claims = Metric.counter("fair_relay_claims_total", { description: "heads claimed", incremental: true })
@@ -75,3 +76,22 @@ export const prunedByKind = {
 
 /** Span options of the hot-path operations: no stack capture (tens of µs each); the span name says where. */
 export const hotSpan = { captureStackTrace: false } as const
+
+// Effect's built-in tracer (the default service): its spans go nowhere unless something reads them.
+const builtInTracer: Tracer.Tracer = Effect.runSync(Effect.tracer)
+
+/**
+ * `Effect.withSpan(name)` for a hot-path operation (claim, settle, receive, a step): the span is
+ * made only when a real tracer is installed (`@effect/opentelemetry`, `Layer.setTracer`); under
+ * Effect's built-in tracer, which exports nothing, the operation runs without one — a span costs
+ * a context copy, a clock read and an object per operation.
+ */
+export const withHotSpan = (name: string, options?: Tracer.SpanOptions) => {
+  const spanOptions = options === undefined ? hotSpan : { ...hotSpan, ...options }
+  return <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+    Effect.tracerWith((tracer) => (tracer === builtInTracer ? self : Effect.withSpan(self, name, spanOptions)))
+}
+
+/** `Effect.annotateCurrentSpan` inside a `withHotSpan`: nothing to do when no real tracer made the span. */
+export const annotateHotSpan = (attributes: () => Record<string, unknown>): Effect.Effect<void> =>
+  Effect.tracerWith((tracer) => (tracer === builtInTracer ? Effect.void : Effect.annotateCurrentSpan(attributes())))

@@ -161,7 +161,7 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
       return { _tag: "Delivered", claimed, reply, outcome } as const
     })
 
-  const step: Effect.Effect<StepResult, StepError> = stepWith(deliver).pipe(Effect.withSpan("Relay.step", Metrics.hotSpan))
+  const step: Effect.Effect<StepResult, StepError> = stepWith(deliver).pipe(Metrics.withHotSpan("Relay.step"))
 
   /**
    * Group commit for single-step workers: the claims, deliveries (when the transport takes
@@ -226,7 +226,7 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
       }
     })
 
-  const stepBatch = (size: number) => batchWith(size, deliverAll).pipe(Effect.withSpan("Relay.stepBatch", Metrics.hotSpan))
+  const stepBatch = (size: number) => batchWith(size, deliverAll).pipe(Metrics.withHotSpan("Relay.stepBatch"))
 
   /**
    * A delivery that always ends in a reply: a timeout, a transport failure or a defect becomes

@@ -389,13 +389,13 @@ export const make = (
   const claim: Effect.Effect<ClaimOutcome, ClockRegressed | SqlError> = claimUpTo(1).pipe(
     Effect.map(({ claims, wakeAt }): ClaimOutcome => claims[0] ?? (wakeAt === undefined ? { _tag: "Idle" } : { _tag: "Idle", wakeAt })),
     Effect.tap((outcome) =>
-      Effect.annotateCurrentSpan(
+      Metrics.annotateHotSpan(() =>
         outcome._tag === "Claimed"
           ? { eventId: outcome.event.eventId, flowId: outcome.event.flowId, generation: outcome.token.generation }
           : { idle: true }
       )
     ),
-    Effect.withSpan("RelayQueue.claim", Metrics.hotSpan)
+    Metrics.withHotSpan("RelayQueue.claim")
   )
 
   const settleAll = (items: ReadonlyArray<readonly [Token, DeliveryReply]>) =>
@@ -495,9 +495,9 @@ export const make = (
     policy,
     enqueue: (input) =>
       Effect.flatMap(Input.decodeEnqueue(input, policy), (command) => Effect.map(enqueueAll([command]), (results) => results[0]!))
-        .pipe(Effect.withSpan("RelayQueue.enqueue", Metrics.hotSpan)),
+        .pipe(Metrics.withHotSpan("RelayQueue.enqueue")),
     enqueueBatch: (inputs) =>
-      Effect.flatMap(Input.decodeEnqueueBatch(inputs, policy), enqueueAll).pipe(Effect.withSpan("RelayQueue.enqueueBatch", Metrics.hotSpan)),
+      Effect.flatMap(Input.decodeEnqueueBatch(inputs, policy), enqueueAll).pipe(Metrics.withHotSpan("RelayQueue.enqueueBatch")),
     setFlowWeight: (input) =>
       Effect.flatMap(Input.decodeFlowWeight(input), ({ flowId, weight }) =>
         write((tx, clock) =>
@@ -512,17 +512,17 @@ export const make = (
     claimBatch: (limit) =>
       Effect.flatMap(Input.decodeBatchSize(limit), claimUpTo).pipe(
         Effect.map(({ claims }) => claims),
-        Effect.withSpan("RelayQueue.claimBatch", Metrics.hotSpan)
+        Metrics.withHotSpan("RelayQueue.claimBatch")
       ),
-    claimUpTo: (limit) => Effect.flatMap(Input.decodeBatchSize(limit), claimUpTo).pipe(Effect.withSpan("RelayQueue.claimBatch", Metrics.hotSpan)),
+    claimUpTo: (limit) => Effect.flatMap(Input.decodeBatchSize(limit), claimUpTo).pipe(Metrics.withHotSpan("RelayQueue.claimBatch")),
     settle: (token, reply) =>
       Effect.flatMap(Input.decodeSettle(token, reply), (item) =>
         Effect.zipRight(
-          Effect.annotateCurrentSpan({ eventId: item[0].eventId, generation: item[0].generation }),
+          Metrics.annotateHotSpan(() => ({ eventId: item[0].eventId, generation: item[0].generation })),
           Effect.map(settleAll([item]), (outcomes) => outcomes[0]!)
-        )).pipe(Effect.withSpan("RelayQueue.settle", Metrics.hotSpan)),
+        )).pipe(Metrics.withHotSpan("RelayQueue.settle")),
     settleBatch: (items) =>
-      Effect.flatMap(Input.decodeSettleBatch(items), settleAll).pipe(Effect.withSpan("RelayQueue.settleBatch", Metrics.hotSpan)),
+      Effect.flatMap(Input.decodeSettleBatch(items), settleAll).pipe(Metrics.withHotSpan("RelayQueue.settleBatch")),
     redrive,
     resetClock,
     snapshot,

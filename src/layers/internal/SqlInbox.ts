@@ -193,11 +193,11 @@ const service = (store: Store, business: InboxBusiness, retention: InboxRetentio
 
   const receive = (input: DeliveryInput) =>
     Effect.flatMap(decode(input, "receive"), (decoded) => Effect.map(receiveAll([decoded]), (replies) => replies[0]!))
-      .pipe(Effect.withSpan("Inbox.receive", Metrics.hotSpan))
+      .pipe(Metrics.withHotSpan("Inbox.receive"))
 
   const receiveBatch = (inputs: ReadonlyArray<DeliveryInput>) =>
     Effect.flatMap(Effect.forEach(inputs, (input) => decode(input, "receiveBatch")), receiveAll)
-      .pipe(Effect.withSpan("Inbox.receiveBatch", { attributes: { size: inputs.length } }))
+      .pipe(Metrics.withHotSpan("Inbox.receiveBatch", { attributes: { size: inputs.length } }))
 
   const receiptsRead = store.read(
     Effect.map(Effect.flatMap(store.exec(sql`SELECT * FROM inbox_receipt ORDER BY flow_id, seq`), receipts), (rows) =>

@@ -223,27 +223,39 @@ const decodeCandidates = (rows: ReadonlyArray<unknown>) =>
 /**
  * What a claim of up to `limit` heads chooses from (`Operations.rotate` picks): the first `limit`
  * flows of no group whose head is eligible at `now`, in turn order, and the first `limit` groups
- * with an eligible head, each with its first `limit` such flows — one statement, every part an
- * ordered index walk that stops at `limit`. `+eligible_at` keeps the planner on the turn indexes
- * instead of the wake index (a range over every eligible flow, then a sort).
+ * with an eligible head, each with its first `limit` such flows — every part an ordered index walk
+ * that stops at `limit`. `+eligible_at` keeps the planner on the turn indexes instead of the wake
+ * index (a range over every eligible flow, then a sort). SQLite runs the two parts as two
+ * statements (the rows of their `UNION ALL`, in the same order): as one compound statement it
+ * runs the first part as a co-routine, which costs more than both statements apart (1.3 ms
+ * against 0.9 ms for 64 heads). PostgreSQL runs them as one (one round trip).
  */
-export const selectCandidates = (store: Store) => (now: number, limit: number) =>
-  Effect.flatMap(
-    store.exec(store.sql`SELECT * FROM (SELECT ${store.sql.literal(candidateColumns)},
+export const selectCandidates = (store: Store) => {
+  const { sql } = store
+  const alone = (now: number, limit: number) =>
+    sql`SELECT ${sql.literal(candidateColumns)},
           CAST(NULL AS BIGINT) AS g_served, CAST(NULL AS BIGINT) AS g_weight, CAST(NULL AS BIGINT) AS g_burst
         FROM relay_flow f JOIN relay_event e ON e.flow_id = f.flow_id AND e.seq = f.head_seq
         WHERE f.eligible_at IS NOT NULL AND f.group_id IS NULL AND +f.eligible_at <= ${now}
-        ORDER BY f.served, f.flow_id LIMIT ${limit}) AS alone
-      UNION ALL
-      SELECT ${store.sql.literal(candidateColumns)}, g.served AS g_served, g.weight AS g_weight, g.burst AS g_burst
+        ORDER BY f.served, f.flow_id LIMIT ${limit}`
+  const grouped = (now: number, limit: number) =>
+    sql`SELECT ${sql.literal(candidateColumns)}, g.served AS g_served, g.weight AS g_weight, g.burst AS g_burst
       FROM (SELECT group_id, served, weight, burst FROM relay_group
           WHERE eligible_at IS NOT NULL AND +eligible_at <= ${now} ORDER BY served, group_id LIMIT ${limit}) AS g
         JOIN relay_flow f ON f.flow_id IN (SELECT flow_id FROM relay_flow
           WHERE group_id = g.group_id AND eligible_at IS NOT NULL AND group_id IS NOT NULL AND +eligible_at <= ${now}
           ORDER BY served, flow_id LIMIT ${limit})
-        JOIN relay_event e ON e.flow_id = f.flow_id AND e.seq = f.head_seq`),
-    decodeCandidates
-  )
+        JOIN relay_event e ON e.flow_id = f.flow_id AND e.seq = f.head_seq`
+  const apart = sql.onDialectOrElse({ sqlite: () => true, orElse: () => false })
+  return (now: number, limit: number) =>
+    apart
+      ? Effect.flatMap(
+        store.exec(alone(now, limit)),
+        (first) =>
+          Effect.flatMap(store.exec(grouped(now, limit)), (second) => decodeCandidates(second.length === 0 ? first : [...first, ...second]))
+      )
+      : Effect.flatMap(store.exec(sql`SELECT * FROM (${alone(now, limit)}) AS alone UNION ALL ${grouped(now, limit)}`), decodeCandidates)
+}
 
 /**
  * The claim's choice on a store whose writers run side by side (PostgreSQL parallel claims): the

@@ -18,6 +18,10 @@ export interface SqliteConnection {
   readonly sql: SqlClient.SqlClient
   /** Runs a statement synchronously on the handle; call only while holding the connection. */
   readonly run: (text: string, params: ReadonlyArray<unknown>) => ReadonlyArray<object>
+  /** The connection as `@effect/sql` sees it (what a transaction provides as its `TransactionConnection`). */
+  readonly connection: Connection
+  /** The one permit that guards the connection: whoever holds it may use `run` and `connection`. */
+  readonly lock: Effect.Semaphore
 }
 
 /** Most prepared statements kept (least recently used are dropped). */
@@ -100,5 +104,5 @@ export const make = (filename: string, options: { readonly readonly?: boolean } 
       transactionAcquirer,
       spanAttributes: [["db.system.name", "sqlite"]]
     }).pipe(Effect.provide(Reactivity.layer))
-    return { sql, run } satisfies SqliteConnection
+    return { sql, run, connection, lock: semaphore } satisfies SqliteConnection
   })

@@ -117,6 +117,66 @@ const transaction = (client: SqlClient.SqlClient, begin: string, busyTimeoutMill
     )
 }
 
+/**
+ * `transaction` for a store that owns its connection, on the better-sqlite3 handle itself: the
+ * connection's lock, BEGIN, the body (with the connection as its `TransactionConnection`, as
+ * above), COMMIT — no scope, no span and no effect per statement around the body. A BEGIN that
+ * finds another process's write lock falls back to the same non-blocking retries; a COMMIT that
+ * fails is rolled back and fails typed, a failed body rolled back, exactly as above.
+ */
+const handleTransaction = (connection: SqliteConnection.SqliteConnection, begin: string, busyTimeoutMillis: number) => {
+  const { lock, run } = connection
+  const attempt = (statement: string): SqlError | undefined => {
+    try {
+      run(statement, [])
+      return undefined
+    } catch (cause) {
+      return new SqlError({ cause, message: "Failed to execute statement" })
+    }
+  }
+  const beginAgain = retryBusy(busyTimeoutMillis)(Effect.suspend(() => {
+    const error = attempt(begin)
+    return error === undefined ? Effect.void : Effect.fail(error)
+  }))
+  const start = Effect.suspend(() => {
+    const error = attempt(begin)
+    return error === undefined ? Effect.void : isBusy(error) ? beginAgain : Effect.fail(error)
+  })
+  // A COMMIT that fails leaves SQLite's transaction open on our only connection; roll it back
+  // so the next operation does not find itself inside a dead transaction.
+  const commit = <A>(value: A): Effect.Effect<A, SqlError> => {
+    const error = attempt("COMMIT")
+    if (error === undefined) return Effect.succeed(value)
+    attempt("ROLLBACK")
+    return Effect.fail(error)
+  }
+  // SQLite may already have rolled back (some errors do); that ROLLBACK's complaint must not
+  // replace the real error.
+  const rollback = <A, E>(exit: Exit.Exit<A, E>): Effect.Effect<A, E | SqlError> => {
+    const error = attempt("ROLLBACK")
+    return error === undefined || noTransaction(error) ? exit : Effect.fail(error)
+  }
+  const transactionConnection: readonly [Connection, number] = [connection.connection, 0]
+  return <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
+    isolated(
+      Effect.uninterruptibleMask((restore) =>
+        Effect.zipRight(
+          restore(lock.take(1)),
+          Effect.ensuring(
+            Effect.zipRight(
+              restore(start),
+              Effect.flatMap(
+                Effect.exit(restore(Effect.provideService(effect, SqlClient.TransactionConnection, transactionConnection))),
+                (exit) => (Exit.isSuccess(exit) ? commit(exit.value) : rollback(exit))
+              )
+            ),
+            lock.release(1)
+          )
+        )
+      )
+    )
+}
+
 /** Runs the store's own statements synchronously on the connection's handle (see `SqliteConnection`). */
 const execOnHandle = (connection: SqliteConnection.SqliteConnection) =>
 <A extends object>(statement: Statement.Statement<A>): Effect.Effect<ReadonlyArray<A>, SqlError> =>
@@ -196,8 +256,8 @@ export const open = (
     yield* sql.unsafe(`PRAGMA synchronous = ${options.synchronous === "normal" ? "NORMAL" : "FULL"}`)
     const store: Store = {
       sql,
-      write: transaction(sql, "BEGIN IMMEDIATE", busy),
-      read: transaction(sql, "BEGIN", busy),
+      write: handleTransaction(connection, "BEGIN IMMEDIATE", busy),
+      read: handleTransaction(connection, "BEGIN", busy),
       exec: execOnHandle(connection)
     }
     yield* store.write(

@@ -1,0 +1,80 @@
+/**
+ * The SQLite store's own transactions (run on the better-sqlite3 handle): a COMMIT that fails is
+ * a typed `SqlError`, its transaction is rolled back, and the store keeps working; a failed or
+ * interrupted body is rolled back; writes take turns on the one connection.
+ */
+import * as SqlClient from "@effect/sql/SqlClient"
+import { SqlError } from "@effect/sql/SqlError"
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Exit, Fiber } from "effect"
+import * as path from "node:path"
+import * as SqliteStore from "../../src/layers/internal/SqliteStore.js"
+import type { Store } from "../../src/layers/internal/Store.js"
+import { tempDir } from "../support/backends.js"
+
+const migrations = {
+  "1_tables": Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    Effect.zipRight(
+      sql`CREATE TABLE parent (id INTEGER PRIMARY KEY)`,
+      sql`CREATE TABLE child (id INTEGER PRIMARY KEY, parent INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED)`
+    ))
+}
+
+const openStore = Effect.gen(function*() {
+  const dir = yield* tempDir
+  const store = yield* SqliteStore.open({ filename: path.join(dir, "store.db") }, migrations, "test_migrations")
+  // A deferred foreign key is checked at COMMIT: the way to make a COMMIT fail on demand.
+  yield* store.sql.unsafe("PRAGMA foreign_keys = ON")
+  return store
+})
+
+const count = (store: Store, table: string) =>
+  store.read(Effect.map(store.sql<{ n: number }>`SELECT COUNT(*) AS n FROM ${store.sql(table)}`, (rows) => Number(rows[0]!.n)))
+
+describe("SQLite store transactions", () => {
+  it.scoped("a COMMIT that fails is a typed SqlError, rolls back, and the next write works", () =>
+    Effect.gen(function*() {
+      const store = yield* openStore
+      const exit = yield* Effect.exit(store.write(store.sql`INSERT INTO child (id, parent) VALUES (1, 42)`))
+      expect(Exit.isFailure(exit)).toBe(true)
+      if (Exit.isFailure(exit)) {
+        const error = exit.cause._tag === "Fail" ? exit.cause.error : undefined
+        expect(error).toBeInstanceOf(SqlError)
+        expect(String((error as SqlError).cause)).toMatch(/FOREIGN KEY/)
+      }
+      expect(yield* count(store, "child")).toBe(0)
+      yield* store.write(Effect.zipRight(store.sql`INSERT INTO parent (id) VALUES (42)`, store.sql`INSERT INTO child (id, parent) VALUES (1, 42)`))
+      expect(yield* count(store, "child")).toBe(1)
+    }))
+
+  it.scoped("a failed body is rolled back and its error kept", () =>
+    Effect.gen(function*() {
+      const store = yield* openStore
+      const exit = yield* Effect.exit(store.write(Effect.zipRight(store.sql`INSERT INTO parent (id) VALUES (1)`, Effect.fail("no"))))
+      expect(exit).toStrictEqual(Exit.fail("no"))
+      expect(yield* count(store, "parent")).toBe(0)
+    }))
+
+  it.scoped("an interrupted body is rolled back and the connection is free again", () =>
+    Effect.gen(function*() {
+      const store = yield* openStore
+      const fiber = yield* Effect.fork(store.write(Effect.zipRight(store.sql`INSERT INTO parent (id) VALUES (1)`, Effect.never)))
+      yield* Effect.yieldNow()
+      yield* Effect.yieldNow()
+      yield* Fiber.interrupt(fiber)
+      expect(yield* count(store, "parent")).toBe(0)
+      yield* store.write(store.sql`INSERT INTO parent (id) VALUES (2)`)
+      expect(yield* count(store, "parent")).toBe(1)
+    }))
+
+  it.scoped("concurrent writes take turns and all commit", () =>
+    Effect.gen(function*() {
+      const store = yield* openStore
+      yield* Effect.forEach(
+        Array.from({ length: 20 }, (_, i) => i),
+        (i) => store.write(Effect.zipRight(Effect.yieldNow(), store.sql`INSERT INTO parent (id) VALUES (${i})`)),
+        { concurrency: "unbounded", discard: true }
+      )
+      expect(yield* count(store, "parent")).toBe(20)
+    }))
+})

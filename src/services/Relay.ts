@@ -6,6 +6,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Cause, Config, Context, Deferred, Duration, Effect, Either, Fiber, Layer, Metric, Schema } from "effect"
 import type { TimeoutException } from "effect/Cause"
 import type { ClockRegressed, InvalidInput } from "../domain/Errors.js"
+import * as Idle from "../domain/Idle.js"
 import type { Claimed, ClaimOutcome, DeliveryReply, SettleOutcome } from "../domain/Outcomes.js"
 import type { DeliveryInput, Token } from "../domain/Records.js"
 import * as Coalesce from "./Coalesce.js"
@@ -299,23 +300,25 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
       const stopping = yield* Deferred.make<void>()
       const stopped = Deferred.isDone(stopping)
 
-      const sleepIdle = (wakeAt: number | undefined) =>
+      // Sleeps after an idle claim (`Idle.idleSleep`); returns the immediate wake-ups in a row so far.
+      const sleepIdle = (wakeAt: number | undefined, inARow: number) =>
         Effect.gen(function*() {
           const now = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
-          const poll = Duration.toMillis(settings.pollInterval)
-          const millis = wakeAt === undefined ? poll : Math.min(poll, Math.max(0, wakeAt - now))
-          yield* Effect.raceAll([Effect.sleep(Duration.millis(millis)), queue.awaitWork, Deferred.await(stopping)])
+          const sleep = Idle.idleSleep(wakeAt, now, Duration.toMillis(settings.pollInterval), inARow)
+          yield* Effect.raceAll([Effect.sleep(Duration.millis(sleep.millis)), queue.awaitWork, Deferred.await(stopping)])
+          return sleep.inARow
         })
 
       const worker = (id: number) =>
         Effect.gen(function*() {
+          let inARow = 0
           while (!(yield* stopped)) {
             const result: { readonly busy: boolean; readonly wakeAt?: number | undefined } = yield* work(settings, group).pipe(
               Effect.catchAllCause((cause) =>
                 Effect.as(Effect.logWarning("relay step failed; retrying after the poll interval", cause), { busy: false })
               )
             )
-            if (!result.busy) yield* sleepIdle(result.wakeAt)
+            inARow = result.busy ? 0 : yield* sleepIdle(result.wakeAt, inARow)
           }
         }).pipe(Effect.annotateLogs({ worker: id }), Effect.withSpan("Relay.worker", { attributes: { worker: id } }))
 

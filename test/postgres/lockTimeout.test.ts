@@ -6,24 +6,10 @@
  */
 import { it } from "@effect/vitest"
 import { Effect, Exit } from "effect"
-import pg from "pg"
 import { expect } from "vitest"
 import { PgRelayQueue } from "../../src/index.js"
 import { freshSchema } from "../support/backends.js"
-import { describePg } from "./support.js"
-
-/** Another connection's open transaction that runs `statement` and holds what it locks until the scope ends. */
-const hold = (url: string, statement: string) =>
-  Effect.acquireRelease(
-    Effect.promise(async () => {
-      const client = new pg.Client({ connectionString: url })
-      await client.connect()
-      await client.query("BEGIN")
-      await client.query(statement)
-      return client
-    }),
-    (client) => Effect.promise(() => client.query("ROLLBACK").then(() => client.end()))
-  )
+import { describePg, holdInTransaction } from "./support.js"
 
 /** The SQLSTATE somewhere in a failure's cause chain. */
 const sqlState = (error: unknown): string | undefined => {
@@ -55,7 +41,7 @@ describePg("PostgreSQL: lockTimeout", (url) => {
         yield* queue.enqueue({ eventId: "A1", flowId: "A", body: {} })
         const before = yield* queue.snapshot
         const refused = yield* Effect.scoped(Effect.zipRight(
-          hold(schema.url, statement(schema.name)),
+          holdInTransaction(schema.url, statement(schema.name)),
           Effect.exit(queue.enqueue({ eventId: "A2", flowId: "A", body: {} }).pipe(Effect.timeout("20 seconds")))
         ))
         expect(Exit.isFailure(refused)).toBe(true)

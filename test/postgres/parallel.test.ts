@@ -15,25 +15,15 @@
  */
 import { it } from "@effect/vitest"
 import { Effect, Fiber, Metric } from "effect"
-import pg from "pg"
 import { expect } from "vitest"
 import type { RelayQueueService } from "../../src/index.js"
 import { Metrics, PgRelayQueue } from "../../src/index.js"
 import { freshSchema } from "../support/backends.js"
-import { describePg } from "./support.js"
+import { describePg, holdInTransaction } from "./support.js"
 
-/** A transaction of another connection that holds the rows of `flows` until `release`. */
+/** A transaction of another connection that holds the rows of `flows` until the scope ends. */
 const holdFlows = (url: string, flows: ReadonlyArray<string>) =>
-  Effect.acquireRelease(
-    Effect.promise(async () => {
-      const client = new pg.Client({ connectionString: url })
-      await client.connect()
-      await client.query("BEGIN")
-      await client.query("SELECT flow_id FROM relay_flow WHERE flow_id = ANY($1) FOR UPDATE", [flows])
-      return client
-    }),
-    (client) => Effect.promise(() => client.query("ROLLBACK").then(() => client.end()))
-  )
+  holdInTransaction(url, "SELECT flow_id FROM relay_flow WHERE flow_id = ANY($1) FOR UPDATE", [flows])
 
 const claimedFlow = (queue: RelayQueueService) =>
   Effect.map(queue.claim, (outcome) => (outcome._tag === "Claimed" ? outcome.event.flowId : outcome))

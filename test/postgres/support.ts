@@ -3,6 +3,8 @@
  * suite), and how to find the backend that holds a store's write lock.
  */
 import type { SqlClient } from "@effect/sql/SqlClient"
+import { Effect } from "effect"
+import pg from "pg"
 import { describe } from "vitest"
 import { pgUrl } from "../support/backends.js"
 
@@ -43,3 +45,19 @@ export const lockHolders = (admin: SqlClient, schema: string, kind: StoreKind) =
       AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
       AND l.classid::bigint = ((k.key >> 32) & 4294967295)
       AND l.objid::bigint = (k.key & 4294967295)`
+
+/**
+ * Another connection's open transaction that has run `statement` and holds whatever it locked
+ * until the scope ends (then it rolls back).
+ */
+export const holdInTransaction = (url: string, statement: string, params: ReadonlyArray<unknown> = []) =>
+  Effect.acquireRelease(
+    Effect.promise(async () => {
+      const client = new pg.Client({ connectionString: url })
+      await client.connect()
+      await client.query("BEGIN")
+      await client.query(statement, [...params])
+      return client
+    }),
+    (client) => Effect.promise(() => client.query("ROLLBACK").then(() => client.end()))
+  )

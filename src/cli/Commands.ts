@@ -25,6 +25,7 @@ import {
   osUser,
   print,
   printJson,
+  printNextPage,
   reasonOption,
   schemaOption,
   shared,
@@ -117,9 +118,7 @@ const flows = Command.make("flows", {
       ["FLOW", "GROUP", "LAST SEQ", "HEAD SEQ", "HEAD STATE", "SERVED", "WEIGHT"],
       rows.map((flow) => [flow.flowId, flow.group, flow.seq, flow.headSeq, headText(flow), flow.served, flow.weight])
     ))
-    if (rows.length === options.limit) {
-      yield* print(`… more: ${group === undefined ? "" : `--group ${group} `}--after ${rows[rows.length - 1]!.flowId}`)
-    }
+    yield* printNextPage(rows, options.limit, (last) => `${group === undefined ? "" : `--group ${group} `}--after ${last.flowId}`)
   }))).pipe(Command.withDescription(
     "Per flow: its group, last seq, head seq and state, served (its place in the rotation), weight; --group lists one group's flows."
   ))
@@ -143,7 +142,7 @@ const groups = Command.make("groups", {
       ["GROUP", "WEIGHT", "SERVED", "FLOWS", "WAITING"],
       page.map((group) => [group.groupId, group.weight, group.served, group.flows, group.waiting])
     ))
-    if (page.length === options.limit) yield* print(`… more: --after ${page[page.length - 1]!.groupId}`)
+    yield* printNextPage(page, options.limit, (last) => `--after ${last.groupId}`)
   }))).pipe(Command.withDescription(
     "Per group (tenant): weight, served (its place in the rotation across groups), its flows, and how many of them have unacked events."
   ))
@@ -175,7 +174,7 @@ const events = Command.make("events", {
       ["EVENT", "FLOW", "SEQ", "STATE", "GEN", "ATTEMPTS", "LIFETIME", "REASON"],
       list.map((e) => [e.eventId, e.flowId, e.seq, e.state, e.generation, e.attempts, e.lifetimeAttempts, e.reason])
     ))
-    if (list.length === options.limit) yield* print(`… more: --after ${list[list.length - 1]!.eventId}`)
+    yield* printNextPage(list, options.limit, (last) => `--after ${last.eventId}`)
   }))).pipe(Command.withDescription("Events in event-id order, filtered by state and flow, a page at a time."))
 
 // ---------------------------------------------------------------------------------------------

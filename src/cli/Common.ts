@@ -202,5 +202,9 @@ export const context = (options: { readonly db: Option.Option<string>; readonly 
 /** Prints human output on stdout. */
 export const print = (text: string) => Console.log(text)
 
+/** After a full page of `limit` rows, the options that list the next one (`next` of the last row). */
+export const printNextPage = <A>(page: ReadonlyArray<A>, limit: number, next: (last: A) => string) =>
+  page.length === limit && page.length > 0 ? print(`… more: ${next(page[page.length - 1]!)}`) : Effect.void
+
 /** Prints the one JSON document of a `--json` command on stdout. */
 export const printJson = (value: unknown) => Console.log(Format.json(value))

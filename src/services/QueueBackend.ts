@@ -58,7 +58,10 @@ export interface QueueReads {
   readonly clock: Effect.Effect<ClockRecord, SqlError>
   /** The least `eligibleAt` of all flows (when the next head becomes claimable), if any. */
   readonly wakeAt: Effect.Effect<number | null, SqlError>
-  /** Up to `limit` flows whose head is eligible at `now`, in turn order, with their heads. */
+  /**
+   * Up to `limit` flows whose head is eligible at `now`, in turn order, with their heads; when no
+   * head is eligible, none, found without walking the flows that wait (an idle claim stays cheap).
+   */
   readonly candidates: (now: number, limit: number) => Effect.Effect<ReadonlyArray<Candidate>, SqlError>
   readonly events: (ids: ReadonlyArray<EventId>) => Effect.Effect<ReadonlyArray<EventRecord>, SqlError>
   /** Id, flow, seq and body text of the stored events among `ids`, and the dedup records of pruned ones. */

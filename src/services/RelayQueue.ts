@@ -361,17 +361,19 @@ export const make = (
   const claimUpTo = (limit: number): Effect.Effect<ClaimBatch, ClockRegressed | SqlError> =>
     write((tx, clock, now) =>
       Effect.gen(function*() {
-        // An idle claim is one index seek, not a walk over every waiting flow.
-        const wakeAt = yield* tx.wakeAt
-        if (wakeAt === null || wakeAt > now) return [claimed([], wakeAt ?? undefined), noChanges] as const
-        const decided = Operations.claim(yield* tx.candidates(now, limit), clock, now, policy, limit)
-        if (decided === undefined) return yield* Effect.dieMessage("a flow caches a head that is not eligible")
-        // Heads are eligible but other writers hold every one of them (a backend that claims in
-        // parallel): not idle — try again at once rather than after the poll interval.
-        if (decided.claims.length === 0) {
+        // The candidates first (a backend answers none at once when no head is eligible): a claim
+        // that finds heads reads once, an idle one reads again for when to wake.
+        const candidates = yield* tx.candidates(now, limit)
+        if (candidates.length === 0) {
+          const wakeAt = yield* tx.wakeAt
+          if (wakeAt === null || wakeAt > now) return [claimed([], wakeAt ?? undefined), noChanges] as const
+          // Heads are eligible but other writers hold every one of them (a backend that claims in
+          // parallel): not idle — try again at once rather than after the poll interval.
           yield* Metric.increment(Metrics.contendedClaims)
           return [claimed([], now + 1), noChanges] as const
         }
+        const decided = Operations.claim(candidates, clock, now, policy, limit)
+        if (decided === undefined) return yield* Effect.dieMessage("a flow caches a head that is not eligible")
         const groups = decided.changes.flows.flatMap((f) => (f.group === null ? [] : [f.group]))
         return [claimed(decided.claims, undefined, groups), decided.changes] as const
       }), claimFaults).pipe(

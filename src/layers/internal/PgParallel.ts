@@ -28,6 +28,7 @@ import type { ClockRecord } from "../../domain/Records.js"
 import type { QueueBackend, QueueWrites } from "../../services/QueueBackend.js"
 import * as Rows from "./QueueRows.js"
 import * as SqlRelayQueue from "./SqlRelayQueue.js"
+import { execWrite } from "./Store.js"
 import type { Store } from "./Store.js"
 
 /** How claims share a PostgreSQL store. */
@@ -139,7 +140,7 @@ export const writes = (store: Store, base: QueueWrites) => (): QueueWrites => {
             WHERE id = (SELECT id FROM relay_clock WHERE id = 1 AND tick < ${clock.tick} FOR UPDATE SKIP LOCKED)`
           : undefined
         if (count <= 0) {
-          if (tick !== undefined) yield* store.exec(tick)
+          if (tick !== undefined) yield* execWrite(store, "relay_clock", tick)
           return
         }
         // The tickets, and the tick in the same round trip (a data-modifying WITH runs once, read or not).

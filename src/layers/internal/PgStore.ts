@@ -9,11 +9,11 @@ import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
 import * as PgClient from "@effect/sql-pg/PgClient"
-import * as Statement from "@effect/sql/Statement"
-import { Cause, Duration, Effect, Option, Redacted } from "effect"
-import type * as Pg from "pg"
+import { Cause, Duration, Effect, Redacted } from "effect"
 import type { Scope } from "effect"
-import { alone, commitFailuresAsErrors, execOnConnection, insideTransaction, isolated, logStatement, misuse } from "./Store.js"
+import * as PgHeldWrites from "./PgHeldWrites.js"
+import { execPrepared, transactions } from "./PgTransactions.js"
+import { alone, commitFailuresAsErrors, execOnConnection, insideTransaction, isolated, misuse } from "./Store.js"
 import type { Migrations, OpenError, Store } from "./Store.js"
 
 export { TransactionMisuse } from "./Store.js"
@@ -61,40 +61,6 @@ const isRetryable = (error: unknown): boolean => {
   return typeof cause?.code === "string" && retryableCodes.has(cause.code)
 }
 
-// Statement texts and the names they are prepared under (one name per text, for every connection).
-const prepared = new Map<string, string>()
-const MaxPrepared = 500
-let names = 0
-
-/**
- * Runs one of the store's statements on the transaction's connection as a named prepared
- * statement: the server parses and plans a statement once per connection instead of on every
- * call (most of a small transaction's server time). Texts beyond the first 500 (bulk statements
- * of unusual sizes) run unnamed. Outside a transaction it runs as usual.
- */
-export const execPrepared = <A extends object>(statement: Statement.Statement<A>): Effect.Effect<ReadonlyArray<A>, SqlError> =>
-  Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (transaction) => {
-    const client = Option.isSome(transaction) ? (transaction.value[0] as { readonly pg?: Pg.PoolClient }).pg : undefined
-    if (client === undefined) return execOnConnection(statement)
-    const [text, params] = statement.compile()
-    let name = prepared.get(text)
-    if (name === undefined && prepared.size < MaxPrepared) {
-      name = `fair_relay_${names++}`
-      prepared.set(text, name)
-    }
-    return Effect.zipRight(
-      logStatement(text),
-      Effect.async<ReadonlyArray<A>, SqlError>((resume) => {
-        client.query<A>({ name, text, values: params as Array<unknown> }, (error, result) => {
-          // A table changed under a prepared statement (another process migrated the store): the
-          // statement fails once, and the text is prepared afresh under a new name next time.
-          if ((error as { readonly code?: unknown } | undefined)?.code === "0A000") prepared.delete(text)
-          resume(error ? Effect.fail(new SqlError({ cause: error, message: "Failed to execute statement" })) : Effect.succeed(result.rows))
-        })
-      })
-    )
-  })
-
 /** The server's clock in epoch milliseconds (`clock_timestamp()`: the time of the call, not of the transaction's start). */
 const serverTime = (sql: SqlClient.SqlClient): Effect.Effect<number, SqlError> =>
   Effect.map(
@@ -116,10 +82,13 @@ const connect = (options: PgStoreOptions): Effect.Effect<PgClient.PgClient, SqlE
   )
 
 /** A read transaction: one consistent snapshot, refused writes. */
-const readTransaction = (sql: SqlClient.SqlClient) => <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-  isolated(commitFailuresAsErrors(sql.withTransaction(
-    Effect.zipRight(sql`SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY`, effect)
-  )))
+const readTransaction = (sql: SqlClient.SqlClient) => {
+  const transaction = transactions(sql, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+  return <A, E, R>(effect: Effect.Effect<A, E, R>) => isolated(commitFailuresAsErrors(transaction(effect)))
+}
+
+/** A SQL string literal. */
+const quote = (text: string) => `'${text.replace(/'/g, "''")}'`
 
 /**
  * Opens a PostgreSQL store and applies its migrations under the store's lock, so concurrent
@@ -148,16 +117,15 @@ const openOn = (
     // The lock key is per schema and store kind: two stores of one database in different schemas
     // do not wait for each other.
     const lockTimeoutMillis = Math.max(1, Math.round(Duration.toMillis(Duration.decode(options.lockTimeout ?? Duration.seconds(30)))))
-    // One round trip: the transaction's lock timeout (`SET LOCAL`; a volatile subquery, so it
-    // runs first), then the store's lock.
-    const lock = sql`SELECT pg_advisory_xact_lock(hashtext(current_schema() || ${`/${lockName}`}))
-      FROM (SELECT set_config('lock_timeout', ${String(lockTimeoutMillis)}, true)) AS timeout`
-    const write = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-      isolated(commitFailuresAsErrors(sql.withTransaction(Effect.zipRight(lock, effect))))
+    // BEGIN, the transaction's lock timeout and the store's lock: sent with the first statement.
+    const timeout = `SET LOCAL lock_timeout = ${lockTimeoutMillis}`
+    const locked = transactions(sql, `BEGIN; ${timeout}; SELECT pg_advisory_xact_lock(hashtext(current_schema() || ${quote(`/${lockName}`)}))`)
+    const hold = PgHeldWrites.holding(sql, execPrepared)
+    const write = <A, E, R>(effect: Effect.Effect<A, E, R>) => isolated(commitFailuresAsErrors(locked(hold(effect))))
     // Without the store's lock: the statements lock the rows they change (parallel claims).
-    const lockWaits = sql.unsafe(`SET LOCAL lock_timeout = ${lockTimeoutMillis}`)
+    const rowLocked = transactions(sql, `BEGIN; ${timeout}`)
     const rowLockedWrite = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-      Effect.retry(isolated(commitFailuresAsErrors(sql.withTransaction(Effect.zipRight(lockWaits, effect)))), {
+      Effect.retry(isolated(commitFailuresAsErrors(rowLocked(hold(effect)))), {
         times: 5,
         while: isRetryable
       })
@@ -172,7 +140,8 @@ const openOn = (
       write,
       rowLockedWrite,
       read,
-      exec: execPrepared,
+      exec: PgHeldWrites.exec(sql, execPrepared),
+      execWrite: PgHeldWrites.execWrite(sql, execPrepared),
       now: options.time === "database" ? serverTime(sql) : undefined
     }
     yield* write(
@@ -223,17 +192,21 @@ export const fromClient = (
  * with exact claims it would hold the store-wide lock until the application commits, and is
  * refused. Outside, it runs in a transaction of its own (`own`).
  */
-export const joinAmbient = (own: Store["write"], parallel: boolean): Store["write"] => (effect) =>
-  Effect.flatMap(insideTransaction, (inside) =>
-    !inside
-      ? own(effect)
-      : parallel
-      ? effect
-      : misuse(
-        "enqueue",
-        "an enqueue inside the application's transaction needs a store with parallel claims (claims: \"parallel\"); " +
-          "with exact claims it would hold the store-wide lock until the application commits"
-      ))
+export const joinAmbient = (sql: SqlClient.SqlClient, own: Store["write"], parallel: boolean): Store["write"] => {
+  // Inside, the enqueue's held writes are sent before it returns to the application.
+  const hold = PgHeldWrites.holding(sql, execPrepared)
+  return (effect) =>
+    Effect.flatMap(insideTransaction, (inside) =>
+      !inside
+        ? own(effect)
+        : parallel
+        ? hold(effect)
+        : misuse(
+          "enqueue",
+          "an enqueue inside the application's transaction needs a store with parallel claims (claims: \"parallel\"); " +
+            "with exact claims it would hold the store-wide lock until the application commits"
+        ))
+}
 
 /**
  * Opens an existing PostgreSQL store read-only: nothing is created or migrated; reads run in

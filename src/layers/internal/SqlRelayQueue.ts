@@ -19,7 +19,7 @@ import * as RelayQueue from "../../services/RelayQueue.js"
 import type { Retention } from "../../services/Retention.js"
 import type { Fragment } from "@effect/sql/Statement"
 import * as Rows from "./QueueRows.js"
-import { chunks, idType, isolated, rowsTable } from "./Store.js"
+import { chunks, execWrite, idType, isolated, rowsTable } from "./Store.js"
 import type { Store } from "./Store.js"
 
 /** Embedded migrations of the queue store. */
@@ -221,14 +221,23 @@ const decodeCandidates = (rows: ReadonlyArray<unknown>) =>
   Effect.map(Rows.decode.candidates(rows), (decoded) => decoded.map(Rows.toCandidate))
 
 /**
+ * The limit of a candidate walk: `limit` when some head is eligible at `now` (one seek of the wake
+ * index), else 0. Both databases work out a LIMIT before the walk, and a LIMIT of 0 walks nothing:
+ * an idle claim does not walk the flows that wait (as a WHERE term, SQLite would test it per row).
+ */
+const walkLimit = (store: Store, now: number, limit: number) =>
+  store.sql`CASE WHEN (SELECT MIN(eligible_at) FROM relay_flow WHERE eligible_at IS NOT NULL) <= ${now} THEN ${limit} ELSE 0 END`
+
+/**
  * What a claim of up to `limit` heads chooses from (`Operations.rotate` picks): the first `limit`
  * flows of no group whose head is eligible at `now`, in turn order, and the first `limit` groups
  * with an eligible head, each with its first `limit` such flows — every part an ordered index walk
- * that stops at `limit`. `+eligible_at` keeps the planner on the turn indexes instead of the wake
- * index (a range over every eligible flow, then a sort). SQLite runs the two parts as two
- * statements (the rows of their `UNION ALL`, in the same order): as one compound statement it
- * runs the first part as a co-routine, which costs more than both statements apart (1.3 ms
- * against 0.9 ms for 64 heads). PostgreSQL runs them as one (one round trip).
+ * that stops at `limit`, and none when no head is eligible (`walkLimit`). `+eligible_at` keeps
+ * the planner on the turn indexes instead of the wake index (a range over every eligible flow,
+ * then a sort). SQLite runs the two parts as two statements (the rows of their `UNION ALL`, in
+ * the same order): as one compound statement it runs the first part as a co-routine, which costs
+ * more than both statements apart (1.3 ms against 0.9 ms for 64 heads). PostgreSQL runs them as
+ * one (one round trip).
  */
 export const selectCandidates = (store: Store) => {
   const { sql } = store
@@ -237,11 +246,11 @@ export const selectCandidates = (store: Store) => {
           CAST(NULL AS BIGINT) AS g_served, CAST(NULL AS BIGINT) AS g_weight, CAST(NULL AS BIGINT) AS g_burst
         FROM relay_flow f JOIN relay_event e ON e.flow_id = f.flow_id AND e.seq = f.head_seq
         WHERE f.eligible_at IS NOT NULL AND f.group_id IS NULL AND +f.eligible_at <= ${now}
-        ORDER BY f.served, f.flow_id LIMIT ${limit}`
+        ORDER BY f.served, f.flow_id LIMIT ${walkLimit(store, now, limit)}`
   const grouped = (now: number, limit: number) =>
     sql`SELECT ${sql.literal(candidateColumns)}, g.served AS g_served, g.weight AS g_weight, g.burst AS g_burst
       FROM (SELECT group_id, served, weight, burst FROM relay_group
-          WHERE eligible_at IS NOT NULL AND +eligible_at <= ${now} ORDER BY served, group_id LIMIT ${limit}) AS g
+          WHERE eligible_at IS NOT NULL AND +eligible_at <= ${now} ORDER BY served, group_id LIMIT ${walkLimit(store, now, limit)}) AS g
         JOIN relay_flow f ON f.flow_id IN (SELECT flow_id FROM relay_flow
           WHERE group_id = g.group_id AND eligible_at IS NOT NULL AND group_id IS NOT NULL AND +eligible_at <= ${now}
           ORDER BY served, flow_id LIMIT ${limit})
@@ -271,7 +280,7 @@ export const selectLockedCandidates = (store: Store) => (now: number, limit: num
           CAST(NULL AS BIGINT) AS g_served, CAST(NULL AS BIGINT) AS g_weight, CAST(NULL AS BIGINT) AS g_burst
         FROM relay_flow f JOIN relay_event e ON e.flow_id = f.flow_id AND e.seq = f.head_seq
         WHERE f.eligible_at IS NOT NULL AND f.group_id IS NULL AND +f.eligible_at <= ${now}
-        ORDER BY f.served, f.flow_id LIMIT ${limit} FOR UPDATE OF f, e SKIP LOCKED),
+        ORDER BY f.served, f.flow_id LIMIT ${walkLimit(store, now, limit)} FOR UPDATE OF f, e SKIP LOCKED),
       grouped AS (SELECT ${store.sql.literal(candidateColumns)}, g.served AS g_served, g.weight AS g_weight, g.burst AS g_burst
         FROM relay_group g
           JOIN relay_flow f ON f.flow_id IN (SELECT flow_id FROM relay_flow
@@ -279,7 +288,7 @@ export const selectLockedCandidates = (store: Store) => (now: number, limit: num
             ORDER BY served, flow_id LIMIT ${limit})
           JOIN relay_event e ON e.flow_id = f.flow_id AND e.seq = f.head_seq
         WHERE g.group_id IN (SELECT group_id FROM relay_group
-          WHERE eligible_at IS NOT NULL AND +eligible_at <= ${now} ORDER BY served, group_id LIMIT ${limit})
+          WHERE eligible_at IS NOT NULL AND +eligible_at <= ${now} ORDER BY served, group_id LIMIT ${walkLimit(store, now, limit)})
           AND f.group_id = g.group_id AND f.eligible_at IS NOT NULL AND +f.eligible_at <= ${now}
         FOR UPDATE OF g, f, e SKIP LOCKED)
       SELECT * FROM alone UNION ALL SELECT * FROM grouped`),
@@ -290,7 +299,7 @@ export const selectLockedCandidates = (store: Store) => (now: number, limit: num
 export const insertGroups = (store: Store, records: ReadonlyArray<GroupRecord>, conflict: Fragment = store.sql.literal("")) => {
   const { sql } = store
   return bulk([...records].sort((a, b) => compareIds(a.groupId, b.groupId)), groupColumns.length, (records) =>
-    store.exec(sql`INSERT INTO relay_group (${sql.literal(groupColumns.join(", "))})
+    execWrite(store, "relay_group", sql`INSERT INTO relay_group (${sql.literal(groupColumns.join(", "))})
       SELECT ${sql.literal(groupColumns.map((c) => `v.${c}`).join(", "))}
       FROM ${rowsTable(sql, "relay_group", groupColumns, records.map(Rows.groupRow))} WHERE true ${conflict}`))
 }
@@ -443,10 +452,10 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean } 
         )
       }),
 
-    setClock: (clock) => Effect.asVoid(store.exec(sql`UPDATE relay_clock SET tick = ${clock.tick}, ticket = ${clock.ticket} WHERE id = 1`)),
+    setClock: (clock) => execWrite(store, "relay_clock", sql`UPDATE relay_clock SET tick = ${clock.tick}, ticket = ${clock.ticket} WHERE id = 1`),
     insertEvents: (rows) =>
       bulk(rows, insertColumns.length, (rows) =>
-        store.exec(sql`INSERT INTO relay_event (${sql.literal(insertColumns.join(", "))})
+        execWrite(store, "relay_event", sql`INSERT INTO relay_event (${sql.literal(insertColumns.join(", "))})
           SELECT ${sql.literal(insertColumns.map((c) => `v.${c}`).join(", "))}
           FROM ${rowsTable(sql, "relay_event", insertColumns, rows.map(Rows.eventInsert))}`)
       ),
@@ -454,7 +463,7 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean } 
       const ackedAt = new Map(acked.map((a): [string, number] => [a.eventId, a.ackedAt]))
       // An acked event keeps the ack time it has; any other state has none.
       return bulk(records, updateColumns.length, (records) =>
-        store.exec(sql`UPDATE relay_event SET state = v.state, next_at = v.next_at, lease_until = v.lease_until,
+        execWrite(store, "relay_event", sql`UPDATE relay_event SET state = v.state, next_at = v.next_at, lease_until = v.lease_until,
             generation = v.generation, attempts = v.attempts, lifetime_attempts = v.lifetime_attempts, reason = v.reason,
             acked_at = CASE WHEN v.state = 'acked' THEN COALESCE(v.acked_at, relay_event.acked_at) END
           FROM ${
@@ -468,7 +477,7 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean } 
       // `WHERE true` tells SQLite's parser that ON CONFLICT belongs to the INSERT, not a join.
       Effect.zipRight(
         bulk(records, flowColumns.length, (records) =>
-          store.exec(sql`INSERT INTO relay_flow (${sql.literal(flowColumns.join(", "))})
+          execWrite(store, "relay_flow", sql`INSERT INTO relay_flow (${sql.literal(flowColumns.join(", "))})
             SELECT ${sql.literal(flowColumns.map((c) => `v.${c}`).join(", "))}
             FROM ${rowsTable(sql, "relay_flow", flowColumns, records.map(Rows.flowRow))} WHERE true
             ON CONFLICT (flow_id) DO UPDATE SET seq = excluded.seq, served = excluded.served, head_seq = excluded.head_seq,
@@ -491,20 +500,22 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean } 
                 ["flow_id", "head_seq", "eligible_at"],
                 heads.map((h) => ({ flow_id: h.flowId, head_seq: h.headSeq, eligible_at: h.eligibleAt }))
               )
-            } WHERE relay_flow.flow_id = v.flow_id RETURNING relay_flow.group_id`),
+            } WHERE relay_flow.flow_id = v.flow_id RETURNING relay_flow.group_id`, "relay_flow"),
             (rows) => grouped.push(...rows.map((row) => (row as { readonly group_id: string | null }).group_id))
           )),
         Effect.suspend(() => refreshGroups(store, grouped, lockGroups))
       )
       }),
     appendAudit: (record) =>
-      Effect.asVoid(
-        store.exec(sql`INSERT INTO relay_audit (event_id, reason, generation, tick, actor)
-          VALUES (${record.eventId}, ${record.reason}, ${record.generation}, ${record.tick}, ${record.actor})`)
+      execWrite(
+        store,
+        "relay_audit",
+        sql`INSERT INTO relay_audit (event_id, reason, generation, tick, actor)
+          VALUES (${record.eventId}, ${record.reason}, ${record.generation}, ${record.tick}, ${record.actor})`
       ),
     putDedup: (records) =>
       bulk(records, dedupColumns.length, (records) =>
-        store.exec(sql`INSERT INTO relay_pruned (${sql.literal(dedupColumns.join(", "))})
+        execWrite(store, "relay_pruned", sql`INSERT INTO relay_pruned (${sql.literal(dedupColumns.join(", "))})
           SELECT ${sql.literal(dedupColumns.map((c) => `v.${c}`).join(", "))}
           FROM ${rowsTable(sql, "relay_pruned", dedupColumns, records.map(Rows.dedupRow))} WHERE true
           ON CONFLICT (event_id) DO UPDATE SET flow_id = excluded.flow_id, seq = excluded.seq,

@@ -31,9 +31,23 @@ export interface Store {
   readonly join?: (<A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | SqlError, R>) | undefined
   /** Optional: the database server's time in milliseconds, read inside `write`/`read` (see `PgStoreOptions.time`). */
   readonly now?: Effect.Effect<number, SqlError> | undefined
-  /** Runs one of the store's own statements inside `write` or `read`, by the cheapest path the backend has. */
-  readonly exec: <A extends object>(statement: Statement.Statement<A>) => Effect.Effect<ReadonlyArray<A>, SqlError>
+  /**
+   * Runs one of the store's own statements inside `write` or `read`, by the cheapest path the
+   * backend has. `table`: the statement changes and reads that table only (besides its
+   * parameters), so held writes of other tables (`execWrite`) may go with it.
+   */
+  readonly exec: <A extends object>(statement: Statement.Statement<A>, table?: string) => Effect.Effect<ReadonlyArray<A>, SqlError>
+  /**
+   * Runs a write whose result nobody reads, which changes `table` and reads nothing else: a
+   * backend may hold it and send it with its transaction's next statement (PostgreSQL does, one
+   * round trip fewer). Absent: `exec`.
+   */
+  readonly execWrite?: ((table: string, statement: Statement.Statement<object>) => Effect.Effect<void, SqlError>) | undefined
 }
+
+/** `store.execWrite`, or the statement run at once. */
+export const execWrite = (store: Store, table: string, statement: Statement.Statement<object>): Effect.Effect<void, SqlError> =>
+  store.execWrite === undefined ? Effect.asVoid(store.exec(statement)) : store.execWrite(table, statement)
 
 /**
  * Why a store on the application's client refused to run: an enqueue inside a transaction that
@@ -118,7 +132,8 @@ const MaxParameters = 30_000
 /**
  * `rows` as a table `v` with the named columns of `table`, for one bulk statement: a `VALUES`
  * list of bound parameters on SQLite (parsing one JSON parameter per column costs several times
- * more), one JSON parameter read by `json_populate_recordset` (typed by the table) on PostgreSQL.
+ * more), one JSON parameter read by `json_populate_recordset` (typed by the table) on PostgreSQL,
+ * with its row count.
  */
 export const rowsTable = (
   sql: SqlClient.SqlClient,
@@ -127,7 +142,9 @@ export const rowsTable = (
   rows: ReadonlyArray<Readonly<Record<string, unknown>>>
 ): Fragment =>
   sql.onDialectOrElse({
-    pg: () => sql`json_populate_recordset(NULL::${sql(table)}, ${JSON.stringify(rows)}::json) AS v`,
+    // The LIMIT tells the planner how many rows there are: it takes a set-returning function for
+    // 100 rows and would join them to a table of up to ~30k rows by scanning all of it.
+    pg: () => sql`(SELECT * FROM json_populate_recordset(NULL::${sql(table)}, ${JSON.stringify(rows)}::json) LIMIT ${rows.length}) AS v`,
     orElse: () => {
       const params: Array<unknown> = []
       for (const row of rows) for (const column of columns) params.push(row[column] ?? null)

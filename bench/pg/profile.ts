@@ -1,0 +1,107 @@
+/**
+ * Where a PostgreSQL step's time goes, for diagnosis; not part of `npm run bench`. Fills a fresh
+ * database with `events` over 64 flows, then runs `steps` claim → settle pairs (or `claimBatch` →
+ * `settleBatch` of `batch`) on one connection and prints, per step: wall time, this process's CPU,
+ * the server backends' CPU, and the statements sent (by text, most frequent first).
+ *
+ *   npx tsx bench/pg/profile.ts [--parallel] [--batch N] [--steps N] [--url postgres://…/db]
+ *   node --import tsx --cpu-prof --cpu-prof-dir bench/.cache/profile bench/pg/profile.ts …
+ */
+import { Effect, Scope, Exit } from "effect"
+import pg from "pg"
+import * as PgRelayQueue from "../../src/layers/PgRelayQueue.js"
+
+const argument = (name: string) => {
+  const at = process.argv.indexOf(name)
+  return at === -1 ? undefined : process.argv[at + 1]
+}
+const parallel = process.argv.includes("--parallel")
+const batch = Number(argument("--batch") ?? 1)
+const steps = Number(argument("--steps") ?? 2000)
+const base = argument("--url") ?? "postgres://postgres@127.0.0.1:5432/postgres"
+const database = `fair_relay_profile_${process.pid}`
+
+// Statements sent while counting, by text: how many, and the milliseconds from sending each to its answer.
+const texts = new Map<string, { count: number; ms: number }>()
+let counting = false
+const query = pg.Client.prototype.query
+pg.Client.prototype.query = function(this: pg.Client, ...args: Array<unknown>) {
+  const callback = args[args.length - 1]
+  if (counting && typeof callback === "function") {
+    const first = args[0] as string | { readonly text?: string }
+    const text = (typeof first === "string" ? first : first.text ?? "?").replace(/\s+/g, " ").slice(0, 110)
+    const entry = texts.get(text) ?? { count: 0, ms: 0 }
+    texts.set(text, entry)
+    entry.count++
+    const sent = performance.now()
+    args[args.length - 1] = (...results: Array<unknown>) => {
+      entry.ms += performance.now() - sent
+      return (callback as (...results: Array<unknown>) => unknown)(...results)
+    }
+  }
+  return (query as (...args: Array<unknown>) => unknown).apply(this, args)
+} as unknown as typeof query
+
+/** CPU milliseconds of the server's backends of this database (from /proc; the server is local). */
+const admin = new pg.Client({ connectionString: base })
+const serverCpuMs = async () => {
+  const { rows } = await admin.query<{ pid: number }>("SELECT pid FROM pg_stat_activity WHERE datname = $1", [database])
+  const fs = await import("node:fs")
+  let ticks = 0
+  for (const { pid } of rows) {
+    try {
+      const fields = fs.readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ")
+      ticks += Number(fields[11]) + Number(fields[12])
+    } catch {
+      // gone
+    }
+  }
+  return ticks * 10
+}
+
+await admin.connect()
+await admin.query(`CREATE DATABASE ${database}`)
+const url = base.replace(/\/[^/]*$/, `/${database}`)
+const scope = Effect.runSync(Scope.make())
+try {
+  const queue = await Effect.runPromise(
+    Scope.extend(PgRelayQueue.make({ url, maxConnections: 1, policy: { leaseTicks: "60 seconds" }, claims: parallel ? "parallel" : "exact" }), scope)
+  )
+  // Enough for the warm-up and every step to claim a full batch.
+  const events = Math.max((steps + 60) * batch, 4096)
+  for (let from = 0; from < events; from += 1024) {
+    const items = Array.from({ length: Math.min(1024, events - from) }, (_, i) => ({
+      eventId: `e${String(from + i).padStart(8, "0")}`,
+      flowId: `f${(from + i) % 64}`,
+      body: { n: from + i }
+    }))
+    await Effect.runPromise(queue.enqueueBatch(items))
+  }
+  const step = batch === 1
+    ? Effect.flatMap(queue.claim, (outcome) =>
+      outcome._tag === "Claimed" ? Effect.asVoid(queue.settle(outcome.token, { _tag: "Accepted" })) : Effect.dieMessage("idle"))
+    : Effect.flatMap(queue.claimBatch(batch), (claims) =>
+      Effect.asVoid(queue.settleBatch(claims.map((c) => ({ token: c.token, reply: { _tag: "Accepted" as const } })))))
+  await Effect.runPromise(Effect.repeatN(step, 50))
+  counting = true
+  const cpu = process.cpuUsage()
+  const server = await serverCpuMs()
+  const start = performance.now()
+  await Effect.runPromise(Effect.repeatN(step, steps - 1))
+  const wall = performance.now() - start
+  const used = process.cpuUsage(cpu)
+  const serverUsed = (await serverCpuMs()) - server
+  counting = false
+  const per = (x: number) => (x / steps).toFixed(3)
+  console.log(`${parallel ? "parallel" : "exact"} batch ${batch}: ${steps} steps, ${((steps * batch) / (wall / 1000)).toFixed(0)} events/s`)
+  console.log(`per step: wall ${per(wall)} ms, client CPU ${per((used.user + used.system) / 1000)} ms, server CPU ${per(serverUsed)} ms`)
+  const total = [...texts.values()].reduce((a, b) => a + b.count, 0)
+  console.log(`statements per step: ${(total / steps).toFixed(2)} (count per step, ms per step from send to answer, text)`)
+  for (const [text, { count, ms }] of [...texts].sort((a, b) => b[1].ms - a[1].ms)) {
+    console.log(`  ${(count / steps).toFixed(2)}  ${per(ms)}  ${text}`)
+  }
+} finally {
+  await Effect.runPromise(Scope.close(scope, Exit.void))
+  await admin.query(`DROP DATABASE ${database} WITH (FORCE)`)
+  await admin.end()
+}

@@ -1,8 +1,9 @@
 /**
- * A CPU profile of the batched drain (`Relay.stepBatch(64)`, FULL), for diagnosis; not part of
- * `npm run bench`. Profile, then summarize self time by package:
+ * A CPU profile of the batched drain (`Relay.stepBatch(64)`, FULL), or with `--daemon` of
+ * `relay.run({ workers: 8, batchSize: 1 })`, for diagnosis; not part of `npm run bench`. Profile,
+ * then summarize self time by package:
  *
- *   node --import tsx --cpu-prof --cpu-prof-dir bench/.cache/profile bench/profile.ts [events]
+ *   node --import tsx --cpu-prof --cpu-prof-dir bench/.cache/profile bench/profile.ts [events] [--daemon]
  *     (also writes bench/.cache/profile/drain-only-….cpuprofile: the drain alone, via node:inspector)
  *   npx tsx bench/profile.ts --summarize bench/.cache/profile/CPU.….cpuprofile
  */
@@ -79,9 +80,10 @@ if (args[0] === "--summarize") {
   // Imported here so that summarizing works while the library is mid-edit.
   const { Effect } = await import("effect")
   const { TickClock } = await import("../src/index.js")
-  const { drainLoop, relayLayer } = await import("./drain.js")
+  const { daemonLoop, delivered, drainLoop, relayLayer } = await import("./drain.js")
   const { fill, removeDb, workDir } = await import("./stores.js")
-  const events = Number(args[0] ?? 10_000)
+  const events = Number(args.find((arg) => !arg.startsWith("--")) ?? 10_000)
+  const daemon = args.includes("--daemon")
   const queueFile = path.join(workDir, "profile.queue.db")
   const inboxFile = path.join(workDir, "profile.inbox.db")
   removeDb(queueFile)
@@ -94,12 +96,13 @@ if (args[0] === "--summarize") {
     new Promise<unknown>((resolve, reject) => session.post(method, params ?? {}, (error, result) => (error ? reject(error) : resolve(result))))
   await post("Profiler.enable")
   await post("Profiler.setSamplingInterval", { interval: 200 })
+  const seen = delivered()
   const loop = await Effect.runPromise(
     Effect.gen(function*() {
       // Open the stores first, outside the profile.
       yield* Effect.promise(() => post("Profiler.start"))
-      return yield* drainLoop(64, 600, true)
-    }).pipe(Effect.provide(relayLayer(queueFile, inboxFile)), TickClock.at(0))
+      return daemon ? yield* daemonLoop(events, 600, seen, { workers: 8, batchSize: 1 }) : yield* drainLoop(64, 600, true)
+    }).pipe(Effect.provide(relayLayer(queueFile, inboxFile, {}, seen)), daemon ? (effect) => effect : TickClock.at(0))
   )
   const { profile } = (await post("Profiler.stop")) as { profile: Profile }
   session.disconnect()

@@ -69,6 +69,17 @@ export interface QueueReads {
     ids: ReadonlyArray<EventId>
   ) => Effect.Effect<ReadonlyArray<StoredIdentity & { readonly eventId: EventId }>, SqlError>
   readonly eventsAt: (positions: ReadonlyArray<Position>) => Effect.Effect<ReadonlyArray<EventRecord>, SqlError>
+  /**
+   * Optional: `events(ids)` and, in the same read, the event after each of them in its flow, so a
+   * settle needs no second read for the heads that follow its acked events. Only for a store whose
+   * reads in a write see everything committed before the transaction's lock (a store-wide write
+   * lock): no other writer can then append to those flows before the transaction ends.
+   */
+  readonly eventsWithNext?:
+    | ((
+      ids: ReadonlyArray<EventId>
+    ) => Effect.Effect<{ readonly events: ReadonlyArray<EventRecord>; readonly next: ReadonlyArray<EventRecord> }, SqlError>)
+    | undefined
   readonly flows: (ids: ReadonlyArray<FlowId>) => Effect.Effect<ReadonlyArray<FlowRecord>, SqlError>
   /** The named groups, each saying whether any of its flows has a head. */
   readonly groups: (ids: ReadonlyArray<GroupId>) => Effect.Effect<ReadonlyArray<StoredGroup>, SqlError>

@@ -112,6 +112,9 @@ export const writes = (store: Store, base: QueueWrites) => (): QueueWrites => {
       Effect.tap(SqlRelayQueue.selectGroups(store, ids, sql.literal("FOR UPDATE OF g")), (rows) => {
         for (const row of rows) held.add(row.groupId)
       }),
+    // Not read with the events: this statement's snapshot is older than the flow locks it waits for,
+    // and a successor appended meanwhile would be missed. `eventsAt` reads them after the locks.
+    eventsWithNext: undefined,
     events: (ids) =>
       ids.length === 0 ? Effect.succeed([]) : Effect.flatMap(
         store.exec(sql`SELECT e.* FROM relay_event e JOIN relay_flow f ON f.flow_id = e.flow_id

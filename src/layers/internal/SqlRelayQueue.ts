@@ -350,6 +350,18 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean } 
     candidates: selectCandidates(store),
     events: (ids) =>
       ids.length === 0 ? Effect.succeed([]) : Effect.flatMap(store.exec(sql`SELECT * FROM relay_event WHERE event_id IN ${sql.in(ids)}`), events),
+    // Every write holds the store's lock from its start (SQLite's single writer, PostgreSQL's exact
+    // claims): the events after these cannot change before the transaction ends.
+    eventsWithNext: (ids) =>
+      ids.length === 0 ? Effect.succeed({ events: [], next: [] }) : Effect.flatMap(
+        store.exec(sql`SELECT 0 AS next, e.* FROM relay_event e WHERE e.event_id IN ${sql.in(ids)}
+          UNION ALL SELECT 1 AS next, n.* FROM relay_event e JOIN relay_event n ON n.flow_id = e.flow_id AND n.seq = e.seq + 1
+          WHERE e.event_id IN ${sql.in(ids)}`),
+        (rows) => {
+          const isNext = (row: unknown) => Number((row as { readonly next: unknown }).next) === 1
+          return Effect.zipWith(events(rows.filter((row) => !isNext(row))), events(rows.filter(isNext)), (read, next) => ({ events: read, next }))
+        }
+      ),
     identities: (ids) =>
       ids.length === 0 ? Effect.succeed([]) : Effect.flatMap(
         store.exec(sql`SELECT event_id, flow_id, seq, body, NULL AS body_hash FROM relay_event WHERE event_id IN ${sql.in(ids)}

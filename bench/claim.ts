@@ -25,7 +25,7 @@ import { captureSql } from "../scenarios/support/captureSql.js"
  * `RelayQueue.claim` runs, with its planner hints.
  */
 export interface ClaimSql {
-  /** The turn query: the flow whose eligible head comes first (params: now and limit for each of its parts); it may join the head itself. */
+  /** The turn query: the flow whose eligible head comes first (params: times and limits, see `turnParams`); it may join the head itself. */
   readonly turn: string
   /** The head lookup (params: flow id, seq), or `null` when the turn query joins the head row. */
   readonly head: string | null
@@ -33,14 +33,24 @@ export interface ClaimSql {
 
 const placeholders = (sql: string) => (sql.match(/\?/g) ?? []).length
 
-/** The turn query's parameters: (now, limit) for each part of it (flows of no group, groups, a group's flows). */
-const turnParams = (sql: string, now: number, limit: number) => Array.from({ length: placeholders(sql) / 2 }, () => [now, limit]).flat()
+/**
+ * The turn query's parameters: each is the limit when the text before it ends in `LIMIT` or
+ * `THEN` (a walk's limit, or the limit a walk gets when some head is eligible), else the time.
+ */
+const turnParams = (sql: string, now: number, limit: number) =>
+  sql.split("?").slice(0, -1).map((before) => (/(LIMIT|THEN)\s*$/.test(before) ? limit : now))
+
+/** Whether the turn query's parameters are as `turnParams` reads them: at least one time and one limit. */
+const readableTurn = (sql: string) => {
+  const params = turnParams(sql, 0, 1)
+  return params.includes(0) && params.includes(1)
+}
 
 const claimSqlOf = (statements: ReadonlyArray<string>): ClaimSql => {
   const turn = statements.find((s) => /FROM relay_flow/.test(s) && /ORDER BY (f\.)?served/.test(s))
   const joined = turn !== undefined && /JOIN relay_event/.test(turn)
   const head = joined ? null : statements.find((s) => /FROM relay_event/.test(s) && /flow_id = \?/.test(s) && /seq = \?/.test(s))
-  if (turn === undefined || head === undefined || placeholders(turn) === 0 || placeholders(turn) % 2 !== 0 || (head !== null && placeholders(head) !== 2)) {
+  if (turn === undefined || head === undefined || !readableTurn(turn) || (head !== null && placeholders(head) !== 2)) {
     throw new Error(`the claim's SQL changed shape; update bench/claim.ts:\n${statements.join("\n")}`)
   }
   return { turn, head }

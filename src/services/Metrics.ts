@@ -75,7 +75,7 @@ export const prunedByKind = {
 } as const
 
 /** Span options of the hot-path operations: no stack capture (tens of µs each); the span name says where. */
-export const hotSpan = { captureStackTrace: false } as const
+const hotSpan = { captureStackTrace: false } as const
 
 // Effect's built-in tracer (the default service): its spans go nowhere unless something reads them.
 const builtInTracer: Tracer.Tracer = Effect.runSync(Effect.tracer)

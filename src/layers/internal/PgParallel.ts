@@ -142,13 +142,10 @@ export const writes = (store: Store, base: QueueWrites) => (): QueueWrites => {
           ? sql`UPDATE relay_clock SET tick = ${clock.tick}
             WHERE id = (SELECT id FROM relay_clock WHERE id = 1 AND tick < ${clock.tick} FOR UPDATE SKIP LOCKED)`
           : undefined
-        if (count <= 0) {
-          if (tick !== undefined) yield* execWrite(store, "relay_clock", tick)
-          return
-        }
-        // The tickets, and the tick in the same round trip (a data-modifying WITH runs once, read or not).
-        const draw = sql`SELECT nextval('relay_ticket') AS n FROM generate_series(1, ${count})`
-        const rows = yield* store.exec(tick === undefined ? draw : sql`WITH tick AS (${tick}) ${draw}`)
+        if (tick !== undefined) yield* execWrite(store, "relay_clock", tick)
+        if (count <= 0) return
+        // The draw touches only the sequence: the held tick goes in front of it (one round trip).
+        const rows = yield* store.exec(sql`SELECT nextval('relay_ticket') AS n FROM generate_series(1, ${count})`, "relay_ticket")
         drawn = rows.map((row) => Number((row as { readonly n: unknown }).n)).sort((a, b) => a - b)
       }),
     putFlows: (records) => Effect.flatMap(drawnTurns(records), base.putFlows),

@@ -17,7 +17,7 @@ import { summarize, timeRuns } from "./stats.js"
 import type { Summary } from "./stats.js"
 import { cachedStore, removeDb, workCopy } from "./stores.js"
 import type { Backlog } from "./stores.js"
-import { captureSql } from "../scenarios/support/captureSql.js"
+import { captureSql, walkParams } from "../scenarios/support/captureSql.js"
 
 /**
  * The statements our claim reads with are captured from the library itself (the `db.query.text`
@@ -25,7 +25,7 @@ import { captureSql } from "../scenarios/support/captureSql.js"
  * `RelayQueue.claim` runs, with its planner hints.
  */
 export interface ClaimSql {
-  /** The turn query: the flow whose eligible head comes first (params: times and limits, see `turnParams`); it may join the head itself. */
+  /** The turn query: the flow whose eligible head comes first (params: times and limits, see `walkParams`); it may join the head itself. */
   readonly turn: string
   /** The head lookup (params: flow id, seq), or `null` when the turn query joins the head row. */
   readonly head: string | null
@@ -33,16 +33,10 @@ export interface ClaimSql {
 
 const placeholders = (sql: string) => (sql.match(/\?/g) ?? []).length
 
-/**
- * The turn query's parameters: each is the limit when the text before it ends in `LIMIT` or
- * `THEN` (a walk's limit, or the limit a walk gets when some head is eligible), else the time.
- */
-const turnParams = (sql: string, now: number, limit: number) =>
-  sql.split("?").slice(0, -1).map((before) => (/(LIMIT|THEN)\s*$/.test(before) ? limit : now))
 
-/** Whether the turn query's parameters are as `turnParams` reads them: at least one time and one limit. */
+/** Whether the turn query's parameters are as `walkParams` reads them: at least one time and one limit. */
 const readableTurn = (sql: string) => {
-  const params = turnParams(sql, 0, 1)
+  const params = walkParams(sql, 0, 1)
   return params.includes(0) && params.includes(1)
 }
 
@@ -165,7 +159,7 @@ const readOnly = (file: string, sql: ClaimSql, now: number, budgetMs: number) =>
     const article = db.prepare(articleSql)
     // A turn query that joins the head returns it in the same row (its seq is `head_seq`).
     const ourTurn = () => {
-      const row = turn.get(...turnParams(sql.turn, now, 1)) as Row | undefined
+      const row = turn.get(...walkParams(sql.turn, now, 1)) as Row | undefined
       if (row === undefined) return undefined
       return head === null ? { flow_id: row.flow_id, seq: row.head_seq } : (head.get(row.flow_id, row.head_seq) as Row | undefined)
     }
@@ -173,11 +167,11 @@ const readOnly = (file: string, sql: ClaimSql, now: number, budgetMs: number) =>
     const mine = ourTurn()
     return {
       ourTurnQuery: summarize(timeRuns(ourTurn, budgetMs, 100, 20_000)),
-      idleTurnQuery: summarize(timeRuns(() => turn.get(...turnParams(sql.turn, -1, 1)), budgetMs, 20, 20_000)),
+      idleTurnQuery: summarize(timeRuns(() => turn.get(...walkParams(sql.turn, -1, 1)), budgetMs, 20, 20_000)),
       articleQuery: summarize(timeRuns(() => article.get(now, now), budgetMs, 3, 1_000)),
       sameHead: theirs !== undefined && mine !== undefined && theirs.flow_id === mine.flow_id && theirs.seq === mine.seq,
       plans: {
-        turn: plan(db, sql.turn, turnParams(sql.turn, now, 1)),
+        turn: plan(db, sql.turn, walkParams(sql.turn, now, 1)),
         head: sql.head === null ? [] : plan(db, sql.head, ["x", 1]),
         article: plan(db, articleSql, [now, now])
       }

@@ -29,3 +29,11 @@ export const captureSql = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
     )
     return [result, statements] as const
   })
+
+/**
+ * Values for the parameters of a claim's candidate walk (`?` on SQLite, `$n` on PostgreSQL), for
+ * replaying it: each is the limit when the text before it ends in `LIMIT` or `THEN` (a walk's
+ * limit, or the limit a walk gets when some head is due), else the time.
+ */
+export const walkParams = (text: string, now: number, limit: number): Array<number> =>
+  text.split(/\?|\$\d+/).slice(0, -1).map((before) => (/(LIMIT|THEN)\s*$/.test(before) ? limit : now))

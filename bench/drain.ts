@@ -57,7 +57,8 @@ const countingQueue = (seen: Delivered) =>
       return {
         ...queue,
         settle: (token, reply) => Effect.tap(queue.settle(token, reply), (outcome) => count([outcome])),
-        settleBatch: (items) => Effect.tap(queue.settleBatch(items), count)
+        settleBatch: (items) => Effect.tap(queue.settleBatch(items), count),
+        settleAndClaim: (items, limit) => Effect.tap(queue.settleAndClaim(items, limit), ({ outcomes }) => count(outcomes))
       }
     })
   )

@@ -84,6 +84,7 @@ if (args[0] === "--summarize") {
   const { fill, removeDb, workDir } = await import("./stores.js")
   const events = Number(args.find((arg) => !arg.startsWith("--")) ?? 10_000)
   const daemon = args.includes("--daemon")
+  fs.mkdirSync(workDir, { recursive: true })
   const queueFile = path.join(workDir, "profile.queue.db")
   const inboxFile = path.join(workDir, "profile.inbox.db")
   removeDb(queueFile)

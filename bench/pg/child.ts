@@ -94,7 +94,8 @@ const fairRelay = async (spec: RunSpec, counters: Counters): Promise<Driver> => 
     claim: counted(queue.claim, (outcome) => outcome._tag === "Idle"),
     claimBatch: (limit) => counted(queue.claimBatch(limit), (claims) => claims.length === 0),
     settle: (token, reply) => counted(queue.settle(token, reply), () => false),
-    settleBatch: (items) => counted(queue.settleBatch(items), () => false)
+    settleBatch: (items) => counted(queue.settleBatch(items), () => false),
+    settleAndClaim: (items, limit) => counted(queue.settleAndClaim(items, limit), ({ claims }) => limit > 0 && claims.length === 0)
   }
   const transport: TransportService = {
     deliver: () =>

@@ -1,10 +1,11 @@
 /**
  * Where a PostgreSQL step's time goes, for diagnosis; not part of `npm run bench`. Fills a fresh
  * database with `events` over 64 flows, then runs `steps` claim → settle pairs (or `claimBatch` →
- * `settleBatch` of `batch`) on one connection and prints, per step: wall time, this process's CPU,
- * the server backends' CPU, and the statements sent (by text, most frequent first).
+ * `settleBatch` of `batch`; with `--exchange`, as the worker daemon does: one `settleAndClaim` per
+ * step, settling what the step before claimed) on one connection and prints, per step: wall time,
+ * this process's CPU, the server backends' CPU, and the statements sent (by text, most frequent first).
  *
- *   npx tsx bench/pg/profile.ts [--parallel] [--batch N] [--steps N] [--url postgres://…/db]
+ *   npx tsx bench/pg/profile.ts [--parallel] [--exchange] [--batch N] [--steps N] [--url postgres://…/db]
  *   node --import tsx --cpu-prof --cpu-prof-dir bench/.cache/profile bench/pg/profile.ts …
  */
 import { Effect, Scope, Exit } from "effect"
@@ -16,6 +17,7 @@ const argument = (name: string) => {
   return at === -1 ? undefined : process.argv[at + 1]
 }
 const parallel = process.argv.includes("--parallel")
+const exchange = process.argv.includes("--exchange")
 const batch = Number(argument("--batch") ?? 1)
 const steps = Number(argument("--steps") ?? 2000)
 const base = argument("--url") ?? "postgres://postgres@127.0.0.1:5432/postgres"
@@ -77,7 +79,13 @@ try {
     }))
     await Effect.runPromise(queue.enqueueBatch(items))
   }
-  const step = batch === 1
+  let held: ReadonlyArray<{ readonly token: { readonly eventId: string; readonly generation: number } }> = []
+  const step = exchange
+    ? Effect.flatMap(
+      Effect.suspend(() => queue.settleAndClaim(held.map((c) => ({ token: c.token, reply: { _tag: "Accepted" as const } })), batch)),
+      ({ claims }) => (claims.length === 0 ? Effect.dieMessage("idle") : Effect.sync(() => void (held = claims)))
+    )
+    : batch === 1
     ? Effect.flatMap(queue.claim, (outcome) =>
       outcome._tag === "Claimed" ? Effect.asVoid(queue.settle(outcome.token, { _tag: "Accepted" })) : Effect.dieMessage("idle"))
     : Effect.flatMap(queue.claimBatch(batch), (claims) =>
@@ -93,7 +101,7 @@ try {
   const serverUsed = (await serverCpuMs()) - server
   counting = false
   const per = (x: number) => (x / steps).toFixed(3)
-  console.log(`${parallel ? "parallel" : "exact"} batch ${batch}: ${steps} steps, ${((steps * batch) / (wall / 1000)).toFixed(0)} events/s`)
+  console.log(`${parallel ? "parallel" : "exact"}${exchange ? " settleAndClaim" : ""} batch ${batch}: ${steps} steps, ${((steps * batch) / (wall / 1000)).toFixed(0)} events/s`)
   console.log(`per step: wall ${per(wall)} ms, client CPU ${per((used.user + used.system) / 1000)} ms, server CPU ${per(serverUsed)} ms`)
   const total = [...texts.values()].reduce((a, b) => a + b.count, 0)
   console.log(`statements per step: ${(total / steps).toFixed(2)} (count per step, ms per step from send to answer, text)`)

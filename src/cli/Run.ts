@@ -101,15 +101,17 @@ const observed = (
 ): RelayQueueService => {
   const watch = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
     Effect.tapError(effect, (error) => (isFatal(error) ? Deferred.fail(fatal, error) : Effect.void))
+  const report = (items: ReadonlyArray<SettleInput>) => (outcomes: ReadonlyArray<SettleOutcome>) =>
+    Effect.forEach(outcomes, (outcome, i) => onOutcome(items[i]!.token, items[i]!.reply, outcome), { discard: true })
   return {
     ...queue,
     claim: watch(queue.claim),
     claimBatch: (limit) => watch(queue.claimBatch(limit)),
     claimUpTo: (limit) => watch(queue.claimUpTo(limit)),
     settle: (token, reply) => watch(Effect.tap(queue.settle(token, reply), (outcome) => onOutcome(token, reply, outcome))),
-    settleBatch: (items: ReadonlyArray<SettleInput>) =>
-      watch(Effect.tap(queue.settleBatch(items), (outcomes) =>
-        Effect.forEach(outcomes, (outcome, i) => onOutcome(items[i]!.token, items[i]!.reply, outcome), { discard: true })))
+    settleBatch: (items: ReadonlyArray<SettleInput>) => watch(Effect.tap(queue.settleBatch(items), report(items))),
+    settleAndClaim: (items: ReadonlyArray<SettleInput>, limit: number) =>
+      watch(Effect.tap(queue.settleAndClaim(items, limit), ({ outcomes }) => report(items)(outcomes)))
   }
 }
 

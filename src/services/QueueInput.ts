@@ -41,10 +41,11 @@ const enqueueFields = decodeInput(
 const enqueueItems = decodeInput(Schema.Array(Schema.Unknown).pipe(Schema.maxItems(MaxBatchSize)), "enqueueBatch")
 const settleToken = decodeInput(TokenFields, "settle")
 const settleReply = decodeInput(DeliveryReply, "settle")
-const settleItems = decodeInput(
-  Schema.Array(Schema.Struct({ token: TokenFields, reply: DeliveryReply })).pipe(Schema.maxItems(MaxBatchSize)),
-  "settleBatch"
-)
+const SettleItems = Schema.Array(Schema.Struct({ token: TokenFields, reply: DeliveryReply })).pipe(Schema.maxItems(MaxBatchSize))
+const settleItems = decodeInput(SettleItems, "settleBatch")
+const exchangeItems = decodeInput(SettleItems, "settleAndClaim")
+const claimLimit = decodeInput(Schema.Int.pipe(Schema.between(0, MaxBatchSize)), "settleAndClaim")
+const pairs = (items: typeof SettleItems.Type) => items.map(({ reply, token }) => [token, reply] as const)
 const redriveFields = decodeInput(
   Schema.Struct({
     eventId: EventId,
@@ -113,7 +114,15 @@ export const decodeSettle = (token: unknown, reply: unknown): Effect.Effect<read
 
 /** Validates every item of a settle batch; one malformed item refuses the whole batch. */
 export const decodeSettleBatch = (items: unknown): Effect.Effect<ReadonlyArray<readonly [Token, DeliveryReply]>, InvalidInput> =>
-  Effect.map(settleItems(items), (decoded) => decoded.map(({ reply, token }) => [token, reply] as const))
+  Effect.map(settleItems(items), pairs)
+
+/** Validates a settle-and-claim: replies as `settleBatch` takes them, and a claim limit from 0 (settle only) to `MaxBatchSize`. */
+export const decodeSettleAndClaim = (
+  items: unknown,
+  limit: unknown
+): Effect.Effect<readonly [ReadonlyArray<readonly [Token, DeliveryReply]>, number], InvalidInput> =>
+  Effect.zip(Effect.map(exchangeItems(items), pairs), claimLimit(limit))
+
 
 /** Validates a redrive; a blank reason is `MissingReason` before anything is read. */
 export const decodeRedrive = (input: unknown): Effect.Effect<RedriveRequest, InvalidInput | MissingReason> =>

@@ -4,15 +4,16 @@
  */
 import type { SqlError } from "@effect/sql/SqlError"
 import { Cause, Config, Context, Deferred, Duration, Effect, Either, Fiber, Layer, Metric, Schema } from "effect"
+import type { Scope } from "effect"
 import type { TimeoutException } from "effect/Cause"
 import type { ClockRegressed, InvalidInput } from "../domain/Errors.js"
 import * as Idle from "../domain/Idle.js"
-import type { Claimed, ClaimOutcome, DeliveryReply, SettleOutcome } from "../domain/Outcomes.js"
-import type { DeliveryInput, Token } from "../domain/Records.js"
+import type { Claimed, DeliveryReply, SettleOutcome } from "../domain/Outcomes.js"
+import type { DeliveryInput } from "../domain/Records.js"
 import * as Coalesce from "./Coalesce.js"
 import * as Metrics from "./Metrics.js"
 import { RelayQueue } from "./RelayQueue.js"
-import type { SettleInput } from "./RelayQueue.js"
+import type { SettledAndClaimed, SettleInput } from "./RelayQueue.js"
 import { Transport } from "./Transport.js"
 import type { DeliveryFailed } from "./Transport.js"
 
@@ -144,51 +145,71 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
 
   const deliver = (claimed: typeof Claimed.Type) => transport.deliver(deliveryOf(claimed))
 
-  /** How a single step reaches the queue: directly, or through the daemon's group commit. */
-  interface StepQueue {
-    readonly claim: Effect.Effect<ClaimOutcome, ClockRegressed | InvalidInput | SqlError>
-    readonly settle: (token: Token, reply: DeliveryReply) => Effect.Effect<SettleOutcome, ClockRegressed | InvalidInput | SqlError>
-  }
-
-  const direct: StepQueue = { claim: queue.claim, settle: queue.settle }
-
-  /** claim → `send` → settle: the strict `step` and the daemon's resilient step differ only in `send`. */
-  const stepWith = <E>(send: (claimed: typeof Claimed.Type) => Effect.Effect<DeliveryReply, E>, through: StepQueue = direct) =>
+  /** claim → `send` → settle: the strict `step`. */
+  const stepWith = (send: (claimed: typeof Claimed.Type) => Effect.Effect<DeliveryReply, DeliveryFailed>) =>
     Effect.gen(function*() {
-      const claimed = yield* through.claim
+      const claimed = yield* queue.claim
       if (claimed._tag === "Idle") return claimed
       const reply = yield* send(claimed)
-      const outcome = yield* through.settle(claimed.token, reply)
+      const outcome = yield* queue.settle(claimed.token, reply)
       return { _tag: "Delivered", claimed, reply, outcome } as const
     })
 
   const step: Effect.Effect<StepResult, StepError> = stepWith(deliver).pipe(Metrics.withHotSpan("Relay.step"))
 
   /**
-   * Group commit for single-step workers: the claims, deliveries (when the transport takes
-   * batches) and settles that N workers make at the same moment become one claim transaction,
-   * one receiver transaction and one settle transaction. Outcomes are those of `claimBatch` and
-   * `settleBatch`, which equal the single calls one after another.
+   * What a daemon worker sends the queue between deliveries: the replies to the heads it held, and
+   * how many heads to claim next (0 when stopping). One `settleAndClaim`: one commit per turn.
    */
+  interface Exchange {
+    readonly settles: ReadonlyArray<SettleInput>
+    readonly limit: number
+  }
+
   const sizeOf = (operation: string) => Metric.tagged(Metrics.groupCommitSize, "operation", operation)
 
+  /**
+   * Many workers' exchanges as one `settleAndClaim`: the settles in the order they came, then the
+   * claims, handed out in the order they were asked for (a worker that gets none is told when to
+   * look again if nothing was eligible). Outcomes equal the single calls one after another.
+   */
+  const exchangeAll = (exchanges: ReadonlyArray<Exchange>) =>
+    Effect.gen(function*() {
+      const settles = exchanges.flatMap((exchange) => exchange.settles)
+      const limit = exchanges.reduce((sum, exchange) => sum + exchange.limit, 0)
+      if (settles.length > 0) yield* Metric.update(sizeOf("settle"), settles.length)
+      if (limit > 0) yield* Metric.update(sizeOf("claim"), limit)
+      const { claims, outcomes, wakeAt } = yield* queue.settleAndClaim(settles, limit)
+      let settled = 0
+      let claimed = 0
+      return exchanges.map((exchange): SettledAndClaimed => {
+        const mine = {
+          outcomes: outcomes.slice(settled, (settled += exchange.settles.length)),
+          claims: claims.slice(claimed, (claimed += exchange.limit))
+        }
+        return wakeAt === undefined ? mine : { ...mine, wakeAt }
+      })
+    })
+
+  /**
+   * Group commit for single-step workers: the settles and claims that N workers make at the same
+   * moment become one queue transaction, and their deliveries (when the transport takes batches)
+   * one receiver transaction.
+   */
   const groupCommit = (workers: number, deliveryTimeout: Duration.Duration) =>
     Effect.gen(function*() {
-      const claimOne = yield* Coalesce.make((requests: ReadonlyArray<void>) =>
-        Effect.map(queue.claimUpTo(requests.length), ({ claims, wakeAt }) =>
-          requests.map((_, i): ClaimOutcome => claims[i] ?? (wakeAt === undefined ? { _tag: "Idle" } : { _tag: "Idle", wakeAt }))), workers, sizeOf("claim"))
-      const settleOne = yield* Coalesce.make((items: ReadonlyArray<SettleInput>) => queue.settleBatch(items), workers, sizeOf("settle"))
+      const exchange = yield* Coalesce.make(exchangeAll, workers)
       const { deliverBatch } = transport
       // One timeout for the gathered deliveries (a timeout per delivery costs more than the delivery).
       const deliverOne = deliverBatch === undefined
         ? undefined
         : yield* Coalesce.make((items: ReadonlyArray<DeliveryInput>) => Effect.timeout(deliverBatch(items), deliveryTimeout), workers, sizeOf("deliver"))
-      const through: StepQueue = { claim: claimOne(undefined), settle: (token, reply) => settleOne({ token, reply }) }
-      const send = (claimed: typeof Claimed.Type) =>
-        deliverOne === undefined
-          ? deliverOrRetry(claimed, deliveryTimeout)
-          : deliverOrRetry(claimed, deliveryTimeout, (claimed) => deliverOne(deliveryOf(claimed)), false)
-      return { through, send }
+      const send = (claims: ReadonlyArray<typeof Claimed.Type>) =>
+        Effect.forEach(claims, (claimed) =>
+          deliverOne === undefined
+            ? deliverOrRetry(claimed, deliveryTimeout)
+            : deliverOrRetry(claimed, deliveryTimeout, (claimed) => deliverOne(deliveryOf(claimed)), false))
+      return { exchange, send }
     })
 
   /** One outcome per claim: through the transport's batch call when it has one. */
@@ -274,51 +295,58 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
         (reply) => claims.map(() => reply)
       )
 
-  /** One unit of daemon work; `wakeAt`/`busy` say how long to sleep afterwards. */
-  const work = (
-    settings: Settings,
-    group: Effect.Effect.Success<ReturnType<typeof groupCommit>>
-  ): Effect.Effect<{ readonly busy: boolean; readonly wakeAt?: number | undefined }, StepError> =>
-    settings.batchSize <= 1
-      ? Effect.map(
-        stepWith(group.send, group.through),
-        (result) => (result._tag === "Idle" ? { busy: false, wakeAt: result.wakeAt } : { busy: true })
-      )
-      : Effect.map(
-        batchWith(
-          settings.batchSize,
-          (claims) => Effect.map(deliverAllOrRetry(claims, settings.deliveryTimeout), (replies) => replies.map(Either.right))
-        ),
-        (result) => ({ busy: result.delivered.length + result.failed.length > 0 })
-      )
+  /** How a daemon worker delivers what it holds and trades the replies for its next heads. */
+  interface Lane {
+    readonly send: (claims: ReadonlyArray<typeof Claimed.Type>) => Effect.Effect<ReadonlyArray<DeliveryReply>>
+    readonly exchange: (exchange: Exchange) => Effect.Effect<SettledAndClaimed, Exclude<StepError, DeliveryFailed>>
+  }
 
+  /** Single steps go through the group commit; a batch worker sends its own `settleAndClaim`. */
+  const laneOf = (settings: Settings): Effect.Effect<Lane, never, Scope.Scope> =>
+    settings.batchSize <= 1
+      ? groupCommit(settings.workers, settings.deliveryTimeout)
+      : Effect.succeed({
+        send: (claims) => deliverAllOrRetry(claims, settings.deliveryTimeout),
+        exchange: ({ limit, settles }) => queue.settleAndClaim(settles, limit)
+      })
   const run = (options?: RunOptions): Effect.Effect<never, RelayConfigError> =>
     Effect.gen(function*() {
       const settings = yield* settingsOf(options, queue.policy.leaseTicks)
       // The group-commit fibers outlive the workers: they close with `run`'s scope, after shutdown.
-      const group = yield* groupCommit(settings.workers, settings.deliveryTimeout)
+      const lane = yield* laneOf(settings)
       const stopping = yield* Deferred.make<void>()
       const stopped = Deferred.isDone(stopping)
 
       // Sleeps after an idle claim (`Idle.idleSleep`); returns the immediate wake-ups in a row so far.
-      const sleepIdle = (wakeAt: number | undefined, inARow: number) =>
+      const sleepIdle = (wakeAt: number | undefined, inARow: number, work: Effect.Effect<void>) =>
         Effect.gen(function*() {
           const now = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
           const sleep = Idle.idleSleep(wakeAt, now, Duration.toMillis(settings.pollInterval), inARow)
-          yield* Effect.raceAll([Effect.sleep(Duration.millis(sleep.millis)), queue.awaitWork, Deferred.await(stopping)])
+          yield* Effect.raceAll([Effect.sleep(Duration.millis(sleep.millis)), work, Deferred.await(stopping)])
           return sleep.inARow
         })
 
+      /**
+       * A worker holds the heads it claimed: it delivers them, then settles the replies and claims
+       * its next heads in one transaction. Once stopping it claims no more, but settles what it holds.
+       */
       const worker = (id: number) =>
         Effect.gen(function*() {
+          let held: ReadonlyArray<typeof Claimed.Type> = []
           let inARow = 0
-          while (!(yield* stopped)) {
-            const result: { readonly busy: boolean; readonly wakeAt?: number | undefined } = yield* work(settings, group).pipe(
+          while (held.length > 0 || !(yield* stopped)) {
+            const replies = yield* lane.send(held)
+            const settles = held.map((claimed, i) => ({ token: claimed.token, reply: replies[i]! }))
+            const limit = (yield* stopped) ? 0 : settings.batchSize
+            // Watched before the claim: work that arrives between an idle claim and the sleep wakes it.
+            const work = yield* queue.watchWork
+            const result = yield* lane.exchange({ settles, limit }).pipe(
               Effect.catchAllCause((cause) =>
-                Effect.as(Effect.logWarning("relay step failed; retrying after the poll interval", cause), { busy: false })
+                Effect.as(Effect.logWarning("relay step failed; retrying after the poll interval", cause), undefined)
               )
             )
-            inARow = result.busy ? 0 : yield* sleepIdle(result.wakeAt, inARow)
+            held = result?.claims ?? []
+            inARow = held.length > 0 || (yield* stopped) ? 0 : yield* sleepIdle(result?.wakeAt, inARow, work)
           }
         }).pipe(Effect.annotateLogs({ worker: id }), Effect.withSpan("Relay.worker", { attributes: { worker: id } }))
 

@@ -132,6 +132,11 @@ export interface ClaimBatch {
   readonly wakeAt?: number | undefined
 }
 
+/** What `settleAndClaim` did: one outcome per reply, then the claims (and when idle, when to look again). */
+export interface SettledAndClaimed extends ClaimBatch {
+  readonly outcomes: ReadonlyArray<SettleOutcome>
+}
+
 /** Which audit rows `audit` lists. */
 export interface AuditFilter {
   readonly eventId?: string | undefined
@@ -186,6 +191,15 @@ export interface RelayQueueService {
   readonly settleBatch: (
     items: ReadonlyArray<SettleInput>
   ) => Effect.Effect<ReadonlyArray<SettleOutcome>, ClockRegressed | InvalidInput | SqlError>
+  /**
+   * `settleBatch(items)` and then `claimUpTo(limit)` in one transaction: the same outcomes as the
+   * two calls one right after the other, for one commit instead of two. What a worker that goes
+   * on working sends; `limit` 0 only settles, no items only claims.
+   */
+  readonly settleAndClaim: (
+    items: ReadonlyArray<SettleInput>,
+    limit: number
+  ) => Effect.Effect<SettledAndClaimed, ClockRegressed | InvalidInput | SqlError>
   /** Releases a quarantined head under a new generation, with an audited reason. */
   readonly redrive: (input: RedriveInput) => Effect.Effect<Redriven, RedriveError | ClockRegressed | InvalidInput | SqlError>
   /** The whole store, read in one transaction (for tests and small stores; see `stats`). */
@@ -212,6 +226,12 @@ export interface RelayQueueService {
   readonly resetClock: (input: ResetClockInput) => Effect.Effect<ClockReset, InvalidInput | SqlError>
   /** Completes when this queue instance gets new work (enqueue, redrive, an ack); for sleeping workers. */
   readonly awaitWork: Effect.Effect<void>
+  /**
+   * `awaitWork` that starts watching now: the effect it returns completes once work arrived after
+   * this call, at once if some already has. A worker watches before its claim and waits after an
+   * idle one, so work that arrives in between does not wait for the poll interval.
+   */
+  readonly watchWork: Effect.Effect<Effect.Effect<void>>
   /** How long this queue keeps acked events and their dedup records (`prune` applies it). */
   readonly retention: Retention.Retention
   /**
@@ -229,23 +249,30 @@ export class RelayQueue extends Context.Tag("fair-relay/RelayQueue")<RelayQueue,
 
 /**
  * Wakes this process's sleeping workers when work arrives through this queue instance (an
- * enqueue, a redrive, an ack that exposes the next head). Other processes poll.
+ * enqueue, a redrive, an ack that exposes the next head). Other processes poll. A watch taken
+ * before a claim also completes for a signal that came before its wait began.
  */
 const makeWake = () => {
+  let signals = 0
   let waiters: Array<() => void> = []
-  return {
-    signal: Effect.sync(() => {
-      const woken = waiters
-      waiters = []
-      for (const resume of woken) resume()
-    }),
-    await: Effect.async<void>((resume) => {
+  const after = (seen: number) =>
+    Effect.async<void>((resume) => {
+      if (signals > seen) return resume(Effect.void)
       const waiter = () => resume(Effect.void)
       waiters.push(waiter)
       return Effect.sync(() => {
         waiters = waiters.filter((w) => w !== waiter)
       })
     })
+  return {
+    signal: Effect.sync(() => {
+      signals++
+      const woken = waiters
+      waiters = []
+      for (const resume of woken) resume()
+    }),
+    watch: Effect.sync(() => after(signals)),
+    await: Effect.suspend(() => after(signals))
   }
 }
 
@@ -277,6 +304,9 @@ const store = (tx: QueueWrites, changes: Changes) =>
     if (changes.heads.length > 0) yield* tx.setHeads(changes.heads)
   })
 
+/** What a write operation decides in its transaction, given the clock and the time it holds. */
+type Decide<A, E> = (tx: QueueWrites, clock: ClockRecord, now: number) => Effect.Effect<readonly [A, Changes], E | SqlError>
+
 interface FaultPoints {
   readonly before: Faults.FaultPoint
   readonly after: Faults.FaultPoint
@@ -306,8 +336,8 @@ export const make = (
    * its changes. Fault points bracket the commit when the operation names them.
    */
   const write = <A, E>(
-    decide: (tx: QueueWrites, clock: ClockRecord, now: number) => Effect.Effect<readonly [A, Changes], E>,
-    faults?: FaultPoints,
+    decide: Decide<A, E>,
+    faults: ReadonlyArray<FaultPoints> = [],
     joining = false
   ): Effect.Effect<A, E | ClockRegressed | SqlError> => {
     // An enqueue joins the caller's transaction on a store that shares the application's database.
@@ -327,9 +357,11 @@ export const make = (
           yield* store(tx, changes)
           return value
         }),
-      faults && Faults.hit(faults.before)
+      faults.length === 0 ? undefined : Effect.forEach(faults, ({ before }) => Faults.hit(before), { discard: true })
     )
-    return faults ? Effect.tap(transaction, () => Faults.hit(faults.after)) : transaction
+    return faults.length === 0
+      ? transaction
+      : Effect.tap(transaction, () => Effect.forEach(faults, ({ after }) => Faults.hit(after), { discard: true }))
   }
 
   const enqueueAll = (commands: ReadonlyArray<Operations.EnqueueCommand>) =>
@@ -353,13 +385,14 @@ export const make = (
         )
         if (Either.isLeft(decided)) return yield* Effect.fail(decided.left)
         return [decided.right.results, decided.right.changes] as const
-      }), undefined, true).pipe(Effect.tap((results) => {
+      }), [], true).pipe(Effect.tap((results) => {
       const added = results.filter((r) => r._tag === "Enqueued").length
       return added === 0 ? Effect.void : Effect.zipRight(Metric.incrementBy(Metrics.enqueued, added), wake.signal)
     }))
 
-  const claimUpTo = (limit: number): Effect.Effect<ClaimBatch, ClockRegressed | SqlError> =>
-    write((tx, clock, now) =>
+  /** A claim's decision: up to `limit` eligible heads in turn order, or when to look again. */
+  const decideClaim = (limit: number): Decide<Decided, never> =>
+    (tx, clock, now) =>
       Effect.gen(function*() {
         // The candidates first (a backend answers none at once when no head is eligible): a claim
         // that finds heads reads once, an idle one reads again for when to wake.
@@ -376,17 +409,20 @@ export const make = (
         if (decided === undefined) return yield* Effect.dieMessage("a flow caches a head that is not eligible")
         const groups = decided.changes.flows.flatMap((f) => (f.group === null ? [] : [f.group]))
         return [claimed(decided.claims, undefined, groups), decided.changes] as const
-      }), claimFaults).pipe(
-      Effect.tap(({ claims, groups }) =>
-        claims.length === 0
-          ? Metric.increment(Metrics.idleClaims)
-          : Effect.zipRight(
-            Metric.incrementBy(Metrics.claims, claims.length),
-            groups.length === 0 ? Effect.void : Metrics.countGroupClaims(groups)
-          )
-      ),
-      Effect.map(({ claims, wakeAt }): ClaimBatch => (wakeAt === undefined ? { claims } : { claims, wakeAt }))
-    )
+      })
+
+  const countClaims = ({ claims, groups }: Decided) =>
+    claims.length === 0
+      ? Metric.increment(Metrics.idleClaims)
+      : Effect.zipRight(
+        Metric.incrementBy(Metrics.claims, claims.length),
+        groups.length === 0 ? Effect.void : Metrics.countGroupClaims(groups)
+      )
+
+  const claimBatchOf = ({ claims, wakeAt }: Decided): ClaimBatch => (wakeAt === undefined ? { claims } : { claims, wakeAt })
+
+  const claimUpTo = (limit: number): Effect.Effect<ClaimBatch, ClockRegressed | SqlError> =>
+    write(decideClaim(limit), [claimFaults]).pipe(Effect.tap(countClaims), Effect.map(claimBatchOf))
 
   const claim: Effect.Effect<ClaimOutcome, ClockRegressed | SqlError> = claimUpTo(1).pipe(
     Effect.map(({ claims, wakeAt }): ClaimOutcome => claims[0] ?? (wakeAt === undefined ? { _tag: "Idle" } : { _tag: "Idle", wakeAt })),
@@ -400,8 +436,9 @@ export const make = (
     Metrics.withHotSpan("RelayQueue.claim")
   )
 
-  const settleAll = (items: ReadonlyArray<readonly [Token, DeliveryReply]>) =>
-    write((tx, clock, now) =>
+  /** A settle's decision: one outcome per reply, in order. */
+  const decideSettle = (items: ReadonlyArray<readonly [Token, DeliveryReply]>): Decide<ReadonlyArray<SettleOutcome>, never> =>
+    (tx, clock, now) =>
       Effect.gen(function*() {
         const draws = policy.jitter === "full" ? yield* Effect.forEach(items, () => Random.next) : []
         const ids = unique(items.map(([token]) => token.eventId))
@@ -415,14 +452,44 @@ export const make = (
           ? []
           : next ?? (yield* tx.eventsAt(acked.map((e) => ({ flowId: e.flowId, seq: e.seq + 1 }))))
         return [outcomes, Operations.settleChanges(changed, byKey(successors, Operations.positionKey), clock, stamps)] as const
-      }), settleFaults).pipe(
-      Effect.tap((outcomes) =>
-        Effect.zipRight(
-          Effect.forEach(outcomes, (o) => Metric.increment(Metrics.settlesByOutcome[o._tag]), { discard: true }),
-          outcomes.some((o) => o._tag === "Acked") ? wake.signal : Effect.void
-        )
-      )
+      })
+
+  // An ack may expose the next head of its flow: sleeping workers look again.
+  const countSettles = (outcomes: ReadonlyArray<SettleOutcome>) =>
+    Effect.zipRight(
+      Effect.forEach(outcomes, (o) => Metric.increment(Metrics.settlesByOutcome[o._tag]), { discard: true }),
+      outcomes.some((o) => o._tag === "Acked") ? wake.signal : Effect.void
     )
+
+  const settleAll = (items: ReadonlyArray<readonly [Token, DeliveryReply]>) =>
+    write(decideSettle(items), [settleFaults]).pipe(Effect.tap(countSettles))
+
+  /**
+   * `settleAll(items)` then `claimUpTo(limit)` in one transaction (one commit instead of two): the
+   * claim decides on what the settle stored, its clock included, at the same time.
+   */
+  const settleAndClaim = (
+    items: ReadonlyArray<readonly [Token, DeliveryReply]>,
+    limit: number
+  ): Effect.Effect<SettledAndClaimed, ClockRegressed | SqlError> => {
+    if (items.length === 0) {
+      return limit === 0 ? Effect.succeed({ outcomes: [], claims: [] }) : Effect.map(claimUpTo(limit), (batch) => ({ outcomes: [], ...batch }))
+    }
+    if (limit === 0) return Effect.map(settleAll(items), (outcomes) => ({ outcomes, claims: [] }))
+    return write(
+      (tx, clock, now) =>
+        Effect.gen(function*() {
+          const [outcomes, settled] = yield* decideSettle(items)(tx, clock, now)
+          yield* store(tx, settled)
+          const [decided, changes] = yield* decideClaim(limit)(tx, settled.clock ?? clock, now)
+          return [[outcomes, decided] as const, changes] as const
+        }),
+      [settleFaults, claimFaults]
+    ).pipe(
+      Effect.tap(([outcomes, decided]) => Effect.zipRight(countSettles(outcomes), countClaims(decided))),
+      Effect.map(([outcomes, decided]) => ({ outcomes, ...claimBatchOf(decided) }))
+    )
+  }
 
   const redrive = (input: RedriveInput) =>
     Effect.flatMap(Input.decodeRedrive(input), (request) =>
@@ -529,6 +596,10 @@ export const make = (
         )).pipe(Metrics.withHotSpan("RelayQueue.settle")),
     settleBatch: (items) =>
       Effect.flatMap(Input.decodeSettleBatch(items), settleAll).pipe(Metrics.withHotSpan("RelayQueue.settleBatch")),
+    settleAndClaim: (items, limit) =>
+      Effect.flatMap(Input.decodeSettleAndClaim(items, limit), ([decoded, n]) => settleAndClaim(decoded, n)).pipe(
+        Metrics.withHotSpan("RelayQueue.settleAndClaim")
+      ),
     redrive,
     resetClock,
     snapshot,
@@ -551,6 +622,7 @@ export const make = (
         Effect.withSpan("RelayQueue.audit")
       ),
     awaitWork: wake.await,
+    watchWork: wake.watch,
     retention,
     prune: Retention.makePrune(backend, retention)
   }

@@ -688,6 +688,32 @@ export class QueueModel {
     )
   }
 
+  /** `settleBatch(items)` then `claimBatch(limit)` in one write; when it claims nothing, when to look again. */
+  settleAndClaim(
+    items: unknown,
+    limit: unknown,
+    now: number
+  ): Result<{ outcomes: ReadonlyArray<SettleOutcome>; claims: ReadonlyArray<ClaimedOutcome>; wakeAt?: number }> {
+    if (!Array.isArray(items) || items.length > MaxBatch) return invalid("settleAndClaim")
+    for (const item of items) {
+      if (typeof item !== "object" || item === null) return invalid("settleAndClaim")
+      if (!isToken((item as { token: unknown }).token) || !isReply((item as { reply: unknown }).reply)) return invalid("settleAndClaim")
+    }
+    if (typeof limit !== "number" || !Number.isInteger(limit) || limit < 0 || limit > MaxBatch) return invalid("settleAndClaim")
+    const decoded = items as ReadonlyArray<{ token: { eventId: string; generation: number }; reply: Reply }>
+    return this.atomically(now, (m, now) => {
+      const outcomes = decoded.map(({ reply, token }) => this.settleValid(m, token, reply, now))
+      const claims: Array<ClaimedOutcome> = []
+      while (claims.length < limit) {
+        const claimed = this.claimOne(m, now)
+        if (claimed === undefined) break
+        claims.push(claimed)
+      }
+      const wakeAt = limit > 0 && claims.length === 0 ? m.wakeAt() : undefined
+      return ok(wakeAt === undefined ? { outcomes, claims } : { outcomes, claims, wakeAt })
+    }, (result) => result.outcomes.some(settled) || result.claims.length > 0)
+  }
+
   // --- redrive ------------------------------------------------------------------------------
 
   redrive(

@@ -72,6 +72,7 @@ export type RegressibleOp =
   | "claimBatch"
   | "settle"
   | "settleBatch"
+  | "settleAndClaim"
   | "redrive"
   | "setFlowWeight"
   | "setGroupWeight"
@@ -83,6 +84,7 @@ export type Command =
   | { readonly t: "claimBatch"; readonly limit: number }
   | { readonly t: "settle"; readonly spec: SettleSpec }
   | { readonly t: "settleBatch"; readonly specs: ReadonlyArray<SettleSpec> }
+  | { readonly t: "settleAndClaim"; readonly specs: ReadonlyArray<SettleSpec>; readonly limit: number }
   | { readonly t: "redrive"; readonly spec: RedriveSpec }
   | { readonly t: "setFlowWeight"; readonly flow: number; readonly weight: number }
   | { readonly t: "setGroupWeight"; readonly group: number; readonly weight: number }
@@ -92,7 +94,7 @@ export type Command =
   /** One malformed call from the catalogue in the test (InvalidInput, nothing changes). */
   | { readonly t: "invalid"; readonly which: number }
 
-export const InvalidCases = 16
+export const InvalidCases = 18
 
 const replyArb: fc.Arbitrary<Reply> = fc.oneof(
   { arbitrary: fc.constant({ _tag: "Accepted" as const }), weight: 6 },
@@ -156,6 +158,11 @@ export const commandArb: fc.Arbitrary<Command> = fc.oneof(
   { arbitrary: fc.integer({ min: 1, max: 4 }).map((limit) => ({ t: "claimBatch" as const, limit })), weight: 1 },
   { arbitrary: settleSpecArb.map((spec) => ({ t: "settle" as const, spec })), weight: 7 },
   { arbitrary: fc.array(settleSpecArb, { minLength: 1, maxLength: 3 }).map((specs) => ({ t: "settleBatch" as const, specs })), weight: 1 },
+  {
+    arbitrary: fc.record({ specs: fc.array(settleSpecArb, { minLength: 0, maxLength: 3 }), limit: fc.integer({ min: 0, max: 3 }) })
+      .map(({ limit, specs }) => ({ t: "settleAndClaim" as const, specs, limit })),
+    weight: 2
+  },
   { arbitrary: redriveSpecArb.map((spec) => ({ t: "redrive" as const, spec })), weight: 3 },
   {
     arbitrary: fc.record({ flow: fc.nat({ max: Flows.length - 1 }), weight: fc.integer({ min: 1, max: 3 }) }).map((r) => ({
@@ -189,6 +196,7 @@ export const commandArb: fc.Arbitrary<Command> = fc.oneof(
         "claimBatch",
         "settle",
         "settleBatch",
+        "settleAndClaim",
         "redrive",
         "setFlowWeight",
         "setGroupWeight"

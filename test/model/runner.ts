@@ -174,6 +174,16 @@ const invalidCall = (h: Harness, which: number): { name: string; real: Effect.Ef
       name: "settleBatch with one reply lacking its field",
       real: q.settleBatch([{ token, reply: { _tag: "Accepted" } }, { token, reply: { _tag: "Retry" } as never }]),
       model: () => m.settleBatch([{ token, reply: { _tag: "Accepted" } }, { token, reply: { _tag: "Retry" } }], now)
+    },
+    {
+      name: "settleAndClaim with a good reply and a negative limit (nothing is settled)",
+      real: q.settleAndClaim([{ token, reply: { _tag: "Accepted" } }], -1),
+      model: () => m.settleAndClaim([{ token, reply: { _tag: "Accepted" } }], -1, now)
+    },
+    {
+      name: "settleAndClaim with a malformed reply and a good limit",
+      real: q.settleAndClaim([{ token, reply: { _tag: "Gap" } as never }], 1),
+      model: () => m.settleAndClaim([{ token, reply: { _tag: "Gap" } }], 1, now)
     }
   ]
   return cases[which % cases.length]!
@@ -236,7 +246,12 @@ const describe = (error: unknown): string => {
 const countOutcome = (coverage: Coverage | undefined, op: string, result: Result<unknown>) => {
   if (!result.ok) return
   const value = result.value as { _tag?: string; wakeAt?: number } | ReadonlyArray<{ _tag: string }> | undefined
-  if (Array.isArray(value)) {
+  if (op === "settleAndClaim") {
+    const { claims, outcomes, wakeAt } = value as { outcomes: ReadonlyArray<{ _tag: string }>; claims: ReadonlyArray<unknown>; wakeAt?: number }
+    for (const v of outcomes) count(coverage, `${op}:${v._tag}`)
+    count(coverage, `${op}:${claims.length > 0 ? "claimed" : wakeAt === undefined ? "none" : "Idle+wakeAt"}`)
+    if (claims.length > 0 && outcomes.some((o) => o._tag === "Acked")) count(coverage, `${op}:Acked+claimed`)
+  } else if (Array.isArray(value)) {
     count(coverage, `${op}:size${Math.min(value.length, 2)}`)
     for (const v of value) count(coverage, `${op}:${v._tag}`)
   } else if (value !== undefined && typeof value === "object" && "_tag" in value) {
@@ -287,6 +302,14 @@ const writeOp = (h: Harness, op: RegressibleOp, command: Command | undefined): W
       const items = specs.map((spec) => ({ token: tokenOf(h, spec), reply: spec.reply }))
       return { args: items, real: q.settleBatch(items), model: (now: number) => m.settleBatch(items, now) }
     }
+    case "settleAndClaim": {
+      const specs: ReadonlyArray<SettleSpec> = command?.t === "settleAndClaim"
+        ? command.specs
+        : [{ target: "live", pick: 0, forge: "none", reply: { _tag: "Accepted" } }]
+      const limit = command?.t === "settleAndClaim" ? command.limit : 1
+      const items = specs.map((spec) => ({ token: tokenOf(h, spec), reply: spec.reply }))
+      return { args: { items, limit }, real: q.settleAndClaim(items, limit), model: (now: number) => m.settleAndClaim(items, limit, now) }
+    }
     case "redrive": {
       const spec: RedriveSpec = command?.t === "redrive"
         ? command.spec
@@ -307,14 +330,22 @@ const writeOp = (h: Harness, op: RegressibleOp, command: Command | undefined): W
 
 /** Counts claims of flows in a group and of flows of none. */
 const countGroups = (h: Harness, value: unknown, coverage: Coverage | undefined) => {
-  for (const c of Array.isArray(value) ? value : [value]) {
+  for (const c of claimsIn(value)) {
     const flowId = (c as { _tag?: unknown; event?: { flowId: string } })._tag === "Claimed" ? (c as { event: { flowId: string } }).event.flowId : undefined
     if (flowId !== undefined) count(coverage, h.model.flows.get(flowId)?.group == null ? "claim:ungrouped" : "claim:grouped")
   }
 }
 
+/** The claims of a `settleAndClaim` result, or the value itself (a claim, or a batch of claims). */
+const claimsIn = (value: unknown): ReadonlyArray<unknown> =>
+  Array.isArray(value)
+    ? value
+    : typeof value === "object" && value !== null && "claims" in value
+    ? (value as { claims: ReadonlyArray<unknown> }).claims
+    : [value]
+
 const recordTokens = (h: Harness, value: unknown) => {
-  const claims = Array.isArray(value) ? value : [value]
+  const claims = claimsIn(value)
   for (const c of claims) {
     if (typeof c === "object" && c !== null && (c as { _tag?: unknown })._tag === "Claimed") {
       h.tokens.push((c as { token: { eventId: string; generation: number } }).token)
@@ -399,7 +430,9 @@ export const runSequence = (
             // A no-op (or a failure) at a later time than the stored tick: the tick must stay.
             if (h.now > tickBefore && h.model.tick === tickBefore) count(coverage, "clock:kept-by-no-op")
             if (expected.ok) recordTokens(h, expected.value)
-            if (expected.ok && (command.t === "claim" || command.t === "claimBatch")) countGroups(h, expected.value, coverage)
+            if (expected.ok && (command.t === "claim" || command.t === "claimBatch" || command.t === "settleAndClaim")) {
+              countGroups(h, expected.value, coverage)
+            }
           }
         }
         const snapshot = yield* queue.snapshot

@@ -77,6 +77,8 @@ const mustCover = [
   "settle:Stale",
   "settle:Expired",
   "settleBatch:Acked",
+  "settleAndClaim:Acked+claimed",
+  "settleAndClaim:Idle+wakeAt",
   "redrive:Redriven",
   "setFlowWeight:ok",
   "setGroupWeight:ok",

@@ -124,6 +124,41 @@ describe("Relay.run", () => {
       }).pipe(Effect.provide(context))
     }))
 
+  it.scoped("a worker settles each reply and claims its next head in one queue write (settleAndClaim)", () =>
+    Effect.gen(function*() {
+      const context = yield* setup((_, inbox) => inbox)
+      const calls: Array<string> = []
+      // The queue as the worker sees it, noting each write it asks for.
+      const noted = Layer.effect(
+        RelayQueue,
+        Effect.map(RelayQueue, (queue) => ({
+          ...queue,
+          claim: Effect.zipRight(Effect.sync(() => calls.push("claim")), queue.claim),
+          claimUpTo: (limit: number) => Effect.zipRight(Effect.sync(() => calls.push("claimUpTo")), queue.claimUpTo(limit)),
+          settle: (token: Parameters<typeof queue.settle>[0], reply: DeliveryReply) =>
+            Effect.zipRight(Effect.sync(() => calls.push("settle")), queue.settle(token, reply)),
+          settleBatch: (items: Parameters<typeof queue.settleBatch>[0]) =>
+            Effect.zipRight(Effect.sync(() => calls.push("settleBatch")), queue.settleBatch(items)),
+          settleAndClaim: (items: Parameters<typeof queue.settleAndClaim>[0], limit: number) =>
+            Effect.zipRight(Effect.sync(() => calls.push(`settleAndClaim(${items.length}, ${limit})`)), queue.settleAndClaim(items, limit))
+        }))
+      )
+      const base = Layer.succeedContext(context)
+      const relay = yield* Effect.provide(Relay, Relay.layer.pipe(Layer.provide(noted), Layer.provide(base)))
+      yield* Effect.gen(function*() {
+        const queue = yield* RelayQueue
+        for (let i = 1; i <= 6; i++) yield* queue.enqueue({ eventId: `A${i}`, flowId: "A", body: { delta: i } })
+        const running = yield* Effect.fork(relay.run(quick))
+        for (let i = 0; i < 10_000 && (yield* queue.stats).byState.acked < 6; i++) yield* Effect.yieldNow()
+        yield* Fiber.interrupt(running)
+        expect((yield* (yield* Inbox).receipts).map((r) => r.seq)).toEqual([1, 2, 3, 4, 5, 6])
+        // The first claim alone; then each reply with the next claim (A2 only becomes a head when
+        // A1 is acked, so each of these claims found the head the settle before it exposed).
+        expect(calls.slice(0, 7)).toEqual(["settleAndClaim(0, 1)", ...Array.from({ length: 6 }, () => "settleAndClaim(1, 1)")])
+        expect(calls.filter((call) => !call.startsWith("settleAndClaim"))).toEqual([])
+      }).pipe(Effect.provide(context))
+    }))
+
   it.scoped("an enqueue in the same process wakes a sleeping worker at once", () =>
     Effect.gen(function*() {
       const delivered = yield* Deferred.make<string>()

@@ -85,6 +85,8 @@ export const writes = (store: Store, base: QueueWrites) => (): QueueWrites => {
   const { sql } = store
   // The clock this transaction read: tickets above its ticket were decided here and are drawn afresh.
   let seen: ClockRecord | undefined
+  // The clock as this transaction last stored it (an operation that settles and then claims stores it twice).
+  let stored: ClockRecord | undefined
   // The tickets drawn for this transaction's turns seen + 1, seen + 2, …, in order.
   let drawn: ReadonlyArray<number> = []
   // After `lockStore`, the clock is written as decided (a reset may move the tick back).
@@ -135,10 +137,12 @@ export const writes = (store: Store, base: QueueWrites) => (): QueueWrites => {
     setClock: (clock) =>
       Effect.gen(function*() {
         if (seen === undefined) return yield* Effect.dieMessage("a parallel write stored the clock before reading it")
-        const count = clock.ticket - seen.ticket
+        const before = stored ?? seen
+        stored = clock
+        const count = clock.ticket - before.ticket
         const tick = exclusive
           ? sql`UPDATE relay_clock SET tick = ${clock.tick} WHERE id = 1`
-          : clock.tick > seen.tick
+          : clock.tick > before.tick
           ? sql`UPDATE relay_clock SET tick = ${clock.tick}
             WHERE id = (SELECT id FROM relay_clock WHERE id = 1 AND tick < ${clock.tick} FOR UPDATE SKIP LOCKED)`
           : undefined
@@ -146,7 +150,8 @@ export const writes = (store: Store, base: QueueWrites) => (): QueueWrites => {
         if (count <= 0) return
         // The draw touches only the sequence: the held tick goes in front of it (one round trip).
         const rows = yield* store.exec(sql`SELECT nextval('relay_ticket') AS n FROM generate_series(1, ${count})`, "relay_ticket")
-        drawn = rows.map((row) => Number((row as { readonly n: unknown }).n)).sort((a, b) => a - b)
+        // Later draws are above earlier ones: the turns stay in the order they were decided.
+        drawn = [...drawn, ...rows.map((row) => Number((row as { readonly n: unknown }).n)).sort((a, b) => a - b)]
       }),
     putFlows: (records) => Effect.flatMap(drawnTurns(records), base.putFlows),
     putGroups: (records) =>

@@ -309,6 +309,7 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
         send: (claims) => deliverAllOrRetry(claims, settings.deliveryTimeout),
         exchange: ({ limit, settles }) => queue.settleAndClaim(settles, limit)
       })
+
   const run = (options?: RunOptions): Effect.Effect<never, RelayConfigError> =>
     Effect.gen(function*() {
       const settings = yield* settingsOf(options, queue.policy.leaseTicks)

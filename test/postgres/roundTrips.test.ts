@@ -2,8 +2,8 @@
  * What a single-step claim and settle send to PostgreSQL, statement by statement (BEGIN goes with
  * the first, COMMIT follows the last): the clock read first (with BEGIN and the store's lock), the
  * writes nobody reads together in one statement, and with exact claims the settled event read
- * with the event after it. The bench's figures (8 round trips per event exact, 10 parallel) rest
- * on these shapes.
+ * with the event after it. The bench's figures (8 round trips per event exact, 10 parallel; the
+ * daemon's `settleAndClaim`, 6 and 8) rest on these shapes.
  */
 import { it } from "@effect/vitest"
 import { Effect } from "effect"
@@ -38,6 +38,22 @@ describePg("PostgreSQL: statements of a claim and a settle", (url) => {
         // The settle's event update goes in front of the head update.
         expect(settleSql[settleSql.length - 1]).toMatch(/^WITH held_0 AS \(.*UPDATE relay_event[\s\S]*\) UPDATE relay_flow SET head_seq/s)
         if (claims === "exact") expect(settleSql[1]).toMatch(/UNION ALL SELECT 1 AS next/)
+      }))
+
+    it.scopedLive(`${claims} claims: settleAndClaim is one transaction: one clock read, and the claim sees the ack`, () =>
+      Effect.gen(function*() {
+        const schema = yield* freshSchema(url)
+        const queue = yield* PgRelayQueue.make({ url: schema.url, maxConnections: 1, claims })
+        yield* queue.enqueueBatch([1, 2, 3].map((i) => ({ eventId: `A${i}`, flowId: "A", body: {} })))
+        const { claims: [first] } = yield* queue.claimUpTo(1)
+        if (first === undefined) return yield* Effect.dieMessage("expected a claim")
+        const [result, sql] = yield* captureSql(queue.settleAndClaim([{ token: first.token, reply: { _tag: "Accepted" } }], 1))
+        // A1 acked, and the claim in the same transaction found A2, which only that ack made the head.
+        expect(result.outcomes).toEqual([{ _tag: "Acked" }])
+        expect(result.claims.map((c) => c.event.eventId)).toEqual(["A2"])
+        // A settle then a claim: 3 + 3 statements (4 + 4 parallel) — less the claim's clock read.
+        expect(sql).toHaveLength(claims === "exact" ? 5 : 7)
+        expect(sql.filter((text) => /FROM relay_clock/.test(text) && /^SELECT/.test(text))).toHaveLength(1)
       }))
   }
 })

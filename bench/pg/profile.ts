@@ -5,7 +5,8 @@
  * step, settling what the step before claimed) on one connection and prints, per step: wall time,
  * this process's CPU, the server backends' CPU, and the statements sent (by text, most frequent first).
  *
- *   npx tsx bench/pg/profile.ts [--parallel] [--exchange] [--batch N] [--steps N] [--url postgres://…/db]
+ *   npx tsx bench/pg/profile.ts [--parallel] [--exchange] [--batch N] [--steps N] [--url postgres://…/db] [--cpu-profile FILE]
+ *   (--cpu-profile: a CPU profile of the counted steps alone; summarize it with bench/profile.ts --summarize)
  *   node --import tsx --cpu-prof --cpu-prof-dir bench/.cache/profile bench/pg/profile.ts …
  */
 import { Effect, Scope, Exit } from "effect"
@@ -20,6 +21,7 @@ const parallel = process.argv.includes("--parallel")
 const exchange = process.argv.includes("--exchange")
 const batch = Number(argument("--batch") ?? 1)
 const steps = Number(argument("--steps") ?? 2000)
+const cpuProfile = argument("--cpu-profile")
 const base = argument("--url") ?? "postgres://postgres@127.0.0.1:5432/postgres"
 const database = `fair_relay_profile_${process.pid}`
 
@@ -43,6 +45,26 @@ pg.Client.prototype.query = function(this: pg.Client, ...args: Array<unknown>) {
   }
   return (query as (...args: Array<unknown>) => unknown).apply(this, args)
 } as unknown as typeof query
+
+/** The inspector's CPU profiler, started now; `stop(file)` writes the profile. */
+const startProfile = async () => {
+  const inspector = await import("node:inspector")
+  const fs = await import("node:fs")
+  const session = new inspector.Session()
+  session.connect()
+  const post = (method: string, params?: object) =>
+    new Promise<unknown>((resolve, reject) => session.post(method, params ?? {}, (error, result) => (error ? reject(error) : resolve(result))))
+  await post("Profiler.enable")
+  await post("Profiler.setSamplingInterval", { interval: 200 })
+  await post("Profiler.start")
+  return {
+    stop: async (file: string) => {
+      const { profile } = (await post("Profiler.stop")) as { profile: unknown }
+      session.disconnect()
+      fs.writeFileSync(file, JSON.stringify(profile))
+    }
+  }
+}
 
 /** CPU milliseconds of the server's backends of this database (from /proc; the server is local). */
 const admin = new pg.Client({ connectionString: base })
@@ -92,17 +114,19 @@ try {
       Effect.asVoid(queue.settleBatch(claims.map((c) => ({ token: c.token, reply: { _tag: "Accepted" as const } })))))
   await Effect.runPromise(Effect.repeatN(step, 50))
   counting = true
+  const profiler = cpuProfile === undefined ? undefined : await startProfile()
   const cpu = process.cpuUsage()
   const server = await serverCpuMs()
   const start = performance.now()
   await Effect.runPromise(Effect.repeatN(step, steps - 1))
   const wall = performance.now() - start
+  if (profiler !== undefined) await profiler.stop(cpuProfile!)
   const used = process.cpuUsage(cpu)
   const serverUsed = (await serverCpuMs()) - server
   counting = false
   const per = (x: number) => (x / steps).toFixed(3)
   console.log(`${parallel ? "parallel" : "exact"}${exchange ? " settleAndClaim" : ""} batch ${batch}: ${steps} steps, ${((steps * batch) / (wall / 1000)).toFixed(0)} events/s`)
-  console.log(`per step: wall ${per(wall)} ms, client CPU ${per((used.user + used.system) / 1000)} ms, server CPU ${per(serverUsed)} ms`)
+  console.log(`per step: wall ${per(wall)} ms, client CPU ${per((used.user + used.system) / 1000)} ms (system ${per(used.system / 1000)}), server CPU ${per(serverUsed)} ms`)
   const total = [...texts.values()].reduce((a, b) => a + b.count, 0)
   console.log(`statements per step: ${(total / steps).toFixed(2)} (count per step, ms per step from send to answer, text)`)
   for (const [text, { count, ms }] of [...texts].sort((a, b) => b[1].ms - a[1].ms)) {

@@ -254,12 +254,17 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
    * A delivery that always ends in a reply: a timeout, a transport failure or a defect becomes
    * `Retry` with the cause logged; only interruption passes through (then nothing is settled).
    */
-  const orRetry = (timeout: Duration.Duration, annotations: Record<string, unknown>, applyTimeout = true) =>
+  const orRetry = (timeout: Duration.Duration, annotations: Record<string, unknown>, applyTimeout = true, deliveries = 1) =>
   <A>(delivery: Effect.Effect<A, DeliveryFailed | TimeoutException>, retry: (reply: DeliveryReply) => A): Effect.Effect<A> =>
     delivery.pipe(
       (delivery) => (applyTimeout ? Effect.timeout(delivery, timeout) : delivery),
       Effect.timed,
-      Effect.tap(([elapsed]) => Metric.update(Metrics.deliveryLatency, Duration.toMillis(elapsed))),
+      // The metrics count deliveries: each delivery of a batch waited as long as the batch.
+      Effect.tap(([elapsed]) =>
+        deliveries === 1
+          ? Metric.update(Metrics.deliveryLatency, Duration.toMillis(elapsed))
+          : Effect.repeatN(Metric.update(Metrics.deliveryLatency, Duration.toMillis(elapsed)), deliveries - 1)
+      ),
       Effect.map(([, reply]) => reply),
       Effect.catchAllCause((cause): Effect.Effect<A> => {
         if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
@@ -268,7 +273,7 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
           ? `delivery timeout after ${Duration.format(timeout)}`
           : `transport: ${failure instanceof Error ? failure.message : String(failure)}`
         return Effect.logWarning("delivery got no reply; settling as Retry", cause).pipe(
-          Effect.zipRight(Metric.increment(Metrics.deliveryFailures)),
+          Effect.zipRight(Metric.incrementBy(Metrics.deliveryFailures, deliveries)),
           Effect.as(retry({ _tag: "Retry", reason }))
         )
       }),
@@ -290,7 +295,7 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
   const deliverAllOrRetry = (claims: ReadonlyArray<typeof Claimed.Type>, timeout: Duration.Duration) =>
     transport.deliverBatch === undefined
       ? Effect.forEach(claims, (claimed) => deliverOrRetry(claimed, timeout), { concurrency: "unbounded" })
-      : orRetry(timeout, { eventIds: claims.map((c) => c.event.eventId).join(",") })(
+      : orRetry(timeout, { eventIds: claims.map((c) => c.event.eventId).join(",") }, true, claims.length)(
         transport.deliverBatch(claims.map(deliveryOf)),
         (reply) => claims.map(() => reply)
       )
@@ -336,7 +341,7 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
           let held: ReadonlyArray<typeof Claimed.Type> = []
           let inARow = 0
           while (held.length > 0 || !(yield* stopped)) {
-            const replies = yield* lane.send(held)
+            const replies = held.length === 0 ? [] : yield* lane.send(held)
             const settles = held.map((claimed, i) => ({ token: claimed.token, reply: replies[i]! }))
             const limit = (yield* stopped) ? 0 : settings.batchSize
             // Watched before the claim: work that arrives between an idle claim and the sleep wakes it.

@@ -234,6 +234,47 @@ describe("Relay.run", () => {
       }).pipe(Effect.provide(context))
     }))
 
+  it.scoped("a batch worker counts every delivery of a batch in the delivery metrics, failed or answered", () =>
+    Effect.gen(function*() {
+      const calls = yield* Ref.make(0)
+      const transport: TransportService = {
+        deliver: () => Effect.dieMessage("a batch worker delivers through deliverBatch"),
+        // The first batch gets no reply; the next is accepted.
+        deliverBatch: (deliveries) =>
+          Effect.flatMap(Ref.getAndUpdate(calls, (n) => n + 1), (n) =>
+            n === 0
+              ? Effect.fail(new DeliveryFailed({ eventId: deliveries[0]!.eventId, message: "connection refused", cause: null }))
+              : Effect.succeed(deliveries.map((): DeliveryReply => ({ _tag: "Accepted" }))))
+      }
+      const context = yield* Layer.build(
+        Relay.layer.pipe(
+          Layer.provideMerge(Layer.succeed(Transport, transport)),
+          Layer.provideMerge(SqliteRelayQueue.layer({ filename: ":memory:", policy: production }))
+        )
+      )
+      yield* Effect.gen(function*() {
+        const queue = yield* RelayQueue
+        yield* queue.enqueueBatch(["X", "Y", "Z"].map((flow) => ({ eventId: `${flow}1`, flowId: flow, body: { delta: 1 } })))
+        const failuresBefore = (yield* Metric.value(Metrics.deliveryFailures)).count
+        const latenciesBefore = (yield* Metric.value(Metrics.deliveryLatency)).count
+        const running = yield* Effect.fork((yield* Relay).run({ ...quick, batchSize: 3 }))
+        for (let i = 0; i < 500 && (yield* queue.snapshot).events.some((e) => e.attempts === 0); i++) yield* Effect.yieldNow()
+        // The three were settled as Retry (due in 1 s); then they are claimed and delivered again.
+        yield* TestClock.adjust("2 seconds")
+        for (let i = 0; i < 500 && (yield* queue.stats).byState.acked < 3; i++) yield* Effect.yieldNow()
+        yield* Fiber.interrupt(running)
+        expect((yield* queue.snapshot).events.map((e) => [e.eventId, e.state, e.attempts])).toEqual([
+          ["X1", "acked", 2],
+          ["Y1", "acked", 2],
+          ["Z1", "acked", 2]
+        ])
+        // Two batches, nothing sent for an empty hand.
+        expect(yield* Ref.get(calls)).toBe(2)
+        expect((yield* Metric.value(Metrics.deliveryFailures)).count - failuresBefore).toBe(3)
+        expect((yield* Metric.value(Metrics.deliveryLatency)).count - latenciesBefore).toBe(3)
+      }).pipe(Effect.provide(context))
+    }))
+
   it.scoped("shutdown lets an in-flight delivery finish within the grace period", () =>
     Effect.gen(function*() {
       const started = yield* Deferred.make<void>()

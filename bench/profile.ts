@@ -8,7 +8,6 @@
  *   npx tsx bench/profile.ts --summarize bench/.cache/profile/CPU.….cpuprofile
  */
 import * as fs from "node:fs"
-import * as inspector from "node:inspector"
 import * as path from "node:path"
 
 interface ProfileNode {
@@ -82,6 +81,7 @@ if (args[0] === "--summarize") {
   const { TickClock } = await import("../src/index.js")
   const { daemonLoop, delivered, drainLoop, relayLayer } = await import("./drain.js")
   const { fill, removeDb, workDir } = await import("./stores.js")
+  const { startCpuProfile } = await import("./cpuProfile.js")
   const events = Number(args.find((arg) => !arg.startsWith("--")) ?? 10_000)
   const daemon = args.includes("--daemon")
   fs.mkdirSync(workDir, { recursive: true })
@@ -90,26 +90,18 @@ if (args[0] === "--summarize") {
   removeDb(queueFile)
   removeDb(inboxFile)
   await Effect.runPromise(fill(queueFile, { events, flows: 64 }))
-  // Besides any whole-process `--cpu-prof`, profile the drain alone (no module loading, no fill).
-  const session = new inspector.Session()
-  session.connect()
-  const post = (method: string, params?: object) =>
-    new Promise<unknown>((resolve, reject) => session.post(method, params ?? {}, (error, result) => (error ? reject(error) : resolve(result))))
-  await post("Profiler.enable")
-  await post("Profiler.setSamplingInterval", { interval: 200 })
   const seen = delivered()
+  const out = path.join(workDir, "..", "profile", `drain-only-${Date.now()}.cpuprofile`)
+  // Besides any whole-process `--cpu-prof`, profile the drain alone (no module loading, no fill;
+  // the stores are opened before the profile starts).
+  let profiler: Awaited<ReturnType<typeof startCpuProfile>> | undefined
   const loop = await Effect.runPromise(
     Effect.gen(function*() {
-      // Open the stores first, outside the profile.
-      yield* Effect.promise(() => post("Profiler.start"))
+      profiler = yield* Effect.promise(startCpuProfile)
       return daemon ? yield* daemonLoop(events, 600, seen, { workers: 8, batchSize: 1 }) : yield* drainLoop(64, 600, true)
     }).pipe(Effect.provide(relayLayer(queueFile, inboxFile, {}, seen)), daemon ? (effect) => effect : TickClock.at(0))
   )
-  const { profile } = (await post("Profiler.stop")) as { profile: Profile }
-  session.disconnect()
-  const out = path.join(workDir, "..", "profile", `drain-only-${Date.now()}.cpuprofile`)
-  fs.mkdirSync(path.dirname(out), { recursive: true })
-  fs.writeFileSync(out, JSON.stringify(profile))
+  await profiler!.stop(out)
   console.log(`wrote ${path.relative(process.cwd(), out)} (the drain alone)`)
   console.log(`drained ${loop.drained} events in ${loop.seconds.toFixed(2)} s: ${(loop.drained / loop.seconds).toFixed(0)} events/s, CPU ${((loop.cpuSeconds * 1e6) / loop.drained).toFixed(0)} µs/event`)
   removeDb(queueFile)

@@ -12,6 +12,7 @@
 import { Effect, Scope, Exit } from "effect"
 import pg from "pg"
 import * as PgRelayQueue from "../../src/layers/PgRelayQueue.js"
+import { startCpuProfile } from "../cpuProfile.js"
 
 const argument = (name: string) => {
   const at = process.argv.indexOf(name)
@@ -45,26 +46,6 @@ pg.Client.prototype.query = function(this: pg.Client, ...args: Array<unknown>) {
   }
   return (query as (...args: Array<unknown>) => unknown).apply(this, args)
 } as unknown as typeof query
-
-/** The inspector's CPU profiler, started now; `stop(file)` writes the profile. */
-const startProfile = async () => {
-  const inspector = await import("node:inspector")
-  const fs = await import("node:fs")
-  const session = new inspector.Session()
-  session.connect()
-  const post = (method: string, params?: object) =>
-    new Promise<unknown>((resolve, reject) => session.post(method, params ?? {}, (error, result) => (error ? reject(error) : resolve(result))))
-  await post("Profiler.enable")
-  await post("Profiler.setSamplingInterval", { interval: 200 })
-  await post("Profiler.start")
-  return {
-    stop: async (file: string) => {
-      const { profile } = (await post("Profiler.stop")) as { profile: unknown }
-      session.disconnect()
-      fs.writeFileSync(file, JSON.stringify(profile))
-    }
-  }
-}
 
 /** CPU milliseconds of the server's backends of this database (from /proc; the server is local). */
 const admin = new pg.Client({ connectionString: base })
@@ -114,7 +95,7 @@ try {
       Effect.asVoid(queue.settleBatch(claims.map((c) => ({ token: c.token, reply: { _tag: "Accepted" as const } })))))
   await Effect.runPromise(Effect.repeatN(step, 50))
   counting = true
-  const profiler = cpuProfile === undefined ? undefined : await startProfile()
+  const profiler = cpuProfile === undefined ? undefined : await startCpuProfile()
   const cpu = process.cpuUsage()
   const server = await serverCpuMs()
   const start = performance.now()

@@ -1,7 +1,7 @@
 /**
  * Model-based test of the queue protocol: random sequences of enqueue / enqueueBatch / claim /
  * claimBatch / settle (every reply kind; current, stale, forged and unknown tokens) / settleBatch
- * / redrive (right and wrong generations, blank reasons, unknown ids) / setFlowWeight / time
+ * / settleAndClaim / redrive (right and wrong generations, blank reasons, unknown ids) / setFlowWeight / time
  * advances / clock regressions / malformed calls, under random policies ("strict" and "clamp"
  * clocks, "seed" and "tail" admission), run against a fresh queue and the pure reference model
  * (`QueueModel.ts`, written from SPEC §3). Every outcome and the whole snapshot after every

@@ -145,17 +145,14 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
 
   const deliver = (claimed: typeof Claimed.Type) => transport.deliver(deliveryOf(claimed))
 
-  /** claim → `send` → settle: the strict `step`. */
-  const stepWith = (send: (claimed: typeof Claimed.Type) => Effect.Effect<DeliveryReply, DeliveryFailed>) =>
-    Effect.gen(function*() {
-      const claimed = yield* queue.claim
-      if (claimed._tag === "Idle") return claimed
-      const reply = yield* send(claimed)
-      const outcome = yield* queue.settle(claimed.token, reply)
-      return { _tag: "Delivered", claimed, reply, outcome } as const
-    })
-
-  const step: Effect.Effect<StepResult, StepError> = stepWith(deliver).pipe(Metrics.withHotSpan("Relay.step"))
+  /** claim → deliver → settle; a delivery failure fails the step. */
+  const step: Effect.Effect<StepResult, StepError> = Effect.gen(function*() {
+    const claimed = yield* queue.claim
+    if (claimed._tag === "Idle") return claimed
+    const reply = yield* deliver(claimed)
+    const outcome = yield* queue.settle(claimed.token, reply)
+    return { _tag: "Delivered", claimed, reply, outcome } as const
+  }).pipe(Metrics.withHotSpan("Relay.step"))
 
   /**
    * What a daemon worker sends the queue between deliveries: the replies to the heads it held, and
@@ -224,14 +221,11 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
     })
   }
 
-  /** claimBatch → `send` → settleBatch of the replies that came; the rest are left to their lease. */
-  const batchWith = (
-    size: number,
-    send: (claims: ReadonlyArray<typeof Claimed.Type>) => Effect.Effect<ReadonlyArray<Either.Either<DeliveryReply, DeliveryFailed>>>
-  ) =>
+  /** claimBatch → deliver → settleBatch of the replies that came; the rest are left to their lease. */
+  const stepBatch = (size: number) =>
     Effect.gen(function*() {
       const claims = yield* queue.claimBatch(size)
-      const replies = claims.length === 0 ? [] : yield* send(claims)
+      const replies = claims.length === 0 ? [] : yield* deliverAll(claims)
       const delivered: Array<{ readonly claimed: typeof Claimed.Type; readonly reply: DeliveryReply }> = []
       const failed: Array<BatchResult["failed"][number]> = []
       claims.forEach((claimed, i) => {
@@ -246,9 +240,7 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
         delivered: delivered.map(({ claimed, reply }, i) => ({ _tag: "Delivered", claimed, reply, outcome: outcomes[i]! }) as const),
         failed
       }
-    })
-
-  const stepBatch = (size: number) => batchWith(size, deliverAll).pipe(Metrics.withHotSpan("Relay.stepBatch"))
+    }).pipe(Metrics.withHotSpan("Relay.stepBatch"))
 
   /**
    * A delivery that always ends in a reply: a timeout, a transport failure or a defect becomes
@@ -352,7 +344,8 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
               )
             )
             held = result?.claims ?? []
-            inARow = held.length > 0 || (yield* stopped) ? 0 : yield* sleepIdle(result?.wakeAt, inARow, work)
+            // Once stopping, the sleep ends at once (it races the stop).
+            inARow = held.length > 0 ? 0 : yield* sleepIdle(result?.wakeAt, inARow, work)
           }
         }).pipe(Effect.annotateLogs({ worker: id }), Effect.withSpan("Relay.worker", { attributes: { worker: id } }))
 

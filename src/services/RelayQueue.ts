@@ -264,6 +264,7 @@ const makeWake = () => {
         waiters = waiters.filter((w) => w !== waiter)
       })
     })
+  const watch = Effect.sync(() => after(signals))
   return {
     signal: Effect.sync(() => {
       signals++
@@ -271,8 +272,8 @@ const makeWake = () => {
       waiters = []
       for (const resume of woken) resume()
     }),
-    watch: Effect.sync(() => after(signals)),
-    await: Effect.suspend(() => after(signals))
+    watch,
+    await: Effect.flatten(watch)
   }
 }
 

@@ -96,10 +96,19 @@ export const relayLayer = (queueFile: string, inboxFile: string, options: StoreO
   )
 }
 
-/** The worker over a queue file and a receiver that accepts everything and stores nothing (diagnosis only). */
-export const queueOnlyLayer = (queueFile: string, options: StoreOptions = {}) => {
+/**
+ * The worker over a queue file and an in-memory handler that does what the peers' handlers do:
+ * accept, and check each flow's order (the last seq per flow), storing nothing.
+ */
+export const queueOnlyLayer = (queueFile: string, options: StoreOptions = {}, seen: Delivered = delivered()) => {
   const accept: DeliveryReply = { _tag: "Accepted" }
-  const transport = Layer.succeed(Transport, { deliver: () => Effect.succeed(accept) })
+  const transport = Layer.succeed(Transport, {
+    deliver: (delivery) =>
+      Effect.sync(() => {
+        record(seen, delivery, accept)
+        return accept
+      })
+  })
   return Relay.layer.pipe(Layer.provide(transport), Layer.provideMerge(SqliteRelayQueue.layer(sqliteOptions(queueFile, options))), Layer.orDie)
 }
 

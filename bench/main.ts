@@ -176,10 +176,15 @@ const batch = row(`ours Relay.stepBatch(${tp.batchSize}) FULL`)
 const daemon = row(`ours relay.run({ workers: ${tp.daemonWorkers}, batchSize: 1 }) FULL`)
 const daemonNormal = row(`ours relay.run({ workers: ${tp.daemonWorkers}, batchSize: 1 }) NORMAL`)
 const batchNormal = row(`ours Relay.stepBatch(${tp.batchSize}) NORMAL`)
+const handlerNormal = row(`ours Relay.stepBatch(${tp.batchSize}), in-memory handler like the peers' NORMAL`)
 const plainjob = throughput.rows.filter((r) => r.system === "plainjob" && r.status === "ok")
-const bestPlainjob = plainjob.reduce<typeof plainjob[number] | undefined>((best, r) => (best === undefined || r.eventsPerSecond > best.eventsPerSecond ? r : best), undefined)
-const oursNormal = [daemonNormal, batchNormal].filter((r) => r !== undefined)
-const bestOursNormal = oursNormal.reduce<typeof oursNormal[number] | undefined>((best, r) => (best === undefined || r.eventsPerSecond > best.eventsPerSecond ? r : best), undefined)
+const best = <R extends { readonly eventsPerSecond: number }>(rows: ReadonlyArray<R | undefined>) =>
+  rows.reduce<R | undefined>((top, r) => (r === undefined || (top !== undefined && top.eventsPerSecond >= r.eventsPerSecond) ? top : r), undefined)
+const bestPlainjob = best(plainjob)
+// The same workload as the peers': their handlers accept and check order in memory; ours with the
+// durable inbox does a receiver transaction in a second file besides (reported, not the target).
+const bestOursNormal = best([handlerNormal])
+const bestOursInboxNormal = best([daemonNormal, batchNormal])
 const drainCeiling = single?.interleavedCeiling?.commitsPerSecond
 const first = claims[0]
 const last = claims[claims.length - 1]
@@ -222,9 +227,15 @@ const targets = {
   } : {}),
   ...(bestPlainjob !== undefined ? {
     vsPlainjob: {
-      what: "at equal durability (synchronous=NORMAL), our best processing rate ≥ plainjob's best on the same workload",
+      what: "at equal durability (synchronous=NORMAL), our best processing rate ≥ plainjob's best on the same workload (an in-memory handler that checks each flow's order)",
       ours: bestOursNormal === undefined ? null : { name: bestOursNormal.name, eventsPerSecond: bestOursNormal.eventsPerSecond },
       plainjob: { name: bestPlainjob.name, eventsPerSecond: bestPlainjob.eventsPerSecond },
+      ratio: bestOursNormal === undefined ? null : bestOursNormal.eventsPerSecond / bestPlainjob.eventsPerSecond,
+      withDurableInbox: bestOursInboxNormal === undefined ? null : {
+        name: bestOursInboxNormal.name,
+        eventsPerSecond: bestOursInboxNormal.eventsPerSecond,
+        ratio: bestOursInboxNormal.eventsPerSecond / bestPlainjob.eventsPerSecond
+      },
       met: bestOursNormal !== undefined && bestOursNormal.eventsPerSecond >= bestPlainjob.eventsPerSecond
     }
   } : {}),

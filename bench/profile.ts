@@ -1,9 +1,10 @@
 /**
  * A CPU profile of the batched drain (`Relay.stepBatch(64)`, FULL), or with `--daemon` of
- * `relay.run({ workers: 8, batchSize: 1 })`, for diagnosis; not part of `npm run bench`. Profile,
+ * `relay.run({ workers: 8, batchSize: 1 })`, with `--single` of `Relay.step` one event at a time,
+ * for diagnosis; not part of `npm run bench`. Profile,
  * then summarize self time by package:
  *
- *   node --import tsx --cpu-prof --cpu-prof-dir bench/.cache/profile bench/profile.ts [events] [--daemon]
+ *   node --import tsx --cpu-prof --cpu-prof-dir bench/.cache/profile bench/profile.ts [events] [--daemon | --single]
  *     (also writes bench/.cache/profile/drain-only-….cpuprofile: the drain alone, via node:inspector)
  *   npx tsx bench/profile.ts --summarize bench/.cache/profile/CPU.….cpuprofile
  */
@@ -84,6 +85,7 @@ if (args[0] === "--summarize") {
   const { startCpuProfile } = await import("./cpuProfile.js")
   const events = Number(args.find((arg) => !arg.startsWith("--")) ?? 10_000)
   const daemon = args.includes("--daemon")
+  const single = args.includes("--single")
   fs.mkdirSync(workDir, { recursive: true })
   const queueFile = path.join(workDir, "profile.queue.db")
   const inboxFile = path.join(workDir, "profile.inbox.db")
@@ -98,7 +100,7 @@ if (args[0] === "--summarize") {
   const loop = await Effect.runPromise(
     Effect.gen(function*() {
       profiler = yield* Effect.promise(startCpuProfile)
-      return daemon ? yield* daemonLoop(events, 600, seen, { workers: 8, batchSize: 1 }) : yield* drainLoop(64, 600, true)
+      return daemon ? yield* daemonLoop(events, 600, seen, { workers: 8, batchSize: 1 }) : yield* drainLoop(single ? 1 : 64, 600, true)
     }).pipe(Effect.provide(relayLayer(queueFile, inboxFile, {}, seen)), daemon ? (effect) => effect : TickClock.at(0))
   )
   await profiler!.stop(out)

@@ -4,7 +4,8 @@
  *  - the floor: our protocol's statements through raw better-sqlite3 (`floor.ts`), single-step
  *    and batched, at `synchronous` FULL and NORMAL;
  *  - ours: `Relay.step`, `Relay.stepBatch(n)`, the daemon `relay.run({ workers: 8, batchSize: 1 })`,
- *    at FULL and (if the library has the option) NORMAL, plus the queue-only diagnosis;
+ *    at FULL and (if the library has the option) NORMAL, and `Relay.stepBatch(n)` with an in-memory
+ *    handler that does what the peers' handlers do (accept, check each flow's order; no inbox);
  *  - with `--peers`: plainjob, liteque and BullMQ on the same workload (`peers.ts`).
  * Every drain runs on a fresh copy of one template store (queue file + inbox file).
  */
@@ -225,7 +226,7 @@ export const measureThroughput = async (
       ? `ours Relay.stepBatch(${plan.batchSize})`
       : mode === "daemon"
       ? `ours relay.run({ workers: ${plan.daemonWorkers}, batchSize: 1 })`
-      : `ours stepBatch(${plan.batchSize}), receiver stores nothing (diagnosis)`
+      : `ours Relay.stepBatch(${plan.batchSize}), in-memory handler like the peers'`
     const fullName = `${name} ${syncLabel(synchronous)}`
     const floorName = `${mode === "single" ? "single" : "batch"}-${synchronous}`
     const base = { name: fullName, system: "fair-relay" as const, mode, synchronous, order: ourOrder }
@@ -252,7 +253,7 @@ export const measureThroughput = async (
       const run: Effect.Effect<Outcome> = mode === "queue-only"
         ? drainLoop(plan.batchSize, plan.maxSeconds, false).pipe(
           Effect.map((loop) => ({ loop, inbox: null })),
-          Effect.provide(queueOnlyLayer(files.queueFile, options))
+          Effect.provide(queueOnlyLayer(files.queueFile, options, seen))
         )
         : Effect.all({
           loop: mode === "daemon"
@@ -304,7 +305,7 @@ export const measureThroughput = async (
     push(floorRow(synchronous, plan.batchSize))
     push(await oursRow(synchronous, "batch"))
     push(await oursRow(synchronous, "daemon"))
-    if (synchronous === "full") push(await oursRow(synchronous, "queue-only"))
+    push(await oursRow(synchronous, "queue-only"))
   }
 
   if (withPeers) {

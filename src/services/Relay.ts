@@ -5,11 +5,9 @@
 import type { SqlError } from "@effect/sql/SqlError"
 import { Cause, Config, Context, Deferred, Duration, Effect, Either, Fiber, Layer, Metric, Schema } from "effect"
 import type { Scope } from "effect"
-import type { TimeoutException } from "effect/Cause"
 import type { ClockRegressed, InvalidInput } from "../domain/Errors.js"
 import * as Idle from "../domain/Idle.js"
 import type { Claimed, DeliveryReply, SettleOutcome } from "../domain/Outcomes.js"
-import type { DeliveryInput } from "../domain/Records.js"
 import * as Coalesce from "./Coalesce.js"
 import * as Metrics from "./Metrics.js"
 import { RelayQueue } from "./RelayQueue.js"
@@ -39,7 +37,12 @@ export type StepError = ClockRegressed | InvalidInput | SqlError | DeliveryFaile
 
 /** Options of the worker daemon. */
 export interface RunOptions {
-  /** Concurrent workers (fibers) in this process (default 1). */
+  /**
+   * Concurrent workers in this process (default 1). Single-step workers (`batchSize: 1`) share
+   * their queue transactions (group commit); over a transport that takes batches (`deliverBatch`,
+   * as the in-process inbox does) they run as one loop holding up to `workers` heads, whose
+   * deliveries are one receiver call.
+   */
   readonly workers?: number | undefined
   /** Claim and settle this many heads per transaction (default 1: single steps). */
   readonly batchSize?: number | undefined
@@ -165,6 +168,16 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
 
   const sizeOf = (operation: string) => Metric.tagged(Metrics.groupCommitSize, "operation", operation)
 
+  /** One `settleAndClaim` carrying several single steps' settles and claims, counted as a group commit. */
+  const sharedExchange = ({ limit, settles }: Exchange) =>
+    Effect.zipRight(
+      Effect.all([
+        settles.length > 0 ? Metric.update(sizeOf("settle"), settles.length) : Effect.void,
+        limit > 0 ? Metric.update(sizeOf("claim"), limit) : Effect.void
+      ], { discard: true }),
+      queue.settleAndClaim(settles, limit)
+    )
+
   /**
    * Many workers' exchanges as one `settleAndClaim`: the settles in the order they came, then the
    * claims, handed out in the order they were asked for (a worker that gets none is told when to
@@ -174,9 +187,7 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
     Effect.gen(function*() {
       const settles = exchanges.flatMap((exchange) => exchange.settles)
       const limit = exchanges.reduce((sum, exchange) => sum + exchange.limit, 0)
-      if (settles.length > 0) yield* Metric.update(sizeOf("settle"), settles.length)
-      if (limit > 0) yield* Metric.update(sizeOf("claim"), limit)
-      const { claims, outcomes, wakeAt } = yield* queue.settleAndClaim(settles, limit)
+      const { claims, outcomes, wakeAt } = yield* sharedExchange({ settles, limit })
       let settled = 0
       let claimed = 0
       return exchanges.map((exchange): SettledAndClaimed => {
@@ -189,25 +200,15 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
     })
 
   /**
-   * Group commit for single-step workers: the settles and claims that N workers make at the same
-   * moment become one queue transaction, and their deliveries (when the transport takes batches)
-   * one receiver transaction.
+   * Group commit for single-step workers whose transport delivers one event per call: each worker
+   * delivers on its own, and the settles and claims that N workers make at the same moment become
+   * one queue transaction.
    */
   const groupCommit = (workers: number, deliveryTimeout: Duration.Duration) =>
-    Effect.gen(function*() {
-      const exchange = yield* Coalesce.make(exchangeAll, workers)
-      const { deliverBatch } = transport
-      // One timeout for the gathered deliveries (a timeout per delivery costs more than the delivery).
-      const deliverOne = deliverBatch === undefined
-        ? undefined
-        : yield* Coalesce.make((items: ReadonlyArray<DeliveryInput>) => Effect.timeout(deliverBatch(items), deliveryTimeout), workers, sizeOf("deliver"))
-      const send = (claims: ReadonlyArray<typeof Claimed.Type>) =>
-        Effect.forEach(claims, (claimed) =>
-          deliverOne === undefined
-            ? deliverOrRetry(claimed, deliveryTimeout)
-            : deliverOrRetry(claimed, deliveryTimeout, (claimed) => deliverOne(deliveryOf(claimed)), false))
-      return { exchange, send }
-    })
+    Effect.map(Coalesce.make(exchangeAll, workers), (exchange): Lane => ({
+      exchange,
+      send: (claims) => Effect.forEach(claims, (claimed) => deliverOrRetry(claimed, deliveryTimeout))
+    }))
 
   /** One outcome per claim: through the transport's batch call when it has one. */
   const deliverAll = (
@@ -246,10 +247,10 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
    * A delivery that always ends in a reply: a timeout, a transport failure or a defect becomes
    * `Retry` with the cause logged; only interruption passes through (then nothing is settled).
    */
-  const orRetry = (timeout: Duration.Duration, annotations: Record<string, unknown>, applyTimeout = true, deliveries = 1) =>
-  <A>(delivery: Effect.Effect<A, DeliveryFailed | TimeoutException>, retry: (reply: DeliveryReply) => A): Effect.Effect<A> =>
+  const orRetry = (timeout: Duration.Duration, annotations: Record<string, unknown>, deliveries = 1) =>
+  <A>(delivery: Effect.Effect<A, DeliveryFailed>, retry: (reply: DeliveryReply) => A): Effect.Effect<A> =>
     delivery.pipe(
-      (delivery) => (applyTimeout ? Effect.timeout(delivery, timeout) : delivery),
+      Effect.timeout(timeout),
       Effect.timed,
       // The metrics count deliveries: each delivery of a batch waited as long as the batch.
       Effect.tap(([elapsed]) =>
@@ -272,14 +273,9 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
       Effect.annotateLogs(annotations)
     )
 
-  const deliverOrRetry = (
-    claimed: typeof Claimed.Type,
-    timeout: Duration.Duration,
-    send: (claimed: typeof Claimed.Type) => Effect.Effect<DeliveryReply, DeliveryFailed | TimeoutException> = deliver,
-    applyTimeout = true
-  ) =>
-    orRetry(timeout, { eventId: claimed.event.eventId, flowId: claimed.event.flowId, generation: claimed.token.generation }, applyTimeout)(
-      send(claimed),
+  const deliverOrRetry = (claimed: typeof Claimed.Type, timeout: Duration.Duration) =>
+    orRetry(timeout, { eventId: claimed.event.eventId, flowId: claimed.event.flowId, generation: claimed.token.generation })(
+      deliver(claimed),
       (reply) => reply
     )
 
@@ -287,7 +283,7 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
   const deliverAllOrRetry = (claims: ReadonlyArray<typeof Claimed.Type>, timeout: Duration.Duration) =>
     transport.deliverBatch === undefined
       ? Effect.forEach(claims, (claimed) => deliverOrRetry(claimed, timeout), { concurrency: "unbounded" })
-      : orRetry(timeout, { eventIds: claims.map((c) => c.event.eventId).join(",") }, true, claims.length)(
+      : orRetry(timeout, { eventIds: claims.map((c) => c.event.eventId).join(",") }, claims.length)(
         transport.deliverBatch(claims.map(deliveryOf)),
         (reply) => claims.map(() => reply)
       )
@@ -298,20 +294,38 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
     readonly exchange: (exchange: Exchange) => Effect.Effect<SettledAndClaimed, Exclude<StepError, DeliveryFailed>>
   }
 
-  /** Single steps go through the group commit; a batch worker sends its own `settleAndClaim`. */
-  const laneOf = (settings: Settings): Effect.Effect<Lane, never, Scope.Scope> =>
-    settings.batchSize <= 1
-      ? groupCommit(settings.workers, settings.deliveryTimeout)
-      : Effect.succeed({
-        send: (claims) => deliverAllOrRetry(claims, settings.deliveryTimeout),
-        exchange: ({ limit, settles }) => queue.settleAndClaim(settles, limit)
-      })
+  /** How many worker fibers `run` starts, how many heads each holds at most, and their lane. */
+  interface Layout {
+    readonly fibers: number
+    readonly heads: number
+    readonly lane: Lane
+  }
+
+  /**
+   * A batch worker sends its own `settleAndClaim`. Single-step workers share their transactions
+   * (group commit). When the transport also takes batches, their deliveries would be one receiver
+   * call as well: then the N workers run as one loop holding up to N heads — the same
+   * transactions, calls and outcomes, without a fiber and two hand-offs per worker.
+   */
+  const layoutOf = (settings: Settings): Effect.Effect<Layout, never, Scope.Scope> => {
+    const { batchSize, deliveryTimeout, workers } = settings
+    if (batchSize > 1) {
+      const exchange: Lane["exchange"] = ({ limit, settles }) => queue.settleAndClaim(settles, limit)
+      return Effect.succeed({ fibers: workers, heads: batchSize, lane: { send: (claims) => deliverAllOrRetry(claims, deliveryTimeout), exchange } })
+    }
+    if (transport.deliverBatch !== undefined) {
+      const send: Lane["send"] = (claims) =>
+        claims.length > 1 ? Effect.zipRight(Metric.update(sizeOf("deliver"), claims.length), deliverAllOrRetry(claims, deliveryTimeout)) : deliverAllOrRetry(claims, deliveryTimeout)
+      return Effect.succeed({ fibers: 1, heads: workers, lane: { send, exchange: sharedExchange } })
+    }
+    return Effect.map(groupCommit(workers, deliveryTimeout), (lane) => ({ fibers: workers, heads: 1, lane }))
+  }
 
   const run = (options?: RunOptions): Effect.Effect<never, RelayConfigError> =>
     Effect.gen(function*() {
       const settings = yield* settingsOf(options, queue.policy.leaseTicks)
       // The group-commit fibers outlive the workers: they close with `run`'s scope, after shutdown.
-      const lane = yield* laneOf(settings)
+      const { fibers: workerFibers, heads, lane } = yield* layoutOf(settings)
       const stopping = yield* Deferred.make<void>()
       const stopped = Deferred.isDone(stopping)
 
@@ -335,7 +349,7 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
           while (held.length > 0 || !(yield* stopped)) {
             const replies = held.length === 0 ? [] : yield* lane.send(held)
             const settles = held.map((claimed, i) => ({ token: claimed.token, reply: replies[i]! }))
-            const limit = (yield* stopped) ? 0 : settings.batchSize
+            const limit = (yield* stopped) ? 0 : heads
             // Watched before the claim: work that arrives between an idle claim and the sleep wakes it.
             const work = yield* queue.watchWork
             const result = yield* lane.exchange({ settles, limit }).pipe(
@@ -379,7 +393,7 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
       // Daemon fibers: interrupting `run` must not interrupt a step half-way; shutdown below does
       // it in order (stop claiming, wait the grace period, then interrupt).
       const fibers = yield* Effect.forEach(
-        Array.from({ length: settings.workers }, (_, i) => i),
+        Array.from({ length: workerFibers }, (_, i) => i),
         (i) => Effect.forkDaemon(worker(i))
       )
       const sampling = yield* Effect.forkDaemon(sampler)

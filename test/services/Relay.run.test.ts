@@ -101,7 +101,7 @@ describe("Relay.run", () => {
         const flows = Array.from({ length: 12 }, (_, f) => `F${f}`)
         yield* queue.enqueueBatch(flows.flatMap((flow) => Array.from({ length: 10 }, (_, i) => ({ eventId: `${flow}-${i + 1}`, flowId: flow, body: { delta: 1 } }))))
         const sizes = (operation: string) => Metric.value(Metric.tagged(Metrics.groupCommitSize, "operation", operation))
-        const before = { claim: yield* sizes("claim"), settle: yield* sizes("settle") }
+        const before = { claim: yield* sizes("claim"), settle: yield* sizes("settle"), deliver: yield* sizes("deliver") }
         const running = yield* Effect.fork((yield* Relay).run({ ...quick, workers: 8, batchSize: 1 }))
         for (let i = 0; i < 10_000; i++) {
           if ((yield* queue.stats).byState.acked === 120) break
@@ -121,6 +121,13 @@ describe("Relay.run", () => {
         expect(claims.max).toBeGreaterThan(1)
         expect(settles.sum - before.settle.sum).toBe(120)
         expect(settles.count - before.settle.count).toBeLessThan(120)
+        // The inbox takes batches: the deliveries of workers that run together are one call, and
+        // never more than the eight workers' heads at once.
+        const delivers = yield* sizes("deliver")
+        expect(delivers.count - before.deliver.count).toBeGreaterThan(0)
+        expect(delivers.count - before.deliver.count).toBeLessThan(120)
+        expect(delivers.max).toBeLessThanOrEqual(8)
+        expect(claims.max).toBeLessThanOrEqual(8)
       }).pipe(Effect.provide(context))
     }))
 

@@ -309,13 +309,13 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
    */
   const layoutOf = (settings: Settings): Effect.Effect<Layout, never, Scope.Scope> => {
     const { batchSize, deliveryTimeout, workers } = settings
+    const sendAll: Lane["send"] = (claims) => deliverAllOrRetry(claims, deliveryTimeout)
     if (batchSize > 1) {
       const exchange: Lane["exchange"] = ({ limit, settles }) => queue.settleAndClaim(settles, limit)
-      return Effect.succeed({ fibers: workers, heads: batchSize, lane: { send: (claims) => deliverAllOrRetry(claims, deliveryTimeout), exchange } })
+      return Effect.succeed({ fibers: workers, heads: batchSize, lane: { send: sendAll, exchange } })
     }
     if (transport.deliverBatch !== undefined) {
-      const send: Lane["send"] = (claims) =>
-        claims.length > 1 ? Effect.zipRight(Metric.update(sizeOf("deliver"), claims.length), deliverAllOrRetry(claims, deliveryTimeout)) : deliverAllOrRetry(claims, deliveryTimeout)
+      const send: Lane["send"] = (claims) => Effect.zipRight(Metric.update(sizeOf("deliver"), claims.length), sendAll(claims))
       return Effect.succeed({ fibers: 1, heads: workers, lane: { send, exchange: sharedExchange } })
     }
     return Effect.map(groupCommit(workers, deliveryTimeout), (lane) => ({ fibers: workers, heads: 1, lane }))

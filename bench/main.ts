@@ -183,7 +183,7 @@ const best = <R extends { readonly eventsPerSecond: number }>(rows: ReadonlyArra
 const bestPlainjob = best(plainjob)
 // The same workload as the peers': their handlers accept and check order in memory; ours with the
 // durable inbox does a receiver transaction in a second file besides (reported, not the target).
-const bestOursNormal = best([handlerNormal])
+const bestOursNormal = handlerNormal
 const bestOursInboxNormal = best([daemonNormal, batchNormal])
 const drainCeiling = single?.interleavedCeiling?.commitsPerSecond
 const first = claims[0]

@@ -199,17 +199,6 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
       })
     })
 
-  /**
-   * Group commit for single-step workers whose transport delivers one event per call: each worker
-   * delivers on its own, and the settles and claims that N workers make at the same moment become
-   * one queue transaction.
-   */
-  const groupCommit = (workers: number, deliveryTimeout: Duration.Duration) =>
-    Effect.map(Coalesce.make(exchangeAll, workers), (exchange): Lane => ({
-      exchange,
-      send: (claims) => Effect.forEach(claims, (claimed) => deliverOrRetry(claimed, deliveryTimeout))
-    }))
-
   /** One outcome per claim: through the transport's batch call when it has one. */
   const deliverAll = (
     claims: ReadonlyArray<typeof Claimed.Type>
@@ -318,7 +307,8 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
       const send: Lane["send"] = (claims) => Effect.zipRight(Metric.update(sizeOf("deliver"), claims.length), sendAll(claims))
       return Effect.succeed({ fibers: 1, heads: workers, lane: { send, exchange: sharedExchange } })
     }
-    return Effect.map(groupCommit(workers, deliveryTimeout), (lane) => ({ fibers: workers, heads: 1, lane }))
+    // Group commit: each worker delivers on its own; the exchanges N workers make at once are one transaction.
+    return Effect.map(Coalesce.make(exchangeAll, workers), (exchange) => ({ fibers: workers, heads: 1, lane: { send: sendAll, exchange } }))
   }
 
   const run = (options?: RunOptions): Effect.Effect<never, RelayConfigError> =>

@@ -2,10 +2,10 @@
  * Where a PostgreSQL step's time goes, for diagnosis; not part of `npm run bench`. Fills a fresh
  * database with `events` over 64 flows, then runs `steps` claim → settle pairs (or `claimBatch` →
  * `settleBatch` of `batch`; with `--exchange`, as the worker daemon does: one `settleAndClaim` per
- * step, settling what the step before claimed) on one connection and prints, per step: wall time,
+ * step, settling what the step before claimed; with `--analyze`, after an ANALYZE of the filled store) on one connection and prints, per step: wall time,
  * this process's CPU, the server backends' CPU, and the statements sent (by text, most frequent first).
  *
- *   npx tsx bench/pg/profile.ts [--parallel] [--exchange] [--batch N] [--steps N] [--url postgres://…/db] [--cpu-profile FILE]
+ *   npx tsx bench/pg/profile.ts [--parallel] [--exchange] [--batch N] [--steps N] [--analyze] [--url postgres://…/db] [--cpu-profile FILE]
  *   (--cpu-profile: a CPU profile of the counted steps alone; summarize it with bench/profile.ts --summarize)
  *   node --import tsx --cpu-prof --cpu-prof-dir bench/.cache/profile bench/pg/profile.ts …
  */
@@ -81,6 +81,12 @@ try {
       body: { n: from + i }
     }))
     await Effect.runPromise(queue.enqueueBatch(items))
+  }
+  if (process.argv.includes("--analyze")) {
+    const client = new pg.Client({ connectionString: url })
+    await client.connect()
+    await client.query("ANALYZE")
+    await client.end()
   }
   let held: ReadonlyArray<{ readonly token: { readonly eventId: string; readonly generation: number } }> = []
   const step = exchange

@@ -3,7 +3,8 @@
  * walk's LIMIT is 0 unless the earliest `eligible_at` is due (one seek of the wake index), and a
  * LIMIT of 0 is worked out before the walk. Replayed with `EXPLAIN ANALYZE` on the statement the
  * idle claim really sent: the turn index is never scanned, while the same statement at a time
- * when heads are due does scan it.
+ * when heads are due does scan it. A claim that finds many flows due reads the heads of the flows
+ * it takes, not of every flow due.
  */
 import * as Reactivity from "@effect/experimental/Reactivity"
 import { it } from "@effect/vitest"
@@ -25,7 +26,7 @@ describePg("PostgreSQL: an idle claim", (url) => {
       expect(yield* queue.claimBatch(50)).toHaveLength(50)
       const [idle, statements] = yield* captureSql(queue.claim)
       expect(idle._tag).toBe("Idle")
-      const walk = statements.find((text) => /ORDER BY f\.served/.test(text))
+      const walk = statements.find((text) => /ORDER BY (f\.)?served/.test(text))
       expect(walk, statements.join("\n")).toBeDefined()
       const sql = yield* PgClient.make({ url: Redacted.make(schema.url), maxConnections: 1 }).pipe(Effect.provide(Reactivity.layer))
       const explain = (now: number) =>
@@ -43,5 +44,30 @@ describePg("PostgreSQL: an idle claim", (url) => {
       // Two hours on, every head is due: the same statement walks the index.
       const dueWalk = yield* explain(now + 2 * 3600_000)
       expect(dueWalk.some((line) => !/never executed/.test(line))).toBe(true)
+    }), { timeout: 60_000 })
+
+  it.scopedLive("reads the heads of the flows it takes only, on a store whose statistics are not gathered yet", () =>
+    Effect.gen(function*() {
+      const schema = yield* freshSchema(url)
+      const queue = yield* PgRelayQueue.make({ url: schema.url, maxConnections: 1 })
+      // Just filled, never analyzed: the planner expects few eligible flows (it once joined every
+      // eligible flow to its head and sorted them all to keep one).
+      yield* queue.enqueueBatch(Array.from({ length: 256 }, (_, i) => ({ eventId: `e${i}`, flowId: `f${i % 64}`, body: {} })))
+      const [claimed, statements] = yield* captureSql(queue.claim)
+      expect(claimed._tag).toBe("Claimed")
+      const walk = statements.find((text) => /ORDER BY (f\.)?served/.test(text))
+      expect(walk, statements.join("\n")).toBeDefined()
+      const sql = yield* PgClient.make({ url: Redacted.make(schema.url), maxConnections: 1 }).pipe(Effect.provide(Reactivity.layer))
+      // As the store's transactions plan it: once, for any values.
+      yield* sql.unsafe("SET plan_cache_mode = force_generic_plan")
+      yield* sql.unsafe(`PREPARE due_walk AS ${walk!}`)
+      const rows = yield* sql.unsafe(`EXPLAIN (ANALYZE, COSTS OFF) EXECUTE due_walk(${walkParams(walk!, Date.now(), 1).join(", ")})`)
+      const plan = rows.map((row) => String((row as Record<string, unknown>)["QUERY PLAN"]))
+      // Heads read: rows × loops of every scan of the event table.
+      const headsRead = plan.filter((line) => / on relay_event /.test(line)).reduce((sum, line) => {
+        const actual = /actual time=\S+ rows=(\d+) loops=(\d+)/.exec(line)
+        return sum + (actual === null ? 0 : Number(actual[1]) * Number(actual[2]))
+      }, 0)
+      expect(headsRead, plan.join("\n")).toBe(1)
     }), { timeout: 60_000 })
 })

@@ -117,8 +117,15 @@ const openOn = (
     // The lock key is per schema and store kind: two stores of one database in different schemas
     // do not wait for each other.
     const lockTimeoutMillis = Math.max(1, Math.round(Duration.toMillis(Duration.decode(options.lockTimeout ?? Duration.seconds(30)))))
-    // BEGIN, the transaction's lock timeout and the store's lock: sent with the first statement.
-    const timeout = `SET LOCAL lock_timeout = ${lockTimeoutMillis}`
+    // BEGIN, the transaction's settings and the store's lock: sent with the first statement.
+    // The store's statements are prepared (`execPrepared`) and every one of them is planned for
+    // its indexes; with the server's default choice (`plan_cache_mode = auto`) the bulk writes
+    // (rows as JSON, `LIMIT <count>`) were planned afresh on every call — their generic plan
+    // looked costlier than a custom one for one row — which was a third of the server's CPU per
+    // single-step event. A generic plan is made once per connection and made again when the
+    // tables' statistics change. `SET LOCAL`: only the store's own transactions, never the
+    // application's (an outbox enqueue runs in the application's transaction as it is).
+    const timeout = `SET LOCAL lock_timeout = ${lockTimeoutMillis}; SET LOCAL plan_cache_mode = force_generic_plan`
     const locked = transactions(sql, `BEGIN; ${timeout}; SELECT pg_advisory_xact_lock(hashtext(current_schema() || ${quote(`/${lockName}`)}))`)
     const hold = PgHeldWrites.holding(sql, execPrepared)
     const write = <A, E, R>(effect: Effect.Effect<A, E, R>) => isolated(commitFailuresAsErrors(locked(hold(effect))))

@@ -247,6 +247,17 @@ export const selectCandidates = (store: Store) => {
         FROM relay_flow f JOIN relay_event e ON e.flow_id = f.flow_id AND e.seq = f.head_seq
         WHERE f.eligible_at IS NOT NULL AND f.group_id IS NULL AND +f.eligible_at <= ${now}
         ORDER BY f.served, f.flow_id LIMIT ${walkLimit(store, now, limit)}`
+  // PostgreSQL: the flows first, then their heads. Joined before the LIMIT, a planner that
+  // expects few eligible flows (statistics not yet gathered on a store just filled) read every
+  // eligible flow's head and sorted them all to keep one (~110 µs a claim with 64 flows; ~10 µs
+  // with the statistics); in this form it reads the heads of the flows it keeps, whatever the plan.
+  const aloneFlowsFirst = (now: number, limit: number) =>
+    sql`SELECT ${sql.literal(candidateColumns)},
+          CAST(NULL AS BIGINT) AS g_served, CAST(NULL AS BIGINT) AS g_weight, CAST(NULL AS BIGINT) AS g_burst
+        FROM (SELECT * FROM relay_flow
+          WHERE eligible_at IS NOT NULL AND group_id IS NULL AND +eligible_at <= ${now}
+          ORDER BY served, flow_id LIMIT ${walkLimit(store, now, limit)}) AS f
+        JOIN relay_event e ON e.flow_id = f.flow_id AND e.seq = f.head_seq`
   const grouped = (now: number, limit: number) =>
     sql`SELECT ${sql.literal(candidateColumns)}, g.served AS g_served, g.weight AS g_weight, g.burst AS g_burst
       FROM (SELECT group_id, served, weight, burst FROM relay_group
@@ -269,7 +280,7 @@ export const selectCandidates = (store: Store) => {
             ? decodeCandidates(first)
             : Effect.flatMap(store.exec(grouped(now, limit)), (second) => decodeCandidates(second.length === 0 ? first : [...first, ...second]))
       )
-      : Effect.flatMap(store.exec(sql`SELECT * FROM (${alone(now, limit)}) AS alone UNION ALL ${grouped(now, limit)}`), decodeCandidates)
+      : Effect.flatMap(store.exec(sql`${aloneFlowsFirst(now, limit)} UNION ALL ${grouped(now, limit)}`), decodeCandidates)
 }
 
 /**

@@ -142,8 +142,9 @@ export const rowsTable = (
   rows: ReadonlyArray<Readonly<Record<string, unknown>>>
 ): Fragment =>
   sql.onDialectOrElse({
-    // The LIMIT tells the planner how many rows there are: it takes a set-returning function for
-    // 100 rows and would join them to a table of up to ~30k rows by scanning all of it.
+    // The LIMIT tells the planner how many rows there are (a generic plan takes a tenth of the
+    // function's rows): it takes a set-returning function for 100 rows and would join them to a
+    // table of up to ~30k rows by scanning all of it.
     pg: () => sql`(SELECT * FROM json_populate_recordset(NULL::${sql(table)}, ${JSON.stringify(rows)}::json) LIMIT ${rows.length}) AS v`,
     orElse: () => {
       const params: Array<unknown> = []

@@ -32,7 +32,14 @@ let counting = false
 const query = pg.Client.prototype.query
 pg.Client.prototype.query = function(this: pg.Client, ...args: Array<unknown>) {
   const callback = args[args.length - 1]
-  if (counting && typeof callback === "function") {
+  const first = args[0] as { readonly submit?: unknown; readonly text?: string }
+  if (counting && typeof first.submit === "function") {
+    // A submittable of ours (a statement sent with COMMIT): counted, its time not measured.
+    const text = `${(first.text ?? "?").replace(/\s+/g, " ").slice(0, 90)} (+ COMMIT)`
+    const entry = texts.get(text) ?? { count: 0, ms: 0 }
+    texts.set(text, entry)
+    entry.count++
+  } else if (counting && typeof callback === "function") {
     const first = args[0] as string | { readonly text?: string }
     const text = (typeof first === "string" ? first : first.text ?? "?").replace(/\s+/g, " ").slice(0, 110)
     const entry = texts.get(text) ?? { count: 0, ms: 0 }

@@ -3,12 +3,14 @@
  * statement (`PgHeldWrites`), and sends BEGIN with its first statement (`PgTransactions`). What
  * must stay true: a statement sees every earlier write of its transaction, held writes of one
  * table keep their order, a held write that fails fails its transaction typed and nothing of it
- * is stored, and the statements really do travel together (fewer round trips).
+ * is stored, and the statements really do travel together (fewer round trips) — the last ones with
+ * COMMIT.
  */
 import { it } from "@effect/vitest"
 import { SqlClient } from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
 import { Effect } from "effect"
+import pg from "pg"
 import { expect } from "vitest"
 import * as PgStore from "../../src/layers/internal/PgStore.js"
 import { execWrite, StatementLog } from "../../src/layers/internal/Store.js"
@@ -24,10 +26,10 @@ const migrations = {
 }
 
 /** A store of the two tables on a fresh schema, and the statements its transactions send. */
-const open = (url: string) =>
+const open = (url: string, maxConnections = 2) =>
   Effect.gen(function*() {
     const schema = yield* freshSchema(url)
-    const store = yield* PgStore.open({ url: schema.url, maxConnections: 2 }, migrations, "test_migrations", "test_store")
+    const store = yield* PgStore.open({ url: schema.url, maxConnections }, migrations, "test_migrations", "test_store")
     const sent: Array<string> = []
     const logged = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
       Effect.provideService(effect, StatementLog, { record: (text: string) => sent.push(text.replace(/\s+/g, " ")) })
@@ -123,4 +125,57 @@ describePg("PostgreSQL: held writes and BEGIN with the first statement", (url) =
       const [row] = yield* store.read(store.exec(sql<{ n: number }>`SELECT n FROM b WHERE id = 1`))
       expect(row!.n).toBe(20)
     }))
+
+  it.scopedLive("what is still held at the end goes with COMMIT: one round trip for both", () =>
+    Effect.gen(function*() {
+      const { logged, rows, sent, store } = yield* open(url)
+      const { sql } = store
+      yield* store.write(execWrite(store, "b", sql`INSERT INTO b (id, n) VALUES (${1}, ${0})`))
+      sent.length = 0
+      const queries = yield* countQueries(logged(store.write(Effect.gen(function*() {
+        const [row] = yield* store.exec(sql<{ n: number }>`SELECT n FROM b WHERE id = 1`)
+        yield* execWrite(store, "a", sql`INSERT INTO a (id, note) VALUES (${1}, ${`after ${row!.n}`})`)
+      }))))
+      // BEGIN, the lock and the read; then the insert and COMMIT.
+      expect(queries).toBe(2)
+      expect(sent).toEqual(["SELECT n FROM b WHERE id = 1", "INSERT INTO a (id, note) VALUES ($1, $2)"])
+      expect(yield* rows("a")).toEqual([{ id: 1, note: "after 0" }])
+    }))
+
+  it.scopedLive("a held write that fails at COMMIT fails its transaction typed, stores nothing, and leaves the connection usable", () =>
+    Effect.gen(function*() {
+      const { rows, store } = yield* open(url, 1)
+      const { sql } = store
+      yield* store.write(execWrite(store, "a", sql`INSERT INTO a (id, note) VALUES (${1}, ${"kept"})`))
+      const exit = yield* Effect.exit(store.write(Effect.gen(function*() {
+        yield* store.exec(sql`SELECT id FROM a`)
+        yield* execWrite(store, "b", sql`INSERT INTO b (id, n) VALUES (${1}, ${1})`)
+        yield* execWrite(store, "a", sql`INSERT INTO a (id, note) VALUES (${1}, ${"duplicate"})`)
+      })))
+      expect(JSON.stringify(exit)).toContain("23505")
+      expect(exit._tag === "Failure" && exit.cause._tag === "Fail" && exit.cause.error instanceof SqlError).toBe(true)
+      expect(yield* rows("a")).toEqual([{ id: 1, note: "kept" }])
+      expect(yield* rows("b")).toEqual([])
+      // The store's one connection was rolled back: the next transaction on it commits.
+      yield* store.write(Effect.gen(function*() {
+        yield* store.exec(sql`SELECT id FROM b`)
+        yield* execWrite(store, "b", sql`INSERT INTO b (id, n) VALUES (${2}, ${2})`)
+      }))
+      expect(yield* rows("b")).toEqual([{ id: 2, n: 2 }])
+    }))
 })
+
+/** Runs `effect` and counts the queries `pg` sends meanwhile (one per round trip). */
+const countQueries = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.acquireUseRelease(
+    Effect.sync(() => {
+      const counter = { queries: 0, original: pg.Client.prototype.query }
+      pg.Client.prototype.query = function(this: pg.Client, ...args: Array<unknown>) {
+        counter.queries++
+        return (counter.original as (...args: Array<unknown>) => unknown).apply(this, args)
+      } as unknown as typeof counter.original
+      return counter
+    }),
+    (counter) => Effect.map(effect, () => counter.queries),
+    (counter) => Effect.sync(() => void (pg.Client.prototype.query = counter.original))
+  )

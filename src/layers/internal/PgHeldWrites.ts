@@ -10,7 +10,7 @@
  * declares the one table it changes and reads (`exec(statement, table)`) takes them in front when
  * that table is not theirs; any other statement (a read, a write reading other tables) is sent
  * after them, in a statement of their own. What is still held when the transaction's work ends is
- * sent then, before COMMIT. A held write that fails fails there instead of at its call, in the
+ * sent with COMMIT, in one round trip (`atCommit`), or on its own before it. A held write that fails fails there instead of at its call, in the
  * same transaction, which rolls back as before.
  */
 import type { SqlError } from "@effect/sql/SqlError"
@@ -42,13 +42,26 @@ const flush = (sql: SqlClient.SqlClient, run: Run, held: Array<Held> | undefined
   held === undefined || held.length === 0 ? Effect.void : Effect.asVoid(run(together(sql, held.splice(0))))
 
 /**
- * Runs the work of one write transaction holding its result-less writes; sends what is still held
- * at its end. Each run starts with nothing held (a transaction retried from its start too).
+ * Keeps the transaction's last statement to send with its COMMIT: true when it will, false when
+ * it must run now (`PgTransactions.atCommit`).
  */
-export const holding = (sql: SqlClient.SqlClient, run: Run) => <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
+type AtCommit = (statement: Statement.Statement<object>) => Effect.Effect<boolean>
+
+/**
+ * Runs the work of one write transaction holding its result-less writes; what is still held at
+ * its end goes with the COMMIT when `atCommit` keeps it, else it is sent then. Each run starts
+ * with nothing held (a transaction retried from its start too).
+ */
+export const holding = (sql: SqlClient.SqlClient, run: Run, atCommit?: AtCommit) =>
+<A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
   Effect.suspend(() => {
     const held: Array<Held> = []
-    return Effect.locally(Effect.zipLeft(effect, Effect.suspend(() => flush(sql, run, held))), heldWrites, held)
+    const last = Effect.suspend(() =>
+      held.length === 0 || atCommit === undefined
+        ? flush(sql, run, held)
+        : Effect.flatMap(atCommit(together(sql, held)), (kept) => (kept ? Effect.sync(() => void held.splice(0)) : flush(sql, run, held)))
+    )
+    return Effect.locally(Effect.zipLeft(effect, last), heldWrites, held)
   })
 
 /**

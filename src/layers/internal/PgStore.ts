@@ -12,7 +12,7 @@ import * as PgClient from "@effect/sql-pg/PgClient"
 import { Cause, Duration, Effect, Redacted } from "effect"
 import type { Scope } from "effect"
 import * as PgHeldWrites from "./PgHeldWrites.js"
-import { execPrepared, transactions } from "./PgTransactions.js"
+import { atCommit, execPrepared, transactions } from "./PgTransactions.js"
 import { alone, commitFailuresAsErrors, execOnConnection, insideTransaction, isolated, misuse } from "./Store.js"
 import type { Migrations, OpenError, Store } from "./Store.js"
 
@@ -127,7 +127,7 @@ const openOn = (
     // application's (an outbox enqueue runs in the application's transaction as it is).
     const timeout = `SET LOCAL lock_timeout = ${lockTimeoutMillis}; SET LOCAL plan_cache_mode = force_generic_plan`
     const locked = transactions(sql, `BEGIN; ${timeout}; SELECT pg_advisory_xact_lock(hashtext(current_schema() || ${quote(`/${lockName}`)}))`)
-    const hold = PgHeldWrites.holding(sql, execPrepared)
+    const hold = PgHeldWrites.holding(sql, execPrepared, atCommit)
     const write = <A, E, R>(effect: Effect.Effect<A, E, R>) => isolated(commitFailuresAsErrors(locked(hold(effect))))
     // Without the store's lock: the statements lock the rows they change (parallel claims).
     const rowLocked = transactions(sql, `BEGIN; ${timeout}`)

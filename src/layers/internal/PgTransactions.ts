@@ -6,6 +6,8 @@
  *   and the store's lock in one simple-protocol query — one round trip instead of two; any other
  *   first statement follows them. A transaction that ran nothing sends neither BEGIN nor COMMIT.
  * - The store's statements run as named prepared statements (`execPrepared`).
+ * - COMMIT is not sent on its own when the transaction's last statement can wait for it (writes
+ *   held until the end, `PgHeldWrites`): both go in one round trip (`atCommit`).
  *
  * Each statement of a multi-statement query takes its own snapshot (READ COMMITTED), so the
  * statement after the lock reads what the lock's previous holder committed.
@@ -18,9 +20,96 @@ import { Effect, Option, Scope, Stream } from "effect"
 import type * as Pg from "pg"
 import { execOnConnection, logStatement } from "./Store.js"
 
+/** The last statement of a transaction, sent with its COMMIT. */
+interface Last {
+  readonly name: string | undefined
+  readonly text: string
+  readonly values: ReadonlyArray<Primitive>
+}
+
+type Primitive = string | number | bigint | boolean | null
+
+const isPrimitive = (value: unknown): value is Primitive =>
+  value === null || typeof value === "string" || typeof value === "number" || typeof value === "bigint" || typeof value === "boolean"
+
+/** What `pg` sends: text for every value but NULL. */
+const wireValue = (value: Primitive) => (value === null ? null : String(value))
+
+/** The part of `pg`'s connection a submittable uses (the extended protocol's messages). */
+interface Wire {
+  readonly stream: { readonly cork?: () => void; readonly uncork?: () => void }
+  readonly parsedStatements: Record<string, string | undefined>
+  readonly submittedNamedStatements?: Record<string, string | undefined>
+  parse(message: { readonly text: string; readonly name?: string | undefined; readonly types?: ReadonlyArray<number> }): void
+  bind(message: { readonly statement?: string | undefined; readonly values?: ReadonlyArray<unknown>; readonly valueMapper?: (value: Primitive) => unknown }): void
+  execute(message: { readonly portal?: string }): void
+  sync(): void
+  sendCopyFail(message: string): void
+}
+
+/**
+ * A statement and COMMIT as one round trip: both are parsed, bound and executed, then one Sync.
+ * If the statement fails, the server skips the COMMIT (the transaction is left failed, and the
+ * caller rolls it back); the answer is the error, else the COMMIT's command tag (`ROLLBACK` if the
+ * server rolled the transaction back instead). It is a `Submittable`, the object `pg`'s
+ * `Client.query` takes besides a query (as pg-cursor does): `pg` hands it the connection when its
+ * turn comes and the server's answers until ReadyForQuery.
+ */
+class ThenCommit {
+  private failed = false
+  private tag = ""
+  constructor(readonly last: Last, readonly done: (error: unknown, tag: string) => void) {}
+  // What `pg` records for a named statement when the server has parsed it.
+  get name() {
+    return this.last.name
+  }
+  get text() {
+    return this.last.text
+  }
+  submit(connection: Wire) {
+    const { name, text, values } = this.last
+    connection.stream.cork?.()
+    try {
+      if (name === undefined || (connection.parsedStatements[name] === undefined && connection.submittedNamedStatements?.[name] === undefined)) {
+        connection.parse({ text, name, types: [] })
+        if (name !== undefined && connection.submittedNamedStatements !== undefined) connection.submittedNamedStatements[name] = text
+      }
+      connection.bind({ statement: name, values, valueMapper: wireValue })
+      connection.execute({})
+      connection.parse({ text: "COMMIT" })
+      connection.bind({})
+      connection.execute({})
+      connection.sync()
+    } finally {
+      connection.stream.uncork?.()
+    }
+  }
+  handleRowDescription() {}
+  handleDataRow() {}
+  handleEmptyQuery() {}
+  handlePortalSuspended() {}
+  handleCopyData() {}
+  handleCopyInResponse(connection: Wire) {
+    connection.sendCopyFail("no COPY here")
+  }
+  handleCommandComplete(message: { readonly text: string }) {
+    this.tag = message.text
+  }
+  // `pg` leaves the query on its first error: the ReadyForQuery that follows is not ours.
+  handleError(error: unknown) {
+    this.failed = true
+    this.done(error, "")
+  }
+  handleReadyForQuery() {
+    if (!this.failed) this.done(undefined, this.tag)
+  }
+}
+
 /** A transaction's connection that sends `begin` with its first statement. */
 class LazyBegin implements Connection {
   begun = false
+  /** The transaction's last statement, if it waits for COMMIT (`atCommit`). */
+  last: Last | undefined = undefined
   constructor(readonly conn: Connection & { readonly pg: Pg.PoolClient }, readonly begin: string) {}
   /** BEGIN and the rest of `begin`, if not sent yet. */
   readonly ensure = Effect.suspend(() => {
@@ -38,11 +127,49 @@ class LazyBegin implements Connection {
     Effect.zipRight(this.ensure, this.conn.executeUnprepared(sql, params, transform))
   readonly executeStream: Connection["executeStream"] = (sql, params, transform) =>
     Stream.unwrap(Effect.as(this.ensure, this.conn.executeStream(sql, params, transform)))
-  /** COMMIT or ROLLBACK, if BEGIN was sent. */
+  /** COMMIT (with the last statement, if one waits) or ROLLBACK, if BEGIN was sent. */
   end(statement: "COMMIT" | "ROLLBACK") {
-    return this.begun ? Effect.asVoid(this.conn.executeUnprepared(statement, [], undefined)) : Effect.void
+    const last = this.last
+    this.last = undefined
+    if (!this.begun) return Effect.void
+    if (statement === "ROLLBACK" || last === undefined) return Effect.asVoid(this.conn.executeUnprepared(statement, [], undefined))
+    const client = this.pg
+    return Effect.async<void, SqlError>((resume) => {
+      client.query(
+        new ThenCommit(last, (error, tag) => {
+          if (error !== undefined) {
+            if ((error as { readonly code?: unknown }).code === "0A000") prepared.delete(last.text)
+            return resume(Effect.fail(failed(error)))
+          }
+          resume(tag === "COMMIT" ? Effect.void : Effect.fail(new SqlError({ cause: tag, message: `COMMIT answered ${tag}` })))
+        }) as unknown as Pg.QueryConfig
+      )
+    }).pipe(
+      // A failed statement leaves the transaction open and failed: roll it back before the
+      // connection goes back to the pool (after a failed COMMIT there is nothing to roll back,
+      // and the server only warns).
+      Effect.tapError(() => Effect.ignore(this.conn.executeUnprepared("ROLLBACK", [], undefined)))
+    )
   }
 }
+
+/**
+ * Keeps `statement` to send with the transaction's COMMIT, one round trip for both: true when it
+ * will be (the store's own transaction, not a savepoint, BEGIN sent, plain values), false when
+ * the caller must run it now. If the transaction fails before its COMMIT, the statement is dropped
+ * with everything else; if the statement fails at COMMIT, the transaction fails with its error
+ * and is rolled back.
+ */
+export const atCommit = (statement: Statement.Statement<object>): Effect.Effect<boolean> =>
+  Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (transaction) => {
+    if (Option.isNone(transaction)) return Effect.succeed(false)
+    const [connection, depth] = transaction.value
+    if (!(connection instanceof LazyBegin) || depth !== 0 || !connection.begun || connection.last !== undefined) return Effect.succeed(false)
+    const [text, params] = statement.compile()
+    if (!params.every(isPrimitive)) return Effect.succeed(false)
+    connection.last = { name: nameOf(text), text, values: params }
+    return Effect.as(logStatement(text), true)
+  })
 
 /**
  * Transactions on `sql` that open with `begin` (BEGIN and what the transaction needs before its
@@ -73,6 +200,16 @@ let names = 0
 
 const failed = (cause: unknown) => new SqlError({ cause, message: "Failed to execute statement" })
 
+/** The name `text` is prepared under; undefined (unnamed) beyond the first 500 texts. */
+const nameOf = (text: string): string | undefined => {
+  let name = prepared.get(text)
+  if (name === undefined && prepared.size < MaxPrepared) {
+    name = `fair_relay_${names++}`
+    prepared.set(text, name)
+  }
+  return name
+}
+
 /**
  * Runs one of the store's statements on the transaction's connection as a named prepared
  * statement: the server parses and plans a statement once per connection instead of on every
@@ -99,11 +236,7 @@ export const execPrepared = <A extends object>(statement: Statement.Statement<A>
         })
       )
     }
-    let name = prepared.get(text)
-    if (name === undefined && prepared.size < MaxPrepared) {
-      name = `fair_relay_${names++}`
-      prepared.set(text, name)
-    }
+    const name = nameOf(text)
     const run = Effect.async<ReadonlyArray<A>, SqlError>((resume) => {
       client.query<A>({ name, text, values: params as Array<unknown> }, (error, result) => {
         // A table changed under a prepared statement (another process migrated the store): the

@@ -1,9 +1,9 @@
 /**
  * What a single-step claim and settle send to PostgreSQL, statement by statement (BEGIN goes with
- * the first, COMMIT follows the last): the clock read first (with BEGIN and the store's lock), the
+ * the first, COMMIT with the last): the clock read first (with BEGIN and the store's lock), the
  * writes nobody reads together in one statement, and with exact claims the settled event read
- * with the event after it. The bench's figures (8 round trips per event exact, 10 parallel; the
- * daemon's `settleAndClaim`, 6 and 8) rest on these shapes.
+ * with the event after it. The bench's figures (6 round trips per event exact, 8 parallel; the
+ * daemon's `settleAndClaim`, 5 and 7) rest on these shapes.
  */
 import { it } from "@effect/vitest"
 import { Effect } from "effect"

@@ -18,6 +18,7 @@ import type { RelayQueueService } from "../../src/services/RelayQueue.js"
 import { Transport } from "../../src/services/Transport.js"
 import type { TransportService } from "../../src/services/Transport.js"
 import { commands, emit, runMain } from "../../scenarios/processes/io.js"
+import { floorWorker } from "./floor.js"
 import { GraphileTask, PgBossQueue } from "./protocol.js"
 import type { ChildStats, RunSpec } from "./protocol.js"
 import { claimsOf, libraryOf } from "./stores.js"
@@ -217,11 +218,54 @@ const graphileWorker = async (spec: RunSpec, counters: Counters): Promise<Driver
   }
 }
 
+/**
+ * The floor (bench/pg/floor.ts): the daemon's single step through one raw `pg` client, in 5 round
+ * trips as ours or in 3 (pipelined), over a store with exact claims made by the library.
+ */
+const floor = (rounds: 3 | 5) => async (spec: RunSpec, counters: Counters): Promise<Driver> => {
+  const url = new URL(spec.url)
+  url.searchParams.set("options", `-c search_path=${spec.schema}`)
+  // `pipeline` (node-postgres ≥ 8.2x) sends a query without waiting for the answers before it.
+  const client = new pg.Client({ connectionString: url.toString(), application_name: "fair-relay-bench", pipeline: true } as pg.ClientConfig)
+  client.on("error", (error) => counters.error(error))
+  await client.connect()
+  const worker = floorWorker(client, { rounds, leaseMs: 60_000 })
+  let stopping = false
+  let loop: Promise<void> = Promise.resolve()
+  return {
+    start: () => {
+      loop = (async () => {
+        while (!stopping) {
+          try {
+            const claimed = await worker.step()
+            if (claimed === undefined) {
+              counters.empty++
+              await sleep(spec.idleMs)
+            } else {
+              counters.handle()
+            }
+          } catch (error) {
+            counters.error(error)
+            await sleep(20)
+          }
+        }
+      })()
+    },
+    stop: async () => {
+      stopping = true
+      await loop
+      await client.end()
+    }
+  }
+}
+
 const drivers = {
   "fair-relay-single": fairRelay,
   "fair-relay-batch": fairRelay,
   "fair-relay-parallel-single": fairRelay,
   "fair-relay-parallel-batch": fairRelay,
+  "floor-single": floor(5),
+  "floor-pipelined-single": floor(3),
   "pg-boss": pgBoss,
   "graphile-worker": graphileWorker
 } as const

@@ -36,6 +36,8 @@ const kinds: ReadonlyArray<Kind> = [
   "fair-relay-batch",
   "fair-relay-parallel-single",
   "fair-relay-parallel-batch",
+  "floor-single",
+  "floor-pipelined-single",
   "pg-boss",
   "graphile-worker"
 ]
@@ -132,6 +134,10 @@ const describeKind = (kind: Kind, batchSize: number) =>
     ? "fair-relay parallel, single-step"
     : kind === "fair-relay-parallel-batch"
     ? `fair-relay parallel, batched (n = ${batchSize})`
+    : kind === "floor-single"
+    ? "floor: our statements, raw pg, 5 round trips"
+    : kind === "floor-pipelined-single"
+    ? "floor: the same pipelined, 3 round trips"
     : kind === "pg-boss"
     ? "pg-boss, key_strict_fifo queue + singletonKey"
     : "graphile-worker, queue_name per flow"

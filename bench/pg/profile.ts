@@ -6,6 +6,7 @@
  * this process's CPU, the server backends' CPU, and the statements sent (by text, most frequent first).
  *
  *   npx tsx bench/pg/profile.ts [--parallel] [--exchange] [--batch N] [--steps N] [--analyze] [--url postgres://…/db] [--cpu-profile FILE]
+ *   npx tsx bench/pg/profile.ts --floor 5|3 …   the same steps by the floor (bench/pg/floor.ts) instead of the library
  *   (--cpu-profile: a CPU profile of the counted steps alone; summarize it with bench/profile.ts --summarize)
  *   node --import tsx --cpu-prof --cpu-prof-dir bench/.cache/profile bench/pg/profile.ts …
  */
@@ -13,6 +14,7 @@ import { Effect, Scope, Exit } from "effect"
 import pg from "pg"
 import * as PgRelayQueue from "../../src/layers/PgRelayQueue.js"
 import { startCpuProfile } from "../cpuProfile.js"
+import { floorWorker } from "./floor.js"
 
 const argument = (name: string) => {
   const at = process.argv.indexOf(name)
@@ -96,7 +98,15 @@ try {
     await client.end()
   }
   let held: ReadonlyArray<{ readonly token: { readonly eventId: string; readonly generation: number } }> = []
-  const step = exchange
+  const floorRounds = argument("--floor")
+  const floorClient = floorRounds === undefined
+    ? undefined
+    : new pg.Client({ connectionString: url, pipeline: true } as pg.ClientConfig)
+  await floorClient?.connect()
+  const floor = floorClient === undefined ? undefined : floorWorker(floorClient, { rounds: floorRounds === "3" ? 3 : 5, leaseMs: 60_000 })
+  const step = floor !== undefined
+    ? Effect.flatMap(Effect.promise(() => floor.step()), (claimed) => (claimed === undefined ? Effect.dieMessage("idle") : Effect.void))
+    : exchange
     ? Effect.flatMap(
       Effect.suspend(() => queue.settleAndClaim(held.map((c) => ({ token: c.token, reply: { _tag: "Accepted" as const } })), batch)),
       ({ claims }) => (claims.length === 0 ? Effect.dieMessage("idle") : Effect.sync(() => void (held = claims)))
@@ -119,7 +129,8 @@ try {
   const serverUsed = (await serverCpuMs()) - server
   counting = false
   const per = (x: number) => (x / steps).toFixed(3)
-  console.log(`${parallel ? "parallel" : "exact"}${exchange ? " settleAndClaim" : ""} batch ${batch}: ${steps} steps, ${((steps * batch) / (wall / 1000)).toFixed(0)} events/s`)
+  await floorClient?.end()
+  console.log(`${floor !== undefined ? `floor (${floorRounds} round trips) ` : ""}${parallel ? "parallel" : "exact"}${exchange ? " settleAndClaim" : ""} batch ${batch}: ${steps} steps, ${((steps * batch) / (wall / 1000)).toFixed(0)} events/s`)
   console.log(`per step: wall ${per(wall)} ms, client CPU ${per((used.user + used.system) / 1000)} ms (system ${per(used.system / 1000)}), server CPU ${per(serverUsed)} ms`)
   const total = [...texts.values()].reduce((a, b) => a + b.count, 0)
   console.log(`statements per step: ${(total / steps).toFixed(2)} (count per step, ms per step from send to answer, text)`)

@@ -17,6 +17,13 @@ export type Kind =
   /** The same two over a store with parallel claims (`PgRelayQueue` `claims: "parallel"`). */
   | "fair-relay-parallel-single"
   | "fair-relay-parallel-batch"
+  /**
+   * The floor (bench/pg/floor.ts): the daemon's single step (ack the held head, claim the next, one
+   * transaction) through one raw `pg` client, no Effect, on a store with exact claims: in our
+   * store's 5 round trips, or pipelined in 3.
+   */
+  | "floor-single"
+  | "floor-pipelined-single"
   /** pg-boss, `fetch(queue, { batchSize: 1 })` → no-op → `complete`, in a loop. */
   | "pg-boss"
   /** graphile-worker, `run({ concurrency: 1, taskList })`, jobs with `queueName` = flow. */

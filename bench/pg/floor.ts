@@ -1,0 +1,151 @@
+/**
+ * The PostgreSQL floor: what the worker daemon's single step does (`settleAndClaim`: ack the held
+ * head, claim the next, one transaction under the store's lock) issued straight through one `pg`
+ * client, no Effect, on a store made by the library (its schema, indexes and backlog). It answers
+ * what our own code costs above the statements it sends.
+ *
+ * One transaction per step, exact claims (the store's advisory lock), the store's statements in
+ * their simplest form for this workload (no groups, every reply `Accepted`):
+ *  - BEGIN, the lock timeout, generic plans and the advisory lock with the clock read (one query);
+ *  - the held event with the event after it (`UNION ALL`), checked (inflight, same generation,
+ *    lease not over);
+ *  - its ack and the flow's new head in one statement (`WITH … UPDATE`);
+ *  - the turn walk: the first due flow by `(served, flow_id)` (one seek of the wake index decides
+ *    whether to walk), then its head;
+ *  - the head's claim, the flow's turn and the clock in one statement, then COMMIT.
+ *
+ * `rounds: 5` sends them as our store does: one round trip each, the last with COMMIT (5 per
+ * step). `rounds: 3` sends each statement as soon as nothing it needs is still awaited (`pg`'s
+ * pipeline mode): BEGIN … clock read and the held event together, the ack and the walk together,
+ * the claim and COMMIT together — the fewest round trips these statements allow when the client
+ * decides (3 per step).
+ */
+import pg from "pg"
+
+interface EventRow {
+  readonly next?: number
+  readonly event_id: string
+  readonly flow_id: string
+  readonly seq: string | number
+  readonly state: string
+  readonly next_at: string | number
+  readonly lease_until: string | number | null
+  readonly generation: string | number
+  readonly attempts: string | number
+  readonly lifetime_attempts: string | number
+}
+
+interface Claimed {
+  readonly eventId: string
+  readonly flowId: string
+  readonly seq: number
+  readonly generation: number
+}
+
+interface Candidate extends EventRow {
+  readonly served: string | number
+  readonly weight: string | number
+  readonly burst: string | number
+}
+
+const text = {
+  begin: "BEGIN; SET LOCAL lock_timeout = 30000; SET LOCAL plan_cache_mode = force_generic_plan; " +
+    "SELECT pg_advisory_xact_lock(hashtext(current_schema() || '/relay_queue'))",
+  clock: "SELECT tick, ticket FROM relay_clock WHERE id = 1",
+  held: `SELECT 0 AS next, e.* FROM relay_event e WHERE e.event_id = $1
+    UNION ALL SELECT 1 AS next, n.* FROM relay_event e JOIN relay_event n ON n.flow_id = e.flow_id AND n.seq = e.seq + 1
+    WHERE e.event_id = $1`,
+  ack: `WITH acked AS (UPDATE relay_event SET state = 'acked', lease_until = NULL, acked_at = $2 WHERE event_id = $1)
+    UPDATE relay_flow SET head_seq = $3, eligible_at = $4 WHERE flow_id = $5`,
+  walk: `SELECT f.served, f.weight, f.burst, e.* FROM (SELECT * FROM relay_flow
+      WHERE eligible_at IS NOT NULL AND group_id IS NULL AND +eligible_at <= $1 ORDER BY served, flow_id
+      LIMIT CASE WHEN (SELECT MIN(eligible_at) FROM relay_flow WHERE eligible_at IS NOT NULL) <= $1 THEN 1 ELSE 0 END) AS f
+    JOIN relay_event e ON e.flow_id = f.flow_id AND e.seq = f.head_seq`,
+  claim: `WITH clock AS (UPDATE relay_clock SET tick = $1, ticket = $2 WHERE id = 1),
+      claimed AS (UPDATE relay_event SET state = 'inflight', lease_until = $3, generation = $4, attempts = $5,
+        lifetime_attempts = $6 WHERE event_id = $7)
+    UPDATE relay_flow SET served = $8, burst = $9, eligible_at = $3 WHERE flow_id = $10`,
+  tick: "UPDATE relay_clock SET tick = $1 WHERE id = 1"
+} as const
+
+const named = (name: keyof typeof text, values: ReadonlyArray<unknown>) => ({ name: `floor_${name}`, text: text[name], values: [...values] })
+
+const eligibleAt = (row: EventRow | undefined): number | null =>
+  row === undefined ? null : row.state === "ready" ? Number(row.next_at) : row.state === "inflight" ? Number(row.lease_until) : null
+
+/** A floor worker on `client` (made with `pipeline: true`): `step` settles what it holds and claims the next head. */
+export const floorWorker = (client: pg.Client, options: { readonly rounds: 3 | 5; readonly leaseMs: number }) => {
+  let held: Claimed | undefined
+  const pipelined = options.rounds === 3
+
+  // Queries sent ahead fail with the one before them: each is awaited or its failure ignored.
+  const send = <R extends pg.QueryResultRow>(query: string | pg.QueryConfig): Promise<pg.QueryResult<R>> => {
+    const sent = client.query<R>(query)
+    sent.catch(() => undefined)
+    return sent
+  }
+
+  const step = async (): Promise<Claimed | undefined> => {
+    const token = held
+    // Round trip 1: BEGIN … lock and the clock read (one query); with 3 rounds, the held event too.
+    const begun = send<{ tick: string; ticket: string }>(`${text.begin}; ${text.clock}`)
+    const heldRead = token !== undefined && pipelined ? send<EventRow>(named("held", [token.eventId])) : undefined
+    try {
+      const results = (await begun) as unknown as ReadonlyArray<pg.QueryResult<{ tick: string; ticket: string }>>
+      const clock = results[results.length - 1]!.rows[0]!
+      const now = Math.max(Number(clock.tick), Date.now())
+      let ack: Promise<unknown> = Promise.resolve()
+      if (token !== undefined) {
+        const rows = (await (heldRead ?? send<EventRow>(named("held", [token.eventId])))).rows
+        const event = rows.find((row) => Number(row.next) === 0)
+        const next = rows.find((row) => Number(row.next) === 1)
+        if (event === undefined || event.state !== "inflight" || Number(event.generation) !== token.generation) {
+          throw new Error(`floor: ${token.eventId} is stale`)
+        }
+        if (event.lease_until === null || now >= Number(event.lease_until)) throw new Error(`floor: ${token.eventId} expired`)
+        ack = send(named("ack", [token.eventId, now, next === undefined ? null : Number(next.seq), eligibleAt(next), token.flowId]))
+        // With 5 rounds the ack is a round trip of its own, as ours (which reads the flows' groups back).
+        if (!pipelined) await ack
+      }
+      // With 3 rounds the walk goes with the ack.
+      const walked = send<Candidate>(named("walk", [now]))
+      await ack
+      const [head] = (await walked).rows
+      let claimed: Claimed | undefined
+      let last: pg.QueryConfig
+      if (head === undefined) {
+        last = named("tick", [now])
+      } else {
+        const ticket = Number(clock.ticket) + 1
+        const fresh = Number(head.burst) + 1 >= Number(head.weight)
+        const generation = Number(head.generation) + 1
+        claimed = { eventId: head.event_id, flowId: head.flow_id, seq: Number(head.seq), generation }
+        last = named("claim", [
+          now,
+          ticket,
+          now + options.leaseMs,
+          generation,
+          Number(head.attempts) + 1,
+          Number(head.lifetime_attempts) + 1,
+          head.event_id,
+          fresh ? ticket : Number(head.served),
+          fresh ? 0 : Number(head.burst) + 1,
+          head.flow_id
+        ])
+      }
+      // The last statement and COMMIT: one round trip in both forms (ours sends them together too).
+      const written = send(last)
+      const committed = send("COMMIT")
+      await written
+      const { command } = await committed
+      if (command !== "COMMIT") throw new Error(`floor: COMMIT answered ${command}`)
+      held = claimed
+      return claimed
+    } catch (error) {
+      held = undefined
+      await client.query("ROLLBACK").catch(() => undefined)
+      throw error
+    }
+  }
+  return { step }
+}

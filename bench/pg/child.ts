@@ -63,6 +63,37 @@ interface Driver {
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
+/**
+ * A driver that runs `work` until stopped: `work` answers whether it found a job (none: sleep
+ * `idleMs`); a failure is counted, and the loop goes on after 20 ms. `close` ends the library.
+ */
+const looping = (counters: Counters, idleMs: number, work: () => Promise<boolean>, close: () => Promise<void>): Driver => {
+  let stopping = false
+  let loop: Promise<void> = Promise.resolve()
+  return {
+    start: () => {
+      loop = (async () => {
+        while (!stopping) {
+          try {
+            if (!(await work())) {
+              counters.empty++
+              await sleep(idleMs)
+            }
+          } catch (error) {
+            counters.error(error)
+            await sleep(20)
+          }
+        }
+      })()
+    },
+    stop: async () => {
+      stopping = true
+      await loop
+      await close()
+    }
+  }
+}
+
 const accepted: DeliveryReply = { _tag: "Accepted" }
 
 /**
@@ -152,31 +183,15 @@ const pgBoss = async (spec: RunSpec, counters: Counters): Promise<Driver> => {
   })
   boss.on("error", (error) => counters.error(error))
   await boss.start()
-  let stopping = false
-  let loop: Promise<void> = Promise.resolve()
-  return {
-    start: () => {
-      loop = (async () => {
-        while (!stopping) {
-          // `fetch` answers an empty list when its statement fails on a unique index (SQLSTATE
-          // 23505: a concurrent fetch took the same key's slot) and throws on any other error.
-          const jobs = await boss.fetch(PgBossQueue, { batchSize: spec.batchSize })
-          if (jobs.length === 0) {
-            counters.empty++
-            await sleep(spec.idleMs)
-            continue
-          }
-          counters.handle(jobs.length)
-          await boss.complete(PgBossQueue, jobs)
-        }
-      })().catch((error: unknown) => counters.error(error))
-    },
-    stop: async () => {
-      stopping = true
-      await loop
-      await boss.stop({ graceful: false, close: true })
-    }
-  }
+  return looping(counters, spec.idleMs, async () => {
+    // `fetch` answers an empty list when its statement fails on a unique index (SQLSTATE
+    // 23505: a concurrent fetch took the same key's slot) and throws on any other error.
+    const jobs = await boss.fetch(PgBossQueue, { batchSize: spec.batchSize })
+    if (jobs.length === 0) return false
+    counters.handle(jobs.length)
+    await boss.complete(PgBossQueue, jobs)
+    return true
+  }, () => boss.stop({ graceful: false, close: true }))
 }
 
 /**
@@ -230,33 +245,11 @@ const floor = (rounds: 3 | 5) => async (spec: RunSpec, counters: Counters): Prom
   client.on("error", (error) => counters.error(error))
   await client.connect()
   const worker = floorWorker(client, { rounds, leaseMs: 60_000 })
-  let stopping = false
-  let loop: Promise<void> = Promise.resolve()
-  return {
-    start: () => {
-      loop = (async () => {
-        while (!stopping) {
-          try {
-            const claimed = await worker.step()
-            if (claimed === undefined) {
-              counters.empty++
-              await sleep(spec.idleMs)
-            } else {
-              counters.handle()
-            }
-          } catch (error) {
-            counters.error(error)
-            await sleep(20)
-          }
-        }
-      })()
-    },
-    stop: async () => {
-      stopping = true
-      await loop
-      await client.end()
-    }
-  }
+  return looping(counters, spec.idleMs, async () => {
+    if ((await worker.step()) === undefined) return false
+    counters.handle()
+    return true
+  }, () => client.end())
 }
 
 const drivers = {

@@ -108,16 +108,23 @@ describePg("PostgreSQL: parallel claims", (url) => {
           flowId: `F${String(i % Flows).padStart(2, "0")}`,
           body: {}
         })))
-        // The database's history: each claim with its ticket, and each moment a flow's next head
-        // became eligible with the last ticket drawn by then (inside the settle's transaction).
+        // The database's history: each claim with its ticket and the moment its transaction
+        // began (it chose its flow after that), and each moment a flow's next head became
+        // eligible — the settle's commit, when claims can see it (the trigger is deferred to it) —
+        // with the last ticket drawn by then.
         const lastTicket = mode === "exact" ? `(SELECT ticket FROM ${s}.relay_clock)` : `(SELECT last_value FROM ${s}.relay_ticket)`
-        yield* schema.admin.unsafe(`CREATE TABLE ${s}.test_turns (id BIGSERIAL PRIMARY KEY, kind TEXT NOT NULL, flow_id TEXT NOT NULL, ticket BIGINT NOT NULL)`)
+        yield* schema.admin.unsafe(`CREATE TABLE ${s}.test_turns (id BIGSERIAL PRIMARY KEY, kind TEXT NOT NULL, flow_id TEXT NOT NULL,
+          ticket BIGINT NOT NULL, at TIMESTAMPTZ NOT NULL)`)
         yield* schema.admin.unsafe(`CREATE FUNCTION ${s}.log_turn() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
-          IF NEW.served <> OLD.served THEN INSERT INTO ${s}.test_turns (kind, flow_id, ticket) VALUES ('claim', NEW.flow_id, NEW.served); END IF;
+          IF NEW.served <> OLD.served THEN
+            INSERT INTO ${s}.test_turns (kind, flow_id, ticket, at) VALUES ('claim', NEW.flow_id, NEW.served, transaction_timestamp()); END IF;
           IF NEW.head_seq IS DISTINCT FROM OLD.head_seq AND NEW.head_seq IS NOT NULL THEN
-            INSERT INTO ${s}.test_turns (kind, flow_id, ticket) VALUES ('eligible', NEW.flow_id, ${lastTicket}); END IF;
+            INSERT INTO ${s}.test_turns (kind, flow_id, ticket, at) VALUES ('eligible', NEW.flow_id, ${lastTicket}, clock_timestamp()); END IF;
           RETURN NULL; END $$`)
-        yield* schema.admin.unsafe(`CREATE TRIGGER log_turn AFTER UPDATE ON ${s}.relay_flow FOR EACH ROW EXECUTE FUNCTION ${s}.log_turn()`)
+        yield* schema.admin.unsafe(
+          `CREATE CONSTRAINT TRIGGER log_turn AFTER UPDATE ON ${s}.relay_flow DEFERRABLE INITIALLY DEFERRED
+            FOR EACH ROW EXECUTE FUNCTION ${s}.log_turn()`
+        )
 
         const workers = yield* Effect.forEach(
           Array.from({ length: Workers }),
@@ -134,17 +141,23 @@ describePg("PostgreSQL: parallel claims", (url) => {
         const final = yield* setup.snapshot
         expect(final.events.filter((e) => e.state !== "acked")).toEqual([])
 
-        const rows = yield* schema.admin<{ kind: string; flow_id: string; ticket: string }>`
-          SELECT kind, flow_id, ticket FROM ${schema.admin(schema.name)}.test_turns ORDER BY id`
-        const claims = rows.filter((r) => r.kind === "claim").map((r) => ({ flow: r.flow_id, ticket: Number(r.ticket) }))
+        const rows = yield* schema.admin<{ kind: string; flow_id: string; ticket: string; began: string }>`
+          SELECT kind, flow_id, ticket, (EXTRACT(EPOCH FROM at) * 1000000)::bigint AS began
+          FROM ${schema.admin(schema.name)}.test_turns ORDER BY id`
+        const claims = rows.filter((r) => r.kind === "claim").map((r) => ({ flow: r.flow_id, ticket: Number(r.ticket), began: Number(r.began) }))
         expect(new Set(claims.map((c) => c.ticket)).size).toBe(claims.length)
         expect(claims.length).toBe(PerFlow * Flows)
         const waits: Array<number> = []
         for (const eligible of rows.filter((r) => r.kind === "eligible")) {
           const since = Number(eligible.ticket)
-          const next = Math.min(...claims.filter((c) => c.flow === eligible.flow_id && c.ticket > since).map((c) => c.ticket))
-          if (!Number.isFinite(next)) continue
-          waits.push(claims.filter((c) => c.flow !== eligible.flow_id && c.ticket > since && c.ticket < next).length)
+          const own = claims.filter((c) => c.flow === eligible.flow_id && c.ticket > since)
+          if (own.length === 0) continue
+          const next = own.reduce((a, b) => (b.ticket < a.ticket ? b : a))
+          // Claims of other flows with a ticket between: those in flight when the head became
+          // eligible, and those that chose after it. A claim that began after the one taking the
+          // head may have found its row held (skipped, not passed over) and drawn its ticket
+          // first (tickets are drawn after the walk): not counted.
+          waits.push(claims.filter((c) => c.flow !== eligible.flow_id && c.ticket > since && c.ticket < next.ticket && c.began < next.began).length)
         }
         const bound = mode === "exact" ? Flows - 1 : Flows - 1 + Workers - 1
         const worst = Math.max(...waits)

@@ -10,8 +10,8 @@
  * declares the one table it changes and reads (`exec(statement, table)`) takes them in front when
  * that table is not theirs; any other statement (a read, a write reading other tables) is sent
  * after them, in a statement of their own. What is still held when the transaction's work ends is
- * sent with COMMIT, in one round trip (`atCommit`), or on its own before it. A held write that fails fails there instead of at its call, in the
- * same transaction, which rolls back as before.
+ * sent with COMMIT, in one round trip (`atCommit`), or on its own before it. A held write that
+ * fails fails there instead of at its call, in the same transaction, which rolls back as before.
  */
 import type { SqlError } from "@effect/sql/SqlError"
 import type * as SqlClient from "@effect/sql/SqlClient"

@@ -3,7 +3,7 @@
  * run together as the next batch. Under load the batches grow by themselves; alone, a call runs
  * at once (no waiting for company).
  */
-import { Chunk, Deferred, Effect, Exit, Metric, Queue } from "effect"
+import { Chunk, Deferred, Effect, Exit, Queue } from "effect"
 import type { Scope } from "effect"
 
 /**
@@ -12,8 +12,7 @@ import type { Scope } from "effect"
  */
 export const make = <I, O, E>(
   many: (items: ReadonlyArray<I>) => Effect.Effect<ReadonlyArray<O>, E>,
-  maxBatch: number,
-  size?: Metric.Metric.Histogram<number>
+  maxBatch: number
 ): Effect.Effect<(item: I) => Effect.Effect<O, E>, never, Scope.Scope> =>
   Effect.gen(function*() {
     const pending = yield* Queue.unbounded<readonly [I, Deferred.Deferred<O, E>]>()
@@ -23,7 +22,6 @@ export const make = <I, O, E>(
       // calls are synchronous, so without this yield a batch would rarely hold more than one.
       yield* Effect.yieldNow()
       const batch = [first, ...Chunk.toReadonlyArray(yield* Queue.takeUpTo(pending, maxBatch - 1))]
-      if (size !== undefined) yield* Metric.update(size, batch.length)
       const exit = yield* Effect.exit(many(batch.map(([item]) => item)))
       yield* Exit.match(exit, {
         onFailure: (cause) => Effect.forEach(batch, ([, deferred]) => Deferred.failCause(deferred, cause), { discard: true }),

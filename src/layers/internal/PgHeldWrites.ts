@@ -56,11 +56,11 @@ export const holding = (sql: SqlClient.SqlClient, run: Run, atCommit?: AtCommit)
 <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
   Effect.suspend(() => {
     const held: Array<Held> = []
-    const last = Effect.suspend(() =>
-      held.length === 0 || atCommit === undefined
-        ? flush(sql, run, held)
-        : Effect.flatMap(atCommit(together(sql, held)), (kept) => (kept ? Effect.sync(() => void held.splice(0)) : flush(sql, run, held)))
-    )
+    const last = Effect.suspend(() => {
+      if (held.length === 0 || atCommit === undefined) return flush(sql, run, held)
+      const statement = together(sql, held.splice(0))
+      return Effect.flatMap(atCommit(statement), (kept) => (kept ? Effect.void : Effect.asVoid(run(statement))))
+    })
     return Effect.locally(Effect.zipLeft(effect, last), heldWrites, held)
   })
 

@@ -4,7 +4,7 @@
  * must stay true: a statement sees every earlier write of its transaction, held writes of one
  * table keep their order, a held write that fails fails its transaction typed and nothing of it
  * is stored, and the statements really do travel together (fewer round trips) — the last ones with
- * COMMIT.
+ * COMMIT; and a store's transaction plans its prepared statements once (generic plans).
  */
 import { it } from "@effect/vitest"
 import { SqlClient } from "@effect/sql/SqlClient"
@@ -124,6 +124,21 @@ describePg("PostgreSQL: held writes and BEGIN with the first statement", (url) =
       yield* Effect.all(Array.from({ length: 20 }, () => increment), { concurrency: 4 })
       const [row] = yield* store.read(store.exec(sql<{ n: number }>`SELECT n FROM b WHERE id = 1`))
       expect(row!.n).toBe(20)
+    }))
+
+  it.scopedLive("the store's transactions plan a prepared statement once: generic plans, no custom ones", () =>
+    Effect.gen(function*() {
+      const { store } = yield* open(url, 1)
+      const { sql } = store
+      for (let id = 1; id <= 10; id++) {
+        yield* store.write(store.exec(sql`SELECT n FROM b WHERE id = ${id}`))
+      }
+      // The store's one connection is this session: its prepared statements, and how each was planned.
+      const [plans] = yield* store.read(store.exec(sql<{ custom: string; generic: string }>`
+        SELECT custom_plans AS custom, generic_plans AS generic FROM pg_prepared_statements
+        WHERE statement = ${"SELECT n FROM b WHERE id = $1"}`))
+      // The server's default would plan the first five calls for their values (custom plans).
+      expect({ custom: Number(plans!.custom), generic: Number(plans!.generic) }).toEqual({ custom: 0, generic: 10 })
     }))
 
   it.scopedLive("what is still held at the end goes with COMMIT: one round trip for both", () =>

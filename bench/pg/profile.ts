@@ -36,8 +36,9 @@ pg.Client.prototype.query = function(this: pg.Client, ...args: Array<unknown>) {
   const callback = args[args.length - 1]
   const first = args[0] as { readonly submit?: unknown; readonly text?: string }
   if (counting && typeof first.submit === "function") {
-    // A submittable of ours (a statement sent with COMMIT): counted, its time not measured.
-    const text = `${(first.text ?? "?").replace(/\s+/g, " ").slice(0, 90)} (+ COMMIT)`
+    // A batch of ours (statements in one round trip): counted by what it carries, its time not measured.
+    const statements = (first as { readonly statements?: ReadonlyArray<{ readonly text: string }> }).statements ?? []
+    const text = statements.map((s) => s.text.replace(/\s+/g, " ").slice(0, 40)).join(" | ")
     const entry = texts.get(text) ?? { count: 0, ms: 0 }
     texts.set(text, entry)
     entry.count++
@@ -133,7 +134,7 @@ try {
   console.log(`${floor !== undefined ? `floor (${floorRounds} round trips) ` : ""}${parallel ? "parallel" : "exact"}${exchange ? " settleAndClaim" : ""} batch ${batch}: ${steps} steps, ${((steps * batch) / (wall / 1000)).toFixed(0)} events/s`)
   console.log(`per step: wall ${per(wall)} ms, client CPU ${per((used.user + used.system) / 1000)} ms (system ${per(used.system / 1000)}), server CPU ${per(serverUsed)} ms`)
   const total = [...texts.values()].reduce((a, b) => a + b.count, 0)
-  console.log(`statements per step: ${(total / steps).toFixed(2)} (count per step, ms per step from send to answer, text)`)
+  console.log(`round trips per step: ${(total / steps).toFixed(2)} (count per step, ms per step from send to answer — not measured for our batches —, texts)`)
   for (const [text, { count, ms }] of [...texts].sort((a, b) => b[1].ms - a[1].ms)) {
     console.log(`  ${(count / steps).toFixed(2)}  ${per(ms)}  ${text}`)
   }

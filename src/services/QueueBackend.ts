@@ -48,6 +48,12 @@ export interface GroupView extends GroupRecord {
   readonly waiting: number
 }
 
+/** What a settle reads first: its events, and the event after each when read with them. */
+export interface SettleRead {
+  readonly events: ReadonlyArray<EventRecord>
+  readonly next?: ReadonlyArray<EventRecord> | undefined
+}
+
 /** Reads inside a transaction. */
 export interface QueueReads {
   /**
@@ -79,6 +85,14 @@ export interface QueueReads {
     | ((
       ids: ReadonlyArray<EventId>
     ) => Effect.Effect<{ readonly events: ReadonlyArray<EventRecord>; readonly next: ReadonlyArray<EventRecord> }, SqlError>)
+    | undefined
+  /**
+   * Optional: starts the read a settle begins with — `eventsWithNext(ids)` where the backend has
+   * it, else `events(ids)` — before the clock is read, so that both go in one round trip (a
+   * backend that holds statements sends it with the clock read). The inner effect answers it.
+   */
+  readonly startSettleRead?:
+    | ((ids: ReadonlyArray<EventId>) => Effect.Effect<Effect.Effect<SettleRead, SqlError>, SqlError>)
     | undefined
   readonly flows: (ids: ReadonlyArray<FlowId>) => Effect.Effect<ReadonlyArray<FlowRecord>, SqlError>
   /** The named groups, each saying whether any of its flows has a head. */

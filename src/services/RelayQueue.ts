@@ -15,7 +15,7 @@ import * as Protocol from "../domain/Protocol.js"
 import type { AuditRecord, ClockRecord, EventRecord, EventState, FlowRecord, Snapshot, Token } from "../domain/Records.js"
 import * as Faults from "./Faults.js"
 import * as Metrics from "./Metrics.js"
-import type { GroupView, QueueBackend, QueueReads, QueueWrites } from "./QueueBackend.js"
+import type { GroupView, QueueBackend, QueueReads, QueueWrites, SettleRead } from "./QueueBackend.js"
 import * as Input from "./QueueInput.js"
 import * as Retention from "./Retention.js"
 
@@ -308,6 +308,12 @@ const store = (tx: QueueWrites, changes: Changes) =>
 /** What a write operation decides in its transaction, given the clock and the time it holds. */
 type Decide<A, E> = (tx: QueueWrites, clock: ClockRecord, now: number) => Effect.Effect<readonly [A, Changes], E | SqlError>
 
+/**
+ * A decision that starts its first read before the clock is read (a backend may send both in one
+ * round trip): it answers the `Decide` that uses that read.
+ */
+type Staged<A, E> = (tx: QueueWrites) => Effect.Effect<Decide<A, E>, SqlError>
+
 interface FaultPoints {
   readonly before: Faults.FaultPoint
   readonly after: Faults.FaultPoint
@@ -340,6 +346,12 @@ export const make = (
     decide: Decide<A, E>,
     faults: ReadonlyArray<FaultPoints> = [],
     joining = false
+  ): Effect.Effect<A, E | ClockRegressed | SqlError> => writeStaged(() => Effect.succeed(decide), faults, joining)
+
+  const writeStaged = <A, E>(
+    staged: Staged<A, E>,
+    faults: ReadonlyArray<FaultPoints> = [],
+    joining = false
   ): Effect.Effect<A, E | ClockRegressed | SqlError> => {
     // An enqueue joins the caller's transaction on a store that shares the application's database.
     const { join } = backend
@@ -347,6 +359,7 @@ export const make = (
     const transaction = run(
       (tx) =>
         Effect.gen(function*() {
+          const decide = yield* staged(tx)
           // The stored clock first, then the time: a write that committed a later tick before this
           // read did so before this time is read (writers that run side by side, one server clock).
           const stored = yield* tx.clock
@@ -437,23 +450,28 @@ export const make = (
     Metrics.withHotSpan("RelayQueue.claim")
   )
 
-  /** A settle's decision: one outcome per reply, in order. */
-  const decideSettle = (items: ReadonlyArray<readonly [Token, DeliveryReply]>): Decide<ReadonlyArray<SettleOutcome>, never> =>
-    (tx, clock, now) =>
+  /**
+   * A settle's decision: one outcome per reply, in order. Its read of the events (with the event
+   * after each, where the backend reads them together) starts before the clock read, where the
+   * backend can send both together.
+   */
+  const stageSettle = (items: ReadonlyArray<readonly [Token, DeliveryReply]>): Staged<ReadonlyArray<SettleOutcome>, never> => (tx) => {
+    const ids = unique(items.map(([token]) => token.eventId))
+    const read: Effect.Effect<Effect.Effect<SettleRead, SqlError>, SqlError> = tx.startSettleRead !== undefined
+      ? tx.startSettleRead(ids)
+      : Effect.succeed(tx.eventsWithNext === undefined ? Effect.map(tx.events(ids), (events) => ({ events })) : tx.eventsWithNext(ids))
+    return Effect.map(read, (answer) => (tx, clock, now) =>
       Effect.gen(function*() {
         const draws = policy.jitter === "full" ? yield* Effect.forEach(items, () => Random.next) : []
-        const ids = unique(items.map(([token]) => token.eventId))
-        // With the events, the backend may read the event after each (one read instead of two).
-        const { events, next } = tx.eventsWithNext === undefined
-          ? { events: yield* tx.events(ids), next: undefined }
-          : yield* tx.eventsWithNext(ids)
+        const { events, next } = yield* answer
         const { acked: stamps, changed, outcomes } = Operations.settle(items, byKey(events, (e): string => e.eventId), now, policy, draws)
         const acked = changed.filter((e) => e.state === "acked")
         const successors = acked.length === 0
           ? []
           : next ?? (yield* tx.eventsAt(acked.map((e) => ({ flowId: e.flowId, seq: e.seq + 1 }))))
         return [outcomes, Operations.settleChanges(changed, byKey(successors, Operations.positionKey), clock, stamps)] as const
-      })
+      }))
+  }
 
   // An ack may expose the next head of its flow: sleeping workers look again.
   const countSettles = (outcomes: ReadonlyArray<SettleOutcome>) =>
@@ -463,7 +481,7 @@ export const make = (
     )
 
   const settleAll = (items: ReadonlyArray<readonly [Token, DeliveryReply]>) =>
-    write(decideSettle(items), [settleFaults]).pipe(Effect.tap(countSettles))
+    writeStaged(stageSettle(items), [settleFaults]).pipe(Effect.tap(countSettles))
 
   /**
    * `settleAll(items)` then `claimUpTo(limit)` in one transaction (one commit instead of two): the
@@ -477,14 +495,15 @@ export const make = (
       return limit === 0 ? Effect.succeed({ outcomes: [], claims: [] }) : Effect.map(claimUpTo(limit), (batch) => ({ outcomes: [], ...batch }))
     }
     if (limit === 0) return Effect.map(settleAll(items), (outcomes) => ({ outcomes, claims: [] }))
-    return write(
-      (tx, clock, now) =>
-        Effect.gen(function*() {
-          const [outcomes, settled] = yield* decideSettle(items)(tx, clock, now)
-          yield* store(tx, settled)
-          const [decided, changes] = yield* decideClaim(limit)(tx, settled.clock ?? clock, now)
-          return [[outcomes, decided] as const, changes] as const
-        }),
+    return writeStaged(
+      (tx) =>
+        Effect.map(stageSettle(items)(tx), (decideSettle): Decide<readonly [ReadonlyArray<SettleOutcome>, Decided], never> => (tx, clock, now) =>
+          Effect.gen(function*() {
+            const [outcomes, settled] = yield* decideSettle(tx, clock, now)
+            yield* store(tx, settled)
+            const [decided, changes] = yield* decideClaim(limit)(tx, settled.clock ?? clock, now)
+            return [[outcomes, decided] as const, changes] as const
+          })),
       [settleFaults, claimFaults]
     ).pipe(
       Effect.tap(([outcomes, decided]) => Effect.zipRight(countSettles(outcomes), countClaims(decided))),

@@ -1,10 +1,12 @@
 /**
- * A PostgreSQL write transaction holds the writes nobody reads and sends them with its next
- * statement (`PgHeldWrites`), and sends BEGIN with its first statement (`PgTransactions`). What
- * must stay true: a statement sees every earlier write of its transaction, held writes of one
- * table keep their order, a held write that fails fails its transaction typed and nothing of it
- * is stored, and the statements really do travel together (fewer round trips) — the last ones with
- * COMMIT; and a store's transaction plans its prepared statements once (generic plans).
+ * A PostgreSQL write transaction sends its statements in batches, one round trip each
+ * (`PgTransactions`): the writes nobody reads and the reads started early wait for the next
+ * statement whose answer is needed (`PgHeldWrites`), BEGIN and the store's lock lead the first
+ * batch, and what waits at the end goes with COMMIT. What must stay true: a statement sees every
+ * earlier statement of its transaction, in their order; a held statement that fails fails its
+ * transaction typed and nothing of it is stored; a batch that fails leaves the connection's
+ * prepared statements as the server has them; the statements really do travel together (fewer
+ * round trips); and a store's transaction plans its prepared statements once (generic plans).
  */
 import { it } from "@effect/vitest"
 import { SqlClient } from "@effect/sql/SqlClient"
@@ -25,101 +27,157 @@ const migrations = {
   })
 }
 
-/** A store of the two tables on a fresh schema, and the statements its transactions send. */
+/** A store of the two tables on a fresh schema, and the round trips its transactions make (each the texts it carried). */
 const open = (url: string, maxConnections = 2) =>
   Effect.gen(function*() {
     const schema = yield* freshSchema(url)
     const store = yield* PgStore.open({ url: schema.url, maxConnections }, migrations, "test_migrations", "test_store")
-    const sent: Array<string> = []
+    const trips: Array<ReadonlyArray<string>> = []
     const logged = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-      Effect.provideService(effect, StatementLog, { record: (text: string) => sent.push(text.replace(/\s+/g, " ")) })
+      Effect.provideService(effect, StatementLog, {
+        record: undefined,
+        roundTrip: (texts: ReadonlyArray<string>) => trips.push(texts.map((text) => text.replace(/\s+/g, " ")))
+      })
     const rows = (table: string) => Effect.map(schema.admin.unsafe(`SELECT * FROM "${schema.name}".${table} ORDER BY id`), (r) => [...r])
-    return { store, sent, logged, rows }
+    return { store, trips, logged, rows }
   })
 
-describePg("PostgreSQL: held writes and BEGIN with the first statement", (url) => {
-  it.scopedLive("a read sees the writes held before it; writes of one table keep their order", () =>
+/** What leads a write transaction's first round trip. */
+const begin = ["BEGIN", "SET LOCAL lock_timeout = 30000", "SET LOCAL plan_cache_mode = force_generic_plan", expect.stringMatching(/^SELECT pg_advisory_xact_lock/)]
+
+describePg("PostgreSQL: statements in batches, BEGIN with the first, COMMIT with the last", (url) => {
+  it.scopedLive("a read sees the writes held before it, in their order, and all of them go in one round trip", () =>
     Effect.gen(function*() {
-      const { logged, rows, sent, store } = yield* open(url)
+      const { logged, rows, store, trips } = yield* open(url)
       const { sql } = store
-      const read = yield* logged(store.write(Effect.gen(function*() {
-        yield* execWrite(store, "a", sql`INSERT INTO a (id, note) VALUES (${1}, ${"first"})`)
-        yield* execWrite(store, "a", sql`UPDATE a SET note = ${"second"} WHERE id = ${1}`)
-        yield* execWrite(store, "b", sql`INSERT INTO b (id, n) VALUES (${1}, ${10})`)
+      const [read, queries] = yield* countQueries(logged(store.write(Effect.gen(function*() {
+        yield* execWrite(store, sql`INSERT INTO a (id, note) VALUES (${1}, ${"first"})`)
+        yield* execWrite(store, sql`UPDATE a SET note = ${"second"} WHERE id = ${1}`)
+        yield* execWrite(store, sql`INSERT INTO b (id, n) VALUES (${1}, ${10})`)
         return yield* store.exec(sql<{ id: number; note: string }>`SELECT id, note FROM a`)
-      })))
+      }))))
       expect(read).toEqual([{ id: 1, note: "second" }])
       expect(yield* rows("b")).toEqual([{ id: 1, n: 10 }])
-      // The insert went alone (the update changes its table), the update and b's insert together.
-      expect(sent).toEqual([
-        "INSERT INTO a (id, note) VALUES ($1, $2)",
-        "WITH held_0 AS (UPDATE a SET note = $1 WHERE id = $2) INSERT INTO b (id, n) VALUES ($3, $4)",
-        "SELECT id, note FROM a"
+      expect(trips).toEqual([
+        [
+          ...begin,
+          "INSERT INTO a (id, note) VALUES ($1, $2)",
+          "UPDATE a SET note = $1 WHERE id = $2",
+          "INSERT INTO b (id, n) VALUES ($1, $2)",
+          "SELECT id, note FROM a"
+        ],
+        ["COMMIT"]
       ])
+      // What `pg` was handed: one query per round trip.
+      expect(queries).toBe(2)
     }))
 
-  it.scopedLive("a statement of another table carries the held writes in front of it and answers its own rows", () =>
+  it.scopedLive("a statement after held writes answers its own rows", () =>
     Effect.gen(function*() {
-      const { logged, rows, sent, store } = yield* open(url)
+      const { rows, store } = yield* open(url)
       const { sql } = store
-      yield* store.write(execWrite(store, "b", sql`INSERT INTO b (id, n) VALUES (${1}, ${1})`))
-      sent.length = 0
-      const returned = yield* logged(store.write(Effect.gen(function*() {
-        yield* execWrite(store, "a", sql`INSERT INTO a (id, note) VALUES (${7}, ${"x"})`)
-        return yield* store.exec(sql<{ n: number }>`UPDATE b SET n = n + 1 RETURNING n`, "b")
-      })))
-      expect(returned).toEqual([{ n: 2 }])
-      expect(sent).toEqual(["WITH held_0 AS (INSERT INTO a (id, note) VALUES ($1, $2)) UPDATE b SET n = n + 1 RETURNING n"])
+      yield* store.write(execWrite(store, sql`INSERT INTO b (id, n) VALUES (${1}, ${1})`))
+      const returned = yield* store.write(Effect.gen(function*() {
+        yield* execWrite(store, sql`INSERT INTO a (id, note) VALUES (${7}, ${"x"})`)
+        yield* execWrite(store, sql`UPDATE b SET n = n + 10`)
+        return yield* store.exec(sql<{ n: number }>`UPDATE b SET n = n + 1 RETURNING n`)
+      }))
+      expect(returned).toEqual([{ n: 12 }])
       expect(yield* rows("a")).toEqual([{ id: 7, note: "x" }])
+    }))
+
+  it.scopedLive("a read started early goes with the next statement and answers what it saw there; awaited alone, it goes by itself", () =>
+    Effect.gen(function*() {
+      const { logged, store, trips } = yield* open(url)
+      const { sql } = store
+      yield* store.write(execWrite(store, sql`INSERT INTO b (id, n) VALUES (${1}, ${1})`))
+      trips.length = 0
+      const [early, after] = yield* logged(store.write(Effect.gen(function*() {
+        const early = yield* store.execLater!(sql<{ n: number }>`SELECT n FROM b WHERE id = ${1}`)
+        yield* execWrite(store, sql`UPDATE b SET n = ${5} WHERE id = ${1}`)
+        const after = yield* store.exec(sql<{ n: number }>`SELECT n FROM b WHERE id = ${1}`)
+        return [yield* early, after] as const
+      })))
+      // The early read ran first in the batch: it saw the row before the update.
+      expect(early).toEqual([{ n: 1 }])
+      expect(after).toEqual([{ n: 5 }])
+      expect(trips).toEqual([[...begin, "SELECT n FROM b WHERE id = $1", "UPDATE b SET n = $1 WHERE id = $2", "SELECT n FROM b WHERE id = $1"], ["COMMIT"]])
+      trips.length = 0
+      const alone = yield* logged(store.write(Effect.gen(function*() {
+        yield* execWrite(store, sql`UPDATE b SET n = ${6} WHERE id = ${1}`)
+        const early = yield* store.execLater!(sql<{ n: number }>`SELECT n FROM b WHERE id = ${1}`)
+        return yield* early
+      })))
+      expect(alone).toEqual([{ n: 6 }])
+      expect(trips).toEqual([[...begin, "UPDATE b SET n = $1 WHERE id = $2", "SELECT n FROM b WHERE id = $1"], ["COMMIT"]])
     }))
 
   it.scopedLive("a held write that fails fails its transaction with a typed SqlError, and nothing it held is stored", () =>
     Effect.gen(function*() {
       const { rows, store } = yield* open(url)
       const { sql } = store
-      yield* store.write(execWrite(store, "a", sql`INSERT INTO a (id, note) VALUES (${1}, ${"kept"})`))
+      yield* store.write(execWrite(store, sql`INSERT INTO a (id, note) VALUES (${1}, ${"kept"})`))
       const exit = yield* Effect.exit(store.write(Effect.gen(function*() {
-        yield* execWrite(store, "b", sql`INSERT INTO b (id, n) VALUES (${1}, ${1})`)
-        yield* execWrite(store, "a", sql`INSERT INTO a (id, note) VALUES (${1}, ${"duplicate"})`)
+        yield* execWrite(store, sql`INSERT INTO b (id, n) VALUES (${1}, ${1})`)
+        yield* execWrite(store, sql`INSERT INTO a (id, note) VALUES (${1}, ${"duplicate"})`)
+        return yield* store.exec(sql`SELECT id FROM a`)
       })))
-      expect(exit._tag).toBe("Failure")
-      const error = exit._tag === "Failure" ? exit.cause : undefined
-      expect(JSON.stringify(error)).toContain("23505")
+      expect(JSON.stringify(exit)).toContain("23505")
       expect(exit._tag === "Failure" && exit.cause._tag === "Fail" && exit.cause.error instanceof SqlError).toBe(true)
       expect(yield* rows("a")).toEqual([{ id: 1, note: "kept" }])
       expect(yield* rows("b")).toEqual([])
       // The connection is fine afterwards: the next transaction commits.
-      yield* store.write(execWrite(store, "b", sql`INSERT INTO b (id, n) VALUES (${2}, ${2})`))
+      yield* store.write(execWrite(store, sql`INSERT INTO b (id, n) VALUES (${2}, ${2})`))
       expect(yield* rows("b")).toEqual([{ id: 2, n: 2 }])
     }))
 
-  it.scopedLive("a failure after writes were held rolls them back; the next transaction does not send them", () =>
+  it.scopedLive("a batch that fails leaves the connection's prepared statements as the server has them", () =>
     Effect.gen(function*() {
-      const { logged, rows, sent, store } = yield* open(url)
+      const { rows, store } = yield* open(url, 1)
+      const { sql } = store
+      yield* store.write(execWrite(store, sql`INSERT INTO a (id, note) VALUES (${1}, ${"kept"})`))
+      // Statements this connection has not prepared yet: the first is parsed and fails when it
+      // runs; the server never reaches the second.
+      const failing = store.write(Effect.gen(function*() {
+        yield* execWrite(store, sql`INSERT INTO a (id, note) VALUES (${1}, ${"once"}) RETURNING id`)
+        return yield* store.exec(sql<{ n: number }>`SELECT count(*)::int AS n FROM a WHERE note <> ${"none"}`)
+      }))
+      expect(JSON.stringify(yield* Effect.exit(failing))).toContain("23505")
+      // Both run again on the one connection: the first is not parsed twice ("already exists"),
+      // the second is not bound before it is parsed ("does not exist").
+      yield* store.write(execWrite(store, sql`INSERT INTO a (id, note) VALUES (${2}, ${"twice"}) RETURNING id`))
+      const [count] = yield* store.write(store.exec(sql<{ n: number }>`SELECT count(*)::int AS n FROM a WHERE note <> ${"none"}`))
+      expect(count).toEqual({ n: 2 })
+      expect(yield* rows("a")).toEqual([{ id: 1, note: "kept" }, { id: 2, note: "twice" }])
+    }))
+
+  it.scopedLive("a failure after statements were held rolls them back; the next transaction does not send them", () =>
+    Effect.gen(function*() {
+      const { logged, rows, store, trips } = yield* open(url)
       const { sql } = store
       const exit = yield* Effect.exit(store.write(Effect.gen(function*() {
-        yield* execWrite(store, "a", sql`INSERT INTO a (id, note) VALUES (${1}, ${"dropped"})`)
+        yield* execWrite(store, sql`INSERT INTO a (id, note) VALUES (${1}, ${"dropped"})`)
         return yield* Effect.fail("decided against it" as const)
       })))
       expect(exit._tag).toBe("Failure")
-      sent.length = 0
-      yield* logged(store.write(execWrite(store, "b", sql`INSERT INTO b (id, n) VALUES (${1}, ${1})`)))
-      expect(sent).toEqual(["INSERT INTO b (id, n) VALUES ($1, $2)"])
+      yield* logged(store.write(execWrite(store, sql`INSERT INTO b (id, n) VALUES (${1}, ${1})`)))
+      // A transaction of held writes only: BEGIN, the write and COMMIT in one round trip.
+      expect(trips).toEqual([[...begin, "INSERT INTO b (id, n) VALUES ($1, $2)", "COMMIT"]])
       expect(yield* rows("a")).toEqual([])
       expect(yield* rows("b")).toEqual([{ id: 1, n: 1 }])
     }))
 
-  it.scopedLive("a first statement without parameters goes with BEGIN and the store's lock: a second writer reads what the first committed", () =>
+  it.scopedLive("BEGIN and the store's lock go with the first statement: a second writer reads what the first committed", () =>
     Effect.gen(function*() {
       const { store } = yield* open(url)
       const { sql } = store
-      yield* store.write(execWrite(store, "b", sql`INSERT INTO b (id, n) VALUES (${1}, ${0})`))
-      // Each increment reads n with a parameterless first statement (sent with BEGIN and the lock),
-      // then writes n + 1: under the lock, no increment is lost.
+      yield* store.write(execWrite(store, sql`INSERT INTO b (id, n) VALUES (${1}, ${0})`))
+      // Each increment reads n in its first round trip (with BEGIN and the lock), then writes
+      // n + 1: under the lock, no increment is lost.
       const increment = store.write(Effect.gen(function*() {
-        const [row] = yield* store.exec(sql<{ n: number }>`SELECT n FROM b WHERE id = 1`)
+        const [row] = yield* store.exec(sql<{ n: number }>`SELECT n FROM b WHERE id = ${1}`)
         yield* Effect.sleep("1 millis")
-        yield* execWrite(store, "b", sql`UPDATE b SET n = ${row!.n + 1} WHERE id = ${1}`)
+        yield* execWrite(store, sql`UPDATE b SET n = ${row!.n + 1} WHERE id = ${1}`)
       }))
       yield* Effect.all(Array.from({ length: 20 }, () => increment), { concurrency: 4 })
       const [row] = yield* store.read(store.exec(sql<{ n: number }>`SELECT n FROM b WHERE id = 1`))
@@ -143,17 +201,16 @@ describePg("PostgreSQL: held writes and BEGIN with the first statement", (url) =
 
   it.scopedLive("what is still held at the end goes with COMMIT: one round trip for both", () =>
     Effect.gen(function*() {
-      const { logged, rows, sent, store } = yield* open(url)
+      const { logged, rows, store, trips } = yield* open(url)
       const { sql } = store
-      yield* store.write(execWrite(store, "b", sql`INSERT INTO b (id, n) VALUES (${1}, ${0})`))
-      sent.length = 0
-      const queries = yield* countQueries(logged(store.write(Effect.gen(function*() {
+      yield* store.write(execWrite(store, sql`INSERT INTO b (id, n) VALUES (${1}, ${0})`))
+      trips.length = 0
+      const [, queries] = yield* countQueries(logged(store.write(Effect.gen(function*() {
         const [row] = yield* store.exec(sql<{ n: number }>`SELECT n FROM b WHERE id = 1`)
-        yield* execWrite(store, "a", sql`INSERT INTO a (id, note) VALUES (${1}, ${`after ${row!.n}`})`)
+        yield* execWrite(store, sql`INSERT INTO a (id, note) VALUES (${1}, ${`after ${row!.n}`})`)
       }))))
-      // BEGIN, the lock and the read; then the insert and COMMIT.
+      expect(trips).toEqual([[...begin, "SELECT n FROM b WHERE id = 1"], ["INSERT INTO a (id, note) VALUES ($1, $2)", "COMMIT"]])
       expect(queries).toBe(2)
-      expect(sent).toEqual(["SELECT n FROM b WHERE id = 1", "INSERT INTO a (id, note) VALUES ($1, $2)"])
       expect(yield* rows("a")).toEqual([{ id: 1, note: "after 0" }])
     }))
 
@@ -161,11 +218,11 @@ describePg("PostgreSQL: held writes and BEGIN with the first statement", (url) =
     Effect.gen(function*() {
       const { rows, store } = yield* open(url, 1)
       const { sql } = store
-      yield* store.write(execWrite(store, "a", sql`INSERT INTO a (id, note) VALUES (${1}, ${"kept"})`))
+      yield* store.write(execWrite(store, sql`INSERT INTO a (id, note) VALUES (${1}, ${"kept"})`))
       const exit = yield* Effect.exit(store.write(Effect.gen(function*() {
         yield* store.exec(sql`SELECT id FROM a`)
-        yield* execWrite(store, "b", sql`INSERT INTO b (id, n) VALUES (${1}, ${1})`)
-        yield* execWrite(store, "a", sql`INSERT INTO a (id, note) VALUES (${1}, ${"duplicate"})`)
+        yield* execWrite(store, sql`INSERT INTO b (id, n) VALUES (${1}, ${1})`)
+        yield* execWrite(store, sql`INSERT INTO a (id, note) VALUES (${1}, ${"duplicate"})`)
       })))
       expect(JSON.stringify(exit)).toContain("23505")
       expect(exit._tag === "Failure" && exit.cause._tag === "Fail" && exit.cause.error instanceof SqlError).toBe(true)
@@ -174,13 +231,13 @@ describePg("PostgreSQL: held writes and BEGIN with the first statement", (url) =
       // The store's one connection was rolled back: the next transaction on it commits.
       yield* store.write(Effect.gen(function*() {
         yield* store.exec(sql`SELECT id FROM b`)
-        yield* execWrite(store, "b", sql`INSERT INTO b (id, n) VALUES (${2}, ${2})`)
+        yield* execWrite(store, sql`INSERT INTO b (id, n) VALUES (${2}, ${2})`)
       }))
       expect(yield* rows("b")).toEqual([{ id: 2, n: 2 }])
     }))
 })
 
-/** Runs `effect` and counts the queries `pg` sends meanwhile (one per round trip). */
+/** Runs `effect` and counts the queries `pg` is handed meanwhile (one per round trip). */
 const countQueries = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   Effect.acquireUseRelease(
     Effect.sync(() => {
@@ -191,6 +248,6 @@ const countQueries = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
       } as unknown as typeof counter.original
       return counter
     }),
-    (counter) => Effect.map(effect, () => counter.queries),
+    (counter) => Effect.map(effect, (result) => [result, counter.queries] as const),
     (counter) => Effect.sync(() => void (pg.Client.prototype.query = counter.original))
   )

@@ -1,59 +1,94 @@
 /**
- * What a single-step claim and settle send to PostgreSQL, statement by statement (BEGIN goes with
- * the first, COMMIT with the last): the clock read first (with BEGIN and the store's lock), the
- * writes nobody reads together in one statement, and with exact claims the settled event read
- * with the event after it. The bench's figures (6 round trips per event exact, 8 parallel; the
- * daemon's `settleAndClaim`, 5 and 7) rest on these shapes.
+ * The round trips of a single-step claim and settle on PostgreSQL, and what each carries (BEGIN
+ * and the store's lock lead the first, COMMIT ends the last): a settle's event read goes with the
+ * clock read, the writes nobody reads go with the next statement whose answer is needed — a
+ * settle's writes with the claim's walk in `settleAndClaim` — and the last ones with COMMIT. The
+ * bench's figures (exact: 3 round trips per claim, 2 per settle, 3 per `settleAndClaim`; parallel:
+ * 4, 3 and 5) rest on these shapes.
  */
 import { it } from "@effect/vitest"
 import { Effect } from "effect"
 import { expect } from "vitest"
 import { PgRelayQueue } from "../../src/index.js"
-import { captureSql } from "../../scenarios/support/captureSql.js"
+import { StatementLog } from "../../src/layers/internal/Store.js"
 import { freshSchema } from "../support/backends.js"
 import { describePg } from "./support.js"
 
-describePg("PostgreSQL: statements of a claim and a settle", (url) => {
+/** Runs `effect` and returns its result with the round trips it made, each the statements it carried (whitespace folded). */
+const captureTrips = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.gen(function*() {
+    const trips: Array<ReadonlyArray<string>> = []
+    const result = yield* Effect.provideService(effect, StatementLog, {
+      record: undefined,
+      roundTrip: (texts) => trips.push(texts.map((text) => text.replace(/\s+/g, " ").trim()))
+    })
+    return [result, trips] as const
+  })
+
+/** The index of the first statement of `trip` matching `pattern` (-1: none). */
+const at = (trip: ReadonlyArray<string> | undefined, pattern: RegExp) => (trip ?? []).findIndex((text) => pattern.test(text))
+
+const clockRead = { exact: /^SELECT tick, ticket FROM relay_clock/, parallel: /^SELECT c\.tick, s\.last_value AS ticket FROM relay_clock/ }
+const eventRead = { exact: /UNION ALL SELECT 1 AS next/, parallel: /^SELECT e\.\* FROM relay_event e JOIN relay_flow f .* FOR UPDATE OF f, e$/ }
+const walk = /^(WITH alone AS \()?SELECT f\.flow_id, f\.seq/
+
+describePg("PostgreSQL: round trips of a claim and a settle", (url) => {
   for (const claims of ["exact", "parallel"] as const) {
     it.scopedLive(`${claims} claims`, () =>
       Effect.gen(function*() {
         const schema = yield* freshSchema(url)
         const queue = yield* PgRelayQueue.make({ url: schema.url, maxConnections: 1, claims })
         yield* queue.enqueueBatch([{ eventId: "A1", flowId: "A", body: {} }, { eventId: "A2", flowId: "A", body: {} }])
-        const [claimed, claimSql] = yield* captureSql(queue.claim)
+        const [claimed, claimTrips] = yield* captureTrips(queue.claim)
         if (claimed._tag !== "Claimed") return yield* Effect.dieMessage("expected a claim")
-        const [outcome, settleSql] = yield* captureSql(queue.settle(claimed.token, { _tag: "Accepted" }))
+        const [outcome, settleTrips] = yield* captureTrips(queue.settle(claimed.token, { _tag: "Accepted" }))
         expect(outcome._tag).toBe("Acked")
         // A2 is the flow's head now: the settle found it.
         expect((yield* queue.snapshot).flows.find((f) => f.flowId === "A")?.headSeq).toBe(2)
-        const clock = claims === "exact" ? /^SELECT tick, ticket FROM relay_clock/ : /^SELECT c\.tick, s\.last_value AS ticket FROM relay_clock/
-        expect(claimSql).toHaveLength(claims === "exact" ? 3 : 4)
-        expect(settleSql).toHaveLength(claims === "exact" ? 3 : 4)
-        expect(claimSql[0]).toMatch(clock)
-        expect(settleSql[0]).toMatch(clock)
-        // The claim's event update, flow update (and clock) as one statement.
-        expect(claimSql[claimSql.length - 1]).toMatch(/^WITH held_0 AS \(/)
-        expect(claimSql[claimSql.length - 1]).toMatch(/UPDATE relay_event/)
-        expect(claimSql[claimSql.length - 1]).toMatch(/INSERT INTO relay_flow/)
-        // The settle's event update goes in front of the head update.
-        expect(settleSql[settleSql.length - 1]).toMatch(/^WITH held_0 AS \(.*UPDATE relay_event[\s\S]*\) UPDATE relay_flow SET head_seq/s)
-        if (claims === "exact") expect(settleSql[1]).toMatch(/UNION ALL SELECT 1 AS next/)
+
+        // The claim: BEGIN … clock read; the walk; (parallel: the ticket draw;) its writes with COMMIT.
+        expect(claimTrips).toHaveLength(claims === "exact" ? 3 : 4)
+        expect(claimTrips[0]![0]).toBe("BEGIN")
+        expect(at(claimTrips[0], clockRead[claims])).toBe(claimTrips[0]!.length - 1)
+        expect(claimTrips[1]).toHaveLength(1)
+        expect(claimTrips[1]![0]).toMatch(walk)
+        if (claims === "parallel") expect(claimTrips[2]![claimTrips[2]!.length - 1]).toMatch(/nextval\('relay_ticket'\)/)
+        const claimLast = claimTrips[claimTrips.length - 1]!
+        expect(claimLast[claimLast.length - 1]).toBe("COMMIT")
+        expect(at(claimLast, /^UPDATE relay_event SET state/)).toBeGreaterThanOrEqual(0)
+        expect(at(claimLast, /^INSERT INTO relay_flow/)).toBeGreaterThanOrEqual(0)
+
+        // The settle: BEGIN … its event read with the clock read (after it: the clock is read once
+        // the rows are held); (parallel: the next event, read once the flow is locked;) its writes with COMMIT.
+        expect(settleTrips).toHaveLength(claims === "exact" ? 2 : 3)
+        expect(settleTrips[0]![0]).toBe("BEGIN")
+        const eventAt = at(settleTrips[0], eventRead[claims])
+        expect(eventAt).toBeGreaterThan(0)
+        expect(at(settleTrips[0], clockRead[claims])).toBe(eventAt + 1)
+        const settleLast = settleTrips[settleTrips.length - 1]!
+        expect(settleLast[settleLast.length - 1]).toBe("COMMIT")
+        expect(at(settleLast, /^UPDATE relay_event SET state/)).toBeLessThan(at(settleLast, /^UPDATE relay_flow SET head_seq/))
       }))
 
-    it.scopedLive(`${claims} claims: settleAndClaim is one transaction: one clock read, and the claim sees the ack`, () =>
+    it.scopedLive(`${claims} claims: settleAndClaim is one transaction: one clock read, the settle's writes go with the walk, and the claim sees the ack`, () =>
       Effect.gen(function*() {
         const schema = yield* freshSchema(url)
         const queue = yield* PgRelayQueue.make({ url: schema.url, maxConnections: 1, claims })
         yield* queue.enqueueBatch([1, 2, 3].map((i) => ({ eventId: `A${i}`, flowId: "A", body: {} })))
         const { claims: [first] } = yield* queue.claimUpTo(1)
         if (first === undefined) return yield* Effect.dieMessage("expected a claim")
-        const [result, sql] = yield* captureSql(queue.settleAndClaim([{ token: first.token, reply: { _tag: "Accepted" } }], 1))
+        const [result, trips] = yield* captureTrips(queue.settleAndClaim([{ token: first.token, reply: { _tag: "Accepted" } }], 1))
         // A1 acked, and the claim in the same transaction found A2, which only that ack made the head.
         expect(result.outcomes).toEqual([{ _tag: "Acked" }])
         expect(result.claims.map((c) => c.event.eventId)).toEqual(["A2"])
-        // A settle then a claim: 3 + 3 statements (4 + 4 parallel) — less the claim's clock read.
-        expect(sql).toHaveLength(claims === "exact" ? 5 : 7)
-        expect(sql.filter((text) => /FROM relay_clock/.test(text) && /^SELECT/.test(text))).toHaveLength(1)
+        expect(trips).toHaveLength(claims === "exact" ? 3 : 5)
+        expect(trips.flat().filter((text) => clockRead[claims].test(text))).toHaveLength(1)
+        // The walk comes after the settle's writes, in their round trip.
+        const walking = trips.find((trip) => at(trip, walk) >= 0)!
+        expect(at(walking, walk)).toBe(walking.length - 1)
+        expect(at(walking, /^UPDATE relay_event SET state/)).toBeGreaterThanOrEqual(0)
+        expect(at(walking, /^UPDATE relay_flow SET head_seq/)).toBeGreaterThanOrEqual(0)
+        expect(trips[trips.length - 1]![trips[trips.length - 1]!.length - 1]).toBe("COMMIT")
       }))
   }
 })

@@ -1,92 +1,100 @@
 /**
- * Fewer round trips for a PostgreSQL write transaction: a write whose result nobody reads is held
- * and sent with the transaction's next statement, as a data-modifying `WITH` in front of it — a
- * claim's clock, event and flow writes reach the server as one statement instead of three.
+ * Fewer round trips for a PostgreSQL write transaction: statements whose answers are not needed
+ * yet wait, and go with the transaction's next statement whose answer is (`PgTransactions`: one
+ * batch, one round trip) — a write nobody reads (`execWrite`), or a read started early
+ * (`execLater`: a settle's events travel with the clock read). A settle's writes and the claim's
+ * walk that follows them go in one round trip; a claim's writes go with COMMIT.
  *
- * What makes this the same transaction as one statement at a time: every statement of a `WITH`
- * runs on one snapshot, so a held write goes with a statement only when neither reads nor changes
- * what the other changes. Held writes each change one table and read nothing else (their own
- * table, their parameters); they travel together while their tables differ. A statement that
- * declares the one table it changes and reads (`exec(statement, table)`) takes them in front when
- * that table is not theirs; any other statement (a read, a write reading other tables) is sent
- * after them, in a statement of their own. What is still held when the transaction's work ends is
- * sent with COMMIT, in one round trip (`atCommit`), or on its own before it. A held write that
- * fails fails there instead of at its call, in the same transaction, which rolls back as before.
+ * The batch is the same transaction as one statement at a time: the server runs its statements in
+ * their order, each seeing what those before it did. A held statement that fails fails there
+ * instead of at its call, in the same transaction, which rolls back as before.
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import type * as SqlClient from "@effect/sql/SqlClient"
 import type * as Statement from "@effect/sql/Statement"
 import { Effect, FiberRef } from "effect"
+import { sendAll, wired } from "./PgTransactions.js"
+import type { Wired } from "./PgTransactions.js"
 
+/** A held statement, and once sent, its answer. */
 interface Held {
-  readonly table: string
-  readonly statement: Statement.Statement<object>
+  readonly statement: Wired
+  answer?: ReadonlyArray<object>
+  failure?: SqlError
 }
 
-/** The writes held in the current write transaction; `undefined` outside one (a write then runs at once). */
-const heldWrites = FiberRef.unsafeMake<Array<Held> | undefined>(undefined)
+/** The statements held in the current write transaction; `undefined` outside one (a write then runs at once). */
+const heldStatements = FiberRef.unsafeMake<Array<Held> | undefined>(undefined)
 
-type Run = <A extends object>(statement: Statement.Statement<A>) => Effect.Effect<ReadonlyArray<A>, SqlError>
-
-/** `held` as one statement ahead of `main` (default: the last of them). */
-const together = (sql: SqlClient.SqlClient, held: ReadonlyArray<Held>, main?: Statement.Statement<object>): Statement.Statement<object> => {
-  const last = main ?? held[held.length - 1]!.statement
-  const ahead = main === undefined ? held.slice(0, -1) : held
-  return ahead.length === 0
-    ? last
-    : sql`WITH ${sql.csv(ahead.map((write, i) => sql`${sql.literal(`held_${i}`)} AS (${write.statement})`))} ${last}`
+/** Sends what is held, and `main` after it, in one round trip: `main`'s rows. */
+const sendWith = (held: Array<Held> | undefined, main?: Wired): Effect.Effect<ReadonlyArray<object>, SqlError> => {
+  const sent = held === undefined ? [] : held.splice(0)
+  if (sent.length === 0 && main === undefined) return Effect.succeed([])
+  const statements = sent.map((h) => h.statement)
+  if (main !== undefined) statements.push(main)
+  return sendAll(statements).pipe(
+    Effect.tap((answers) => {
+      for (let i = 0; i < sent.length; i++) sent[i]!.answer = answers[i] ?? []
+    }),
+    Effect.tapError((failure) =>
+      Effect.sync(() => {
+        for (const h of sent) h.failure = failure
+      })
+    ),
+    Effect.map((answers) => (main === undefined ? [] : answers[answers.length - 1]!))
+  )
 }
 
-/** Sends what is held (one statement), if anything. */
-const flush = (sql: SqlClient.SqlClient, run: Run, held: Array<Held> | undefined) =>
-  held === undefined || held.length === 0 ? Effect.void : Effect.asVoid(run(together(sql, held.splice(0))))
+/**
+ * Keeps what the transaction still holds at its end to send with its COMMIT: true when it will,
+ * false when it must be sent now (`PgTransactions.atCommit`).
+ */
+type AtCommit = (statements: ReadonlyArray<Wired>) => Effect.Effect<boolean>
 
 /**
- * Keeps the transaction's last statement to send with its COMMIT: true when it will, false when
- * it must run now (`PgTransactions.atCommit`).
+ * Runs the work of one write transaction holding the statements whose answers wait; what is still
+ * held at its end goes with the COMMIT when `atCommit` keeps it, else it is sent then. Each run
+ * starts with nothing held (a transaction retried from its start too).
  */
-type AtCommit = (statement: Statement.Statement<object>) => Effect.Effect<boolean>
-
-/**
- * Runs the work of one write transaction holding its result-less writes; what is still held at
- * its end goes with the COMMIT when `atCommit` keeps it, else it is sent then. Each run starts
- * with nothing held (a transaction retried from its start too).
- */
-export const holding = (sql: SqlClient.SqlClient, run: Run, atCommit?: AtCommit) =>
-<A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
+export const holding = (atCommit?: AtCommit) => <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
   Effect.suspend(() => {
     const held: Array<Held> = []
     const last = Effect.suspend(() => {
-      if (held.length === 0 || atCommit === undefined) return flush(sql, run, held)
-      const statement = together(sql, held.splice(0))
-      return Effect.flatMap(atCommit(statement), (kept) => (kept ? Effect.void : Effect.asVoid(run(statement))))
+      if (held.length === 0) return Effect.void
+      if (atCommit === undefined) return Effect.asVoid(sendWith(held))
+      const statements = held.splice(0).map((h) => h.statement)
+      return Effect.flatMap(atCommit(statements), (kept) => (kept ? Effect.void : Effect.asVoid(sendAll(statements))))
     })
-    return Effect.locally(Effect.zipLeft(effect, last), heldWrites, held)
+    return Effect.locally(Effect.zipLeft(effect, last), heldStatements, held)
+  })
+
+/** Runs `statement` with what is held in front of it (one round trip): its rows. */
+export const exec = <A extends object>(statement: Statement.Statement<A>): Effect.Effect<ReadonlyArray<A>, SqlError> =>
+  Effect.flatMap(FiberRef.get(heldStatements), (held) => sendWith(held, wired(statement, true)) as Effect.Effect<ReadonlyArray<A>, SqlError>)
+
+/** Holds a write whose result nobody reads until the transaction's next statement; outside a holding transaction it runs at once. */
+export const execWrite = (statement: Statement.Statement<object>): Effect.Effect<void, SqlError> =>
+  Effect.flatMap(FiberRef.get(heldStatements), (held) => {
+    if (held === undefined) return Effect.asVoid(sendWith(undefined, wired(statement, false)))
+    held.push({ statement: wired(statement, false) })
+    return Effect.void
   })
 
 /**
- * Runs `statement`, with the held writes: in front of it when it declares `table` (the only table
- * it changes or reads) and none of them changes that table, else in a statement before it.
+ * Holds a read until the transaction's next statement; the inner effect answers its rows (sending
+ * it, with what is held before it, if nothing sent it yet). Outside a holding transaction it runs
+ * at once.
  */
-export const exec = (sql: SqlClient.SqlClient, run: Run) => <A extends object>(statement: Statement.Statement<A>, table?: string) =>
-  Effect.flatMap(FiberRef.get(heldWrites), (held): Effect.Effect<ReadonlyArray<A>, SqlError> => {
-    if (held === undefined || held.length === 0) return run(statement)
-    if (table !== undefined && !held.some((write) => write.table === table)) {
-      return run(together(sql, held.splice(0), statement) as Statement.Statement<A>)
-    }
-    return Effect.zipRight(flush(sql, run, held), run(statement))
-  })
-
-/**
- * Holds a write whose result nobody reads (it changes `table` and reads nothing else) until the
- * transaction's next statement; one held write of the same table is sent first. Outside a
- * holding transaction it runs at once.
- */
-export const execWrite = (sql: SqlClient.SqlClient, run: Run) => (table: string, statement: Statement.Statement<object>) =>
-  Effect.flatMap(FiberRef.get(heldWrites), (held): Effect.Effect<void, SqlError> => {
-    if (held === undefined) return Effect.asVoid(run(statement))
-    const hold = Effect.sync(() => {
-      held.push({ table, statement })
-    })
-    return held.some((write) => write.table === table) ? Effect.zipRight(flush(sql, run, held), hold) : hold
+export const execLater = <A extends object>(statement: Statement.Statement<A>): Effect.Effect<Effect.Effect<ReadonlyArray<A>, SqlError>> =>
+  Effect.flatMap(FiberRef.get(heldStatements), (held) => {
+    if (held === undefined) return Effect.succeed(exec(statement))
+    const entry: Held = { statement: wired(statement, true) }
+    held.push(entry)
+    const answer = Effect.suspend((): Effect.Effect<ReadonlyArray<A>, SqlError> =>
+      entry.failure !== undefined
+        ? Effect.fail(entry.failure)
+        : entry.answer !== undefined
+        ? Effect.succeed(entry.answer as ReadonlyArray<A>)
+        : Effect.zipRight(sendWith(held), answer)
+    )
+    return Effect.succeed(answer)
   })

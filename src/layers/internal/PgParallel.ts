@@ -82,7 +82,7 @@ const DecidedOffset = 2 ** 40
 
 /** The writes of one parallel transaction over `base` (which keeps every statement it does not replace). */
 export const writes = (store: Store, base: QueueWrites) => (): QueueWrites => {
-  const { sql } = store
+  const { execLater, sql } = store
   // The clock this transaction read: tickets above its ticket were decided here and are drawn afresh.
   let seen: ClockRecord | undefined
   // The clock as this transaction last stored it (an operation that settles and then claims stores it twice).
@@ -98,6 +98,10 @@ export const writes = (store: Store, base: QueueWrites) => (): QueueWrites => {
     for (const row of rows) if (row.group !== undefined) held.add(row.group.groupId)
     return rows
   }
+  const lockedEvents = (ids: ReadonlyArray<string>) =>
+    sql`SELECT e.* FROM relay_event e JOIN relay_flow f ON f.flow_id = e.flow_id
+      WHERE e.event_id IN ${sql.in(ids)} ORDER BY e.flow_id, e.seq FOR UPDATE OF f, e`
+  const decodeEvents = (rows: ReadonlyArray<unknown>) => Effect.map(Rows.decode.events(rows), (decoded) => decoded.map(Rows.toEvent))
   const lockedFlows = (ids: ReadonlyArray<FlowId>) =>
     Effect.flatMap(
       store.exec(sql`SELECT * FROM relay_flow WHERE flow_id IN ${sql.in(ids)} ORDER BY flow_id FOR UPDATE`),
@@ -117,12 +121,12 @@ export const writes = (store: Store, base: QueueWrites) => (): QueueWrites => {
     // Not read with the events: this statement's snapshot is older than the flow locks it waits for,
     // and a successor appended meanwhile would be missed. `eventsAt` reads them after the locks.
     eventsWithNext: undefined,
-    events: (ids) =>
-      ids.length === 0 ? Effect.succeed([]) : Effect.flatMap(
-        store.exec(sql`SELECT e.* FROM relay_event e JOIN relay_flow f ON f.flow_id = e.flow_id
-          WHERE e.event_id IN ${sql.in(ids)} ORDER BY e.flow_id, e.seq FOR UPDATE OF f, e`),
-        (rows) => Effect.map(Rows.decode.events(rows), (decoded) => decoded.map(Rows.toEvent))
-      ),
+    events: (ids) => (ids.length === 0 ? Effect.succeed([]) : Effect.flatMap(store.exec(lockedEvents(ids)), decodeEvents)),
+    // A settle's locked read goes with its clock read (the clock is read once the rows are held).
+    startSettleRead: execLater === undefined ? undefined : (ids) =>
+      ids.length === 0
+        ? Effect.succeed(Effect.succeed({ events: [] }))
+        : Effect.map(execLater(lockedEvents(ids)), (rows) => Effect.map(Effect.flatMap(rows, decodeEvents), (events) => ({ events }))),
     flows: (ids) =>
       ids.length === 0 ? Effect.succeed([]) : Effect.zipRight(
         store.exec(sql`INSERT INTO relay_flow (flow_id, seq, served, head_seq, eligible_at, weight, burst)
@@ -146,10 +150,10 @@ export const writes = (store: Store, base: QueueWrites) => (): QueueWrites => {
           ? sql`UPDATE relay_clock SET tick = ${clock.tick}
             WHERE id = (SELECT id FROM relay_clock WHERE id = 1 AND tick < ${clock.tick} FOR UPDATE SKIP LOCKED)`
           : undefined
-        if (tick !== undefined) yield* execWrite(store, "relay_clock", tick)
+        if (tick !== undefined) yield* execWrite(store, tick)
         if (count <= 0) return
         // The draw touches only the sequence: the held tick goes in front of it (one round trip).
-        const rows = yield* store.exec(sql`SELECT nextval('relay_ticket') AS n FROM generate_series(1, ${count})`, "relay_ticket")
+        const rows = yield* store.exec(sql`SELECT nextval('relay_ticket') AS n FROM generate_series(1, ${count})`)
         // Later draws are above earlier ones: the turns stay in the order they were decided.
         drawn = [...drawn, ...rows.map((row) => Number((row as { readonly n: unknown }).n)).sort((a, b) => a - b)]
       }),

@@ -12,8 +12,8 @@ import * as PgClient from "@effect/sql-pg/PgClient"
 import { Cause, Duration, Effect, Redacted } from "effect"
 import type { Scope } from "effect"
 import * as PgHeldWrites from "./PgHeldWrites.js"
-import { atCommit, execPrepared, transactions } from "./PgTransactions.js"
-import { alone, commitFailuresAsErrors, execOnConnection, insideTransaction, isolated, misuse } from "./Store.js"
+import { atCommit, transactions } from "./PgTransactions.js"
+import { alone, commitFailuresAsErrors, insideTransaction, isolated, misuse } from "./Store.js"
 import type { Migrations, OpenError, Store } from "./Store.js"
 
 export { TransactionMisuse } from "./Store.js"
@@ -64,7 +64,7 @@ const isRetryable = (error: unknown): boolean => {
 /** The server's clock in epoch milliseconds (`clock_timestamp()`: the time of the call, not of the transaction's start). */
 const serverTime = (sql: SqlClient.SqlClient): Effect.Effect<number, SqlError> =>
   Effect.map(
-    execOnConnection(sql<{ readonly now: unknown }>`SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint AS now`),
+    PgHeldWrites.exec(sql<{ readonly now: unknown }>`SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint AS now`),
     (rows) => Number(rows[0]!.now)
   )
 
@@ -83,7 +83,7 @@ const connect = (options: PgStoreOptions): Effect.Effect<PgClient.PgClient, SqlE
 
 /** A read transaction: one consistent snapshot, refused writes. */
 const readTransaction = (sql: SqlClient.SqlClient) => {
-  const transaction = transactions(sql, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+  const transaction = transactions(sql, ["BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"])
   return <A, E, R>(effect: Effect.Effect<A, E, R>) => isolated(commitFailuresAsErrors(transaction(effect)))
 }
 
@@ -117,20 +117,20 @@ const openOn = (
     // The lock key is per schema and store kind: two stores of one database in different schemas
     // do not wait for each other.
     const lockTimeoutMillis = Math.max(1, Math.round(Duration.toMillis(Duration.decode(options.lockTimeout ?? Duration.seconds(30)))))
-    // BEGIN, the transaction's settings and the store's lock: sent with the first statement.
-    // The store's statements are prepared (`execPrepared`) and every one of them is planned for
+    // BEGIN, the transaction's settings and the store's lock: sent with the first statements.
+    // The store's statements are prepared (`PgTransactions`) and every one of them is planned for
     // its indexes; with the server's default choice (`plan_cache_mode = auto`) the bulk writes
     // (rows as JSON, `LIMIT <count>`) were planned afresh on every call — their generic plan
     // looked costlier than a custom one for one row: the server's CPU per single-step event went
     // from 0.96 to 0.68 ms without it. A generic plan is made once per connection and made again
     // when the tables' statistics change. `SET LOCAL`: only the store's own transactions, never
     // the application's (an outbox enqueue runs in the application's transaction as it is).
-    const settings = `SET LOCAL lock_timeout = ${lockTimeoutMillis}; SET LOCAL plan_cache_mode = force_generic_plan`
-    const locked = transactions(sql, `BEGIN; ${settings}; SELECT pg_advisory_xact_lock(hashtext(current_schema() || ${quote(`/${lockName}`)}))`)
-    const hold = PgHeldWrites.holding(sql, execPrepared, atCommit)
+    const settings = [`SET LOCAL lock_timeout = ${lockTimeoutMillis}`, "SET LOCAL plan_cache_mode = force_generic_plan"]
+    const locked = transactions(sql, ["BEGIN", ...settings, `SELECT pg_advisory_xact_lock(hashtext(current_schema() || ${quote(`/${lockName}`)}))`])
+    const hold = PgHeldWrites.holding(atCommit)
     const write = <A, E, R>(effect: Effect.Effect<A, E, R>) => isolated(commitFailuresAsErrors(locked(hold(effect))))
     // Without the store's lock: the statements lock the rows they change (parallel claims).
-    const rowLocked = transactions(sql, `BEGIN; ${settings}`)
+    const rowLocked = transactions(sql, ["BEGIN", ...settings])
     const rowLockedWrite = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
       Effect.retry(isolated(commitFailuresAsErrors(rowLocked(hold(effect)))), {
         times: 5,
@@ -147,8 +147,9 @@ const openOn = (
       write,
       rowLockedWrite,
       read,
-      exec: PgHeldWrites.exec(sql, execPrepared),
-      execWrite: PgHeldWrites.execWrite(sql, execPrepared),
+      exec: PgHeldWrites.exec,
+      execWrite: PgHeldWrites.execWrite,
+      execLater: PgHeldWrites.execLater,
       now: options.time === "database" ? serverTime(sql) : undefined
     }
     yield* write(
@@ -199,9 +200,9 @@ export const fromClient = (
  * with exact claims it would hold the store-wide lock until the application commits, and is
  * refused. Outside, it runs in a transaction of its own (`own`).
  */
-export const joinAmbient = (sql: SqlClient.SqlClient, own: Store["write"], parallel: boolean): Store["write"] => {
+export const joinAmbient = (own: Store["write"], parallel: boolean): Store["write"] => {
   // Inside, the enqueue's held writes are sent before it returns to the application.
-  const hold = PgHeldWrites.holding(sql, execPrepared)
+  const hold = PgHeldWrites.holding()
   return (effect) =>
     Effect.flatMap(insideTransaction, (inside) =>
       !inside
@@ -245,7 +246,7 @@ export const openReadonly = (
       sql,
       read: readTransaction(sql),
       write: StoreCheck.refuseWrite(label),
-      exec: execOnConnection,
+      exec: PgHeldWrites.exec,
       now: options.time === "database" ? serverTime(sql) : undefined
     } satisfies Store
   })

@@ -1,204 +1,37 @@
 /**
- * PostgreSQL transactions in as few round trips as their statements allow:
+ * PostgreSQL transactions in as few round trips as their statements allow. A store's transaction
+ * sends its statements in batches (`Batch`): each statement parsed (once per connection: a named
+ * prepared statement), bound and executed, then one Sync — one round trip for the whole batch.
  *
- * - BEGIN is not sent on its own. It waits for the transaction's first statement and goes with it:
- *   a first statement without parameters (the store's clock, say) joins BEGIN, the lock timeout
- *   and the store's lock in one simple-protocol query — one round trip instead of two; any other
- *   first statement follows them. A transaction that ran nothing sends neither BEGIN nor COMMIT.
- * - The store's statements run as named prepared statements (`execPrepared`).
- * - COMMIT is not sent on its own when the transaction's last statement can wait for it (writes
- *   held until the end, `PgHeldWrites`): both go in one round trip (`atCommit`).
+ * - BEGIN and what the transaction needs before its first statement (isolation, lock timeout,
+ *   plan choice, the store's lock) are not sent on their own: they lead its first batch.
+ * - Statements whose answers are not needed yet (`PgHeldWrites`: writes nobody reads, a read
+ *   started early) wait for the next statement whose answer is needed and go in its batch, in
+ *   their order; what still waits at the end goes with COMMIT. A transaction that ran nothing
+ *   sends neither BEGIN nor COMMIT.
  *
- * Each statement of a multi-statement query takes its own snapshot (READ COMMITTED), so the
- * statement after the lock reads what the lock's previous holder committed.
+ * The server runs a batch's statements one after the other, each seeing what those before it did
+ * (each takes its own snapshot, READ COMMITTED: the statement after the lock reads what the lock's
+ * previous holder committed). At the first that fails it skips the rest, up to the Sync: the batch
+ * fails from that statement on, and the transaction is rolled back.
  */
 import { SqlError } from "@effect/sql/SqlError"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
 import type * as Statement from "@effect/sql/Statement"
 import { Effect, Option, Scope, Stream } from "effect"
+import { createRequire } from "node:module"
+import pg from "pg"
 import type * as Pg from "pg"
-import { execOnConnection, logStatement } from "./Store.js"
+import { execOnConnection, logStatement, StatementLog } from "./Store.js"
 
-/** The last statement of a transaction, sent with its COMMIT. */
-interface Last {
-  readonly name: string | undefined
-  readonly text: string
-  readonly values: ReadonlyArray<Primitive>
-}
-
-type Primitive = string | number | bigint | boolean | null
-
-const isPrimitive = (value: unknown): value is Primitive =>
-  value === null || typeof value === "string" || typeof value === "number" || typeof value === "bigint" || typeof value === "boolean"
-
-/** What `pg` sends: text for every value but NULL. */
-const wireValue = (value: Primitive) => (value === null ? null : String(value))
-
-/** The part of `pg`'s connection a submittable uses (the extended protocol's messages). */
-interface Wire {
-  readonly stream: { readonly cork?: () => void; readonly uncork?: () => void }
-  readonly parsedStatements: Record<string, string | undefined>
-  readonly submittedNamedStatements?: Record<string, string | undefined>
-  parse(message: { readonly text: string; readonly name?: string | undefined; readonly types?: ReadonlyArray<number> }): void
-  bind(message: { readonly statement?: string | undefined; readonly values?: ReadonlyArray<unknown>; readonly valueMapper?: (value: Primitive) => unknown }): void
-  execute(message: { readonly portal?: string }): void
-  sync(): void
-  sendCopyFail(message: string): void
-}
-
-/**
- * A statement and COMMIT as one round trip: both are parsed, bound and executed, then one Sync.
- * If the statement fails, the server skips the COMMIT (the transaction is left failed, and the
- * caller rolls it back); the answer is the error, else the COMMIT's command tag (`ROLLBACK` if the
- * server rolled the transaction back instead). It is a `Submittable`, the object `pg`'s
- * `Client.query` takes besides a query (as pg-cursor does): `pg` hands it the connection when its
- * turn comes and the server's answers until ReadyForQuery.
- */
-class ThenCommit {
-  private failed = false
-  private tag = ""
-  constructor(readonly last: Last, readonly done: (error: unknown, tag: string) => void) {}
-  // What `pg` records for a named statement when the server has parsed it.
-  get name() {
-    return this.last.name
-  }
-  get text() {
-    return this.last.text
-  }
-  submit(connection: Wire) {
-    const { name, text, values } = this.last
-    connection.stream.cork?.()
-    try {
-      if (name === undefined || (connection.parsedStatements[name] === undefined && connection.submittedNamedStatements?.[name] === undefined)) {
-        connection.parse({ text, name, types: [] })
-        if (name !== undefined && connection.submittedNamedStatements !== undefined) connection.submittedNamedStatements[name] = text
-      }
-      connection.bind({ statement: name, values, valueMapper: wireValue })
-      connection.execute({})
-      connection.parse({ text: "COMMIT" })
-      connection.bind({})
-      connection.execute({})
-      connection.sync()
-    } finally {
-      connection.stream.uncork?.()
-    }
-  }
-  handleRowDescription() {}
-  handleDataRow() {}
-  handleEmptyQuery() {}
-  handlePortalSuspended() {}
-  handleCopyData() {}
-  handleCopyInResponse(connection: Wire) {
-    connection.sendCopyFail("no COPY here")
-  }
-  handleCommandComplete(message: { readonly text: string }) {
-    this.tag = message.text
-  }
-  // `pg` leaves the query on its first error: the ReadyForQuery that follows is not ours.
-  handleError(error: unknown) {
-    this.failed = true
-    this.done(error, "")
-  }
-  handleReadyForQuery() {
-    if (!this.failed) this.done(undefined, this.tag)
-  }
-}
-
-/** A transaction's connection that sends `begin` with its first statement. */
-class LazyBegin implements Connection {
-  begun = false
-  /** The transaction's last statement, if it waits for COMMIT (`atCommit`). */
-  last: Last | undefined = undefined
-  constructor(readonly conn: Connection & { readonly pg: Pg.PoolClient }, readonly begin: string) {}
-  /** BEGIN and the rest of `begin`, if not sent yet. */
-  readonly ensure = Effect.suspend(() => {
-    if (this.begun) return Effect.void
-    this.begun = true
-    return Effect.asVoid(this.conn.executeUnprepared(this.begin, [], undefined))
-  })
-  get pg() {
-    return this.conn.pg
-  }
-  readonly execute: Connection["execute"] = (sql, params, transform) => Effect.zipRight(this.ensure, this.conn.execute(sql, params, transform))
-  readonly executeRaw: Connection["executeRaw"] = (sql, params) => Effect.zipRight(this.ensure, this.conn.executeRaw(sql, params))
-  readonly executeValues: Connection["executeValues"] = (sql, params) => Effect.zipRight(this.ensure, this.conn.executeValues(sql, params))
-  readonly executeUnprepared: Connection["executeUnprepared"] = (sql, params, transform) =>
-    Effect.zipRight(this.ensure, this.conn.executeUnprepared(sql, params, transform))
-  readonly executeStream: Connection["executeStream"] = (sql, params, transform) =>
-    Stream.unwrap(Effect.as(this.ensure, this.conn.executeStream(sql, params, transform)))
-  /** COMMIT (with the last statement, if one waits) or ROLLBACK, if BEGIN was sent. */
-  end(statement: "COMMIT" | "ROLLBACK") {
-    const last = this.last
-    this.last = undefined
-    if (!this.begun) return Effect.void
-    if (statement === "ROLLBACK" || last === undefined) return Effect.asVoid(this.conn.executeUnprepared(statement, [], undefined))
-    const client = this.pg
-    return Effect.async<void, SqlError>((resume) => {
-      client.query(
-        new ThenCommit(last, (error, tag) => {
-          if (error !== undefined) {
-            if ((error as { readonly code?: unknown }).code === "0A000") prepared.delete(last.text)
-            return resume(Effect.fail(failed(error)))
-          }
-          resume(tag === "COMMIT" ? Effect.void : Effect.fail(new SqlError({ cause: tag, message: `COMMIT answered ${tag}` })))
-        }) as unknown as Pg.QueryConfig
-      )
-    }).pipe(
-      // A failed statement leaves the transaction open and failed: roll it back before the
-      // connection goes back to the pool (after a failed COMMIT there is nothing to roll back,
-      // and the server only warns).
-      Effect.tapError(() => Effect.ignore(this.conn.executeUnprepared("ROLLBACK", [], undefined)))
-    )
-  }
-}
-
-/**
- * Keeps `statement` to send with the transaction's COMMIT, one round trip for both: true when it
- * will be (the store's own transaction, not a savepoint, BEGIN sent, plain values), false when
- * the caller must run it now. If the transaction fails before its COMMIT, the statement is dropped
- * with everything else; if the statement fails at COMMIT, the transaction fails with its error
- * and is rolled back.
- */
-export const atCommit = (statement: Statement.Statement<object>): Effect.Effect<boolean> =>
-  Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (transaction) => {
-    if (Option.isNone(transaction)) return Effect.succeed(false)
-    const [connection, depth] = transaction.value
-    if (!(connection instanceof LazyBegin) || depth !== 0 || !connection.begun || connection.last !== undefined) return Effect.succeed(false)
-    const [text, params] = statement.compile()
-    if (!params.every(isPrimitive)) return Effect.succeed(false)
-    connection.last = { name: nameOf(text), text, values: params }
-    return Effect.as(logStatement(text), true)
-  })
-
-/**
- * Transactions on `sql` that open with `begin` (BEGIN and what the transaction needs before its
- * first statement: its isolation, lock timeout, the store's lock; no parameters), sent with that
- * first statement. Like `sql.withTransaction` otherwise: a connection of the pool for the
- * transaction, COMMIT or ROLLBACK at its end, savepoints when nested.
- */
-export const transactions = (sql: SqlClient.SqlClient, begin: string) =>
-  SqlClient.makeWithTransaction({
-    transactionTag: SqlClient.TransactionConnection,
-    spanAttributes: [],
-    acquireConnection: Effect.flatMap(Scope.make(), (scope) =>
-      Effect.map(
-        Scope.extend(sql.reserve, scope),
-        (conn) => [scope, new LazyBegin(conn as Connection & { readonly pg: Pg.PoolClient }, begin)] as const
-      )),
-    begin: () => Effect.void,
-    savepoint: (conn, id) => Effect.asVoid(conn.executeUnprepared(`SAVEPOINT fair_relay_${id}`, [], undefined)),
-    commit: (conn) => (conn as LazyBegin).end("COMMIT"),
-    rollback: (conn) => (conn as LazyBegin).end("ROLLBACK"),
-    rollbackSavepoint: (conn, id) => Effect.asVoid(conn.executeUnprepared(`ROLLBACK TO SAVEPOINT fair_relay_${id}`, [], undefined))
-  })
+/** `pg`'s own mapping of a value to what it sends (arrays, dates, buffers, JSON), as its queries use. */
+const { prepareValue } = createRequire(import.meta.url)("pg/lib/utils.js") as { readonly prepareValue: (value: unknown) => unknown }
 
 // Statement texts and the names they are prepared under (one name per text, for every connection).
 const prepared = new Map<string, string>()
 const MaxPrepared = 500
 let names = 0
-
-const failed = (cause: unknown) => new SqlError({ cause, message: "Failed to execute statement" })
 
 /** The name `text` is prepared under; undefined (unnamed) beyond the first 500 texts. */
 const nameOf = (text: string): string | undefined => {
@@ -210,40 +43,288 @@ const nameOf = (text: string): string | undefined => {
   return name
 }
 
+/** A statement ready to send. */
+export interface Wired {
+  /** Its prepared statement's name; none beyond the first 500 texts (run unnamed). */
+  readonly name: string | undefined
+  readonly text: string
+  readonly values: ReadonlyArray<unknown>
+  /** Whether its rows are wanted (a write nobody reads is executed without describing them). */
+  readonly rows: boolean
+  /** The statement, to run it as `@effect/sql` does outside a transaction. */
+  readonly statement?: Statement.Statement<object> | undefined
+}
+
+/** `statement` ready to send; `rows`: its rows are wanted. */
+export const wired = (statement: Statement.Statement<object>, rows: boolean): Wired => {
+  const [text, values] = statement.compile()
+  return { name: nameOf(text), text, values, rows, statement }
+}
+
+const control = (text: string): Wired => ({ name: nameOf(text), text, values: [], rows: false })
+
+const Commit = control("COMMIT")
+
+/** The part of `pg`'s connection a batch uses (the extended protocol's messages). */
+interface Wire {
+  readonly stream: { readonly cork?: () => void; readonly uncork?: () => void }
+  readonly parsedStatements: Record<string, string | undefined>
+  parse(message: { readonly text: string; readonly name?: string | undefined; readonly types?: ReadonlyArray<number> }): void
+  bind(message: { readonly statement?: string | undefined; readonly values?: ReadonlyArray<unknown>; readonly valueMapper?: (value: unknown) => unknown }): void
+  describe(message: { readonly type: "P"; readonly name: string }): void
+  execute(message: { readonly portal?: string }): void
+  sync(): void
+  sendCopyFail(message: string): void
+  on(event: "parseComplete", listener: () => void): void
+  off(event: "parseComplete", listener: () => void): void
+}
+
+interface Field {
+  readonly name: string
+  readonly dataTypeID: number
+  readonly format?: string
+}
+
+interface TypeParsers {
+  getTypeParser(oid: number, format: string): (value: string) => unknown
+}
+
+/** Why a batch failed: the server's error, and the index of the statement it failed at. */
+interface Failure {
+  readonly error: unknown
+  readonly at: number
+}
+
 /**
- * Runs one of the store's statements on the transaction's connection as a named prepared
- * statement: the server parses and plans a statement once per connection instead of on every
- * call (most of a small transaction's server time). Texts beyond the first 500 (bulk statements
- * of unusual sizes) run unnamed. A transaction's first statement goes with its BEGIN (unprepared
- * when it has no parameters: one query). Outside a transaction it runs as usual.
+ * Statements as one round trip: each parsed if this connection has not prepared it yet, bound,
+ * described when its rows are wanted, executed; then one Sync. The answer is every statement's
+ * rows (empty for one whose rows were not wanted) and the last command tag, or the server's error
+ * and the statement it failed at. It is a `Submittable`, the object `pg`'s `Client.query` takes
+ * besides a query (as pg-cursor does): `pg` hands it the connection when its turn comes and the
+ * server's answers until ReadyForQuery. `pg` records nothing for it (it has no name): the batch
+ * records each statement it prepared when the server confirms it (ParseComplete), so a batch that
+ * fails leaves the connection's record exact.
  */
-export const execPrepared = <A extends object>(statement: Statement.Statement<A>): Effect.Effect<ReadonlyArray<A>, SqlError> =>
+class Batch {
+  private readonly answers: Array<ReadonlyArray<object>> = []
+  private fields: ReadonlyArray<string> = []
+  private parsers: ReadonlyArray<(value: string) => unknown> = []
+  private rows: Array<object> = []
+  private tag = ""
+  private failed = false
+  private parsing: Array<Wired> = []
+  private parsed = 0
+  private connection: Wire | undefined
+  constructor(
+    readonly statements: ReadonlyArray<Wired>,
+    readonly types: TypeParsers,
+    readonly done: (failure: Failure | undefined, answers: ReadonlyArray<ReadonlyArray<object>>, tag: string) => void
+  ) {}
+  // No name: `pg` must not record a prepared statement for the batch as a whole.
+  readonly name = undefined
+  get text() {
+    return this.statements[this.statements.length - 1]?.text
+  }
+  private readonly onParsed = () => {
+    const statement = this.parsing[this.parsed++]
+    if (statement?.name !== undefined && this.connection !== undefined) this.connection.parsedStatements[statement.name] = statement.text
+  }
+  submit(connection: Wire) {
+    this.connection = connection
+    const parsing = new Set<string>()
+    connection.stream.cork?.()
+    try {
+      for (const statement of this.statements) {
+        const { name, text, values } = statement
+        if (name === undefined || (connection.parsedStatements[name] === undefined && !parsing.has(name))) {
+          connection.parse({ text, name, types: [] })
+          this.parsing.push(statement)
+          if (name !== undefined) parsing.add(name)
+        }
+        connection.bind({ statement: name, values, valueMapper: prepareValue })
+        if (statement.rows) connection.describe({ type: "P", name: "" })
+        connection.execute({})
+      }
+      connection.sync()
+    } finally {
+      connection.stream.uncork?.()
+    }
+    if (this.parsing.length > 0) connection.on("parseComplete", this.onParsed)
+  }
+  private finish() {
+    if (this.parsing.length > 0) this.connection?.off("parseComplete", this.onParsed)
+  }
+  handleRowDescription(message: { readonly fields: ReadonlyArray<Field> }) {
+    this.fields = message.fields.map((field) => field.name)
+    this.parsers = message.fields.map((field) => this.types.getTypeParser(field.dataTypeID, field.format ?? "text"))
+  }
+  handleDataRow(message: { readonly fields: ReadonlyArray<string | null> }) {
+    if (!this.statements[this.answers.length]?.rows) return
+    const row: Record<string, unknown> = {}
+    for (let i = 0; i < message.fields.length; i++) {
+      const value = message.fields[i]!
+      row[this.fields[i]!] = value === null ? null : this.parsers[i]!(value)
+    }
+    this.rows.push(row)
+  }
+  handleCommandComplete(message: { readonly text: string }) {
+    this.tag = message.text
+    this.answers.push(this.rows)
+    this.rows = []
+  }
+  handleEmptyQuery() {
+    this.answers.push([])
+  }
+  handlePortalSuspended() {}
+  handleCopyData() {}
+  handleCopyInResponse(connection: Wire) {
+    connection.sendCopyFail("no COPY here")
+  }
+  // `pg` leaves the query on its first error: the ReadyForQuery that follows is not ours.
+  handleError(error: unknown) {
+    this.failed = true
+    this.finish()
+    this.done({ error, at: this.answers.length }, this.answers, "")
+  }
+  handleReadyForQuery() {
+    if (this.failed) return
+    this.finish()
+    this.done(undefined, this.answers, this.tag)
+  }
+}
+
+const failed = (cause: unknown) => new SqlError({ cause, message: "Failed to execute statement" })
+
+/** Reports a round trip's statements to the `StatementLog`, if it listens for them. */
+const logRoundTrip = (statements: ReadonlyArray<Wired>) =>
+  Effect.flatMap(StatementLog, (log) => (log.roundTrip === undefined ? Effect.void : Effect.sync(() => log.roundTrip!(statements.map((s) => s.text)))))
+
+/** Sends `statements` in one round trip on `client`: every statement's rows, and the last command tag. */
+const send = (client: Pg.ClientBase, statements: ReadonlyArray<Wired>) =>
+  Effect.zipRight(
+    logRoundTrip(statements),
+    Effect.async<readonly [ReadonlyArray<ReadonlyArray<object>>, string], SqlError>((resume) => {
+      const types = (client as unknown as { readonly _types?: TypeParsers })._types ?? (pg.types as unknown as TypeParsers)
+      client.query(
+        new Batch(statements, types, (failure, answers, tag) => {
+          if (failure === undefined) return resume(Effect.succeed([answers, tag] as const))
+          // A table changed under a prepared statement (another process migrated the store): the
+          // statement fails once, and its text is prepared afresh under a new name next time.
+          if ((failure.error as { readonly code?: unknown }).code === "0A000") {
+            const statement = statements[failure.at]
+            if (statement !== undefined) prepared.delete(statement.text)
+          }
+          resume(Effect.fail(failed(failure.error)))
+        }) as unknown as Pg.QueryConfig
+      )
+    })
+  )
+
+/** A transaction's connection that sends `begin` in front of its first batch. */
+class LazyBegin implements Connection {
+  begun = false
+  /** What the transaction's work left to send with its COMMIT (`atCommit`). */
+  last: ReadonlyArray<Wired> = []
+  constructor(readonly conn: Connection & { readonly pg: Pg.PoolClient }, readonly begin: ReadonlyArray<Wired>) {}
+  /** BEGIN and the rest of `begin`, if not sent yet (a statement run through `@effect/sql`). */
+  readonly ensure = Effect.suspend(() => {
+    if (this.begun) return Effect.void
+    this.begun = true
+    return Effect.asVoid(send(this.pg, this.begin))
+  })
+  get pg() {
+    return this.conn.pg
+  }
+  /** `statements` with BEGIN in front of them if it was not sent yet. */
+  lead(statements: ReadonlyArray<Wired>): ReadonlyArray<Wired> {
+    if (this.begun) return statements
+    this.begun = true
+    return [...this.begin, ...statements]
+  }
+  readonly execute: Connection["execute"] = (sql, params, transform) => Effect.zipRight(this.ensure, this.conn.execute(sql, params, transform))
+  readonly executeRaw: Connection["executeRaw"] = (sql, params) => Effect.zipRight(this.ensure, this.conn.executeRaw(sql, params))
+  readonly executeValues: Connection["executeValues"] = (sql, params) => Effect.zipRight(this.ensure, this.conn.executeValues(sql, params))
+  readonly executeUnprepared: Connection["executeUnprepared"] = (sql, params, transform) =>
+    Effect.zipRight(this.ensure, this.conn.executeUnprepared(sql, params, transform))
+  readonly executeStream: Connection["executeStream"] = (sql, params, transform) =>
+    Stream.unwrap(Effect.as(this.ensure, this.conn.executeStream(sql, params, transform)))
+  /** COMMIT (with what waits for it, and BEGIN if only that much ran) or ROLLBACK, if BEGIN was sent. */
+  end(statement: "COMMIT" | "ROLLBACK") {
+    const last = this.last
+    this.last = []
+    if (statement === "ROLLBACK" || (!this.begun && last.length === 0)) {
+      return this.begun ? Effect.asVoid(this.conn.executeUnprepared("ROLLBACK", [], undefined)) : Effect.void
+    }
+    return send(this.pg, this.lead([...last, Commit])).pipe(
+      Effect.flatMap(([, tag]) => (tag === "COMMIT" ? Effect.void : Effect.fail(new SqlError({ cause: tag, message: `COMMIT answered ${tag}` })))),
+      // A failed statement leaves the transaction open and failed: roll it back before the
+      // connection goes back to the pool (after a failed COMMIT there is nothing to roll back,
+      // and the server only warns).
+      Effect.tapError(() => Effect.ignore(this.conn.executeUnprepared("ROLLBACK", [], undefined)))
+    )
+  }
+}
+
+/**
+ * Keeps `statements` to send with the transaction's COMMIT, one round trip for all: true when
+ * they will be (the store's own transaction, not a savepoint), false when the caller must send
+ * them now. If the transaction fails before its COMMIT, they are dropped with everything else; if
+ * one fails at COMMIT, the transaction fails with its error and is rolled back.
+ */
+export const atCommit = (statements: ReadonlyArray<Wired>): Effect.Effect<boolean> =>
+  Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (transaction) => {
+    if (Option.isNone(transaction)) return Effect.succeed(false)
+    const [connection, depth] = transaction.value
+    if (!(connection instanceof LazyBegin) || depth !== 0) return Effect.succeed(false)
+    connection.last = [...connection.last, ...statements]
+    return Effect.as(Effect.forEach(statements, (s) => logStatement(s.text), { discard: true }), true)
+  })
+
+/**
+ * Sends `statements` in one round trip on the transaction's connection — with BEGIN in front of
+ * them if it was not sent yet — and answers each one's rows. Outside a transaction (or on a
+ * connection that is not `pg`'s) each runs as usual, one after the other.
+ */
+export const sendAll = (statements: ReadonlyArray<Wired>): Effect.Effect<ReadonlyArray<ReadonlyArray<object>>, SqlError> =>
   Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (transaction) => {
     const connection = Option.isSome(transaction) ? transaction.value[0] : undefined
     const client = (connection as { readonly pg?: Pg.PoolClient } | undefined)?.pg
-    if (connection === undefined || client === undefined) return execOnConnection(statement)
-    const [text, params] = statement.compile()
-    if (connection instanceof LazyBegin && !connection.begun && params.length === 0) {
-      connection.begun = true
-      return Effect.zipRight(
-        logStatement(text),
-        Effect.async<ReadonlyArray<A>, SqlError>((resume) => {
-          client.query(`${connection.begin}; ${text}`, (error, results) => {
-            if (error) return resume(Effect.fail(failed(error)))
-            const all = results as unknown as ReadonlyArray<Pg.QueryResult<A>>
-            resume(Effect.succeed(all[all.length - 1]!.rows))
-          })
-        })
-      )
+    const logged = Effect.forEach(statements, (s) => logStatement(s.text), { discard: true })
+    if (connection === undefined || client === undefined) {
+      return Effect.forEach(statements, (s) => (s.statement === undefined ? Effect.succeed([]) : execOnConnection(s.statement)))
     }
-    const name = nameOf(text)
-    const run = Effect.async<ReadonlyArray<A>, SqlError>((resume) => {
-      client.query<A>({ name, text, values: params as Array<unknown> }, (error, result) => {
-        // A table changed under a prepared statement (another process migrated the store): the
-        // statement fails once, and the text is prepared afresh under a new name next time.
-        if ((error as { readonly code?: unknown } | undefined)?.code === "0A000") prepared.delete(text)
-        resume(error ? Effect.fail(failed(error)) : Effect.succeed(result.rows))
-      })
-    })
-    return Effect.zipRight(logStatement(text), connection instanceof LazyBegin ? Effect.zipRight(connection.ensure, run) : run)
+    const batch = connection instanceof LazyBegin ? connection.lead(statements) : statements
+    return Effect.zipRight(logged, Effect.map(send(client, batch), ([answers]) => answers.slice(batch.length - statements.length)))
   })
+
+/**
+ * Transactions on `sql` that open with `begin` (BEGIN and what the transaction needs before its
+ * first statement: its isolation, lock timeout, the store's lock; no parameters), sent with its
+ * first batch. Like `sql.withTransaction` otherwise: a connection of the pool for the
+ * transaction, COMMIT or ROLLBACK at its end, savepoints when nested.
+ */
+export const transactions = (sql: SqlClient.SqlClient, begin: ReadonlyArray<string>) => {
+  const leading = begin.map(control)
+  return SqlClient.makeWithTransaction({
+    transactionTag: SqlClient.TransactionConnection,
+    spanAttributes: [],
+    acquireConnection: Effect.flatMap(Scope.make(), (scope) =>
+      Effect.map(
+        Scope.extend(sql.reserve, scope),
+        (conn) => [scope, new LazyBegin(conn as Connection & { readonly pg: Pg.PoolClient }, leading)] as const
+      )),
+    begin: () => Effect.void,
+    savepoint: (conn, id) => Effect.asVoid(conn.executeUnprepared(`SAVEPOINT fair_relay_${id}`, [], undefined)),
+    commit: (conn) => (conn as LazyBegin).end("COMMIT"),
+    rollback: (conn) => (conn as LazyBegin).end("ROLLBACK"),
+    rollbackSavepoint: (conn, id) => Effect.asVoid(conn.executeUnprepared(`ROLLBACK TO SAVEPOINT fair_relay_${id}`, [], undefined))
+  })
+}
+
+/**
+ * Runs one of the store's statements on the transaction's connection as a named prepared
+ * statement (`sendAll`): the server parses and plans a statement once per connection instead of
+ * on every call (most of a small transaction's server time).
+ */
+export const execPrepared = <A extends object>(statement: Statement.Statement<A>): Effect.Effect<ReadonlyArray<A>, SqlError> =>
+  Effect.map(sendAll([wired(statement, true)]), (answers) => answers[0] as ReadonlyArray<A>)

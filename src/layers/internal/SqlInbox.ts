@@ -167,14 +167,14 @@ const service = (store: Store, business: InboxBusiness, retention: InboxRetentio
         const columns = ["event_id", "flow_id", "seq", "body", "received_at"]
         const rows = accepted.map((r) => ({ event_id: r.eventId, flow_id: r.flowId, seq: r.seq, body: r.bodyText, received_at: receivedAt }))
         for (const part of chunks(rows, columns.length)) {
-          yield* execWrite(store, "inbox_receipt", sql`INSERT INTO inbox_receipt (event_id, flow_id, seq, body, received_at)
+          yield* execWrite(store, sql`INSERT INTO inbox_receipt (event_id, flow_id, seq, body, received_at)
             SELECT v.event_id, v.flow_id, v.seq, v.body, v.received_at
             FROM ${rowsTable(sql, "inbox_receipt", columns, part)}`)
         }
         const progress = [...new Map(accepted.map((r) => [r.flowId, r.seq]))].map(([flow_id, last_seq]) => ({ flow_id, last_seq }))
         for (const part of chunks(progress, 2)) {
           // `WHERE true` tells SQLite's parser that ON CONFLICT belongs to the INSERT, not a join.
-          yield* execWrite(store, "inbox_progress", sql`INSERT INTO inbox_progress (flow_id, last_seq) SELECT v.flow_id, v.last_seq
+          yield* execWrite(store, sql`INSERT INTO inbox_progress (flow_id, last_seq) SELECT v.flow_id, v.last_seq
             FROM ${rowsTable(sql, "inbox_progress", ["flow_id", "last_seq"], part)}
             WHERE true ON CONFLICT (flow_id) DO UPDATE SET last_seq = excluded.last_seq`)
         }

@@ -316,7 +316,7 @@ export const selectLockedCandidates = (store: Store) => (now: number, limit: num
 export const insertGroups = (store: Store, records: ReadonlyArray<GroupRecord>, conflict: Fragment = store.sql.literal("")) => {
   const { sql } = store
   return bulk([...records].sort((a, b) => compareIds(a.groupId, b.groupId)), groupColumns.length, (records) =>
-    execWrite(store, "relay_group", sql`INSERT INTO relay_group (${sql.literal(groupColumns.join(", "))})
+    execWrite(store, sql`INSERT INTO relay_group (${sql.literal(groupColumns.join(", "))})
       SELECT ${sql.literal(groupColumns.map((c) => `v.${c}`).join(", "))}
       FROM ${rowsTable(sql, "relay_group", groupColumns, records.map(Rows.groupRow))} WHERE true ${conflict}`))
 }
@@ -339,14 +339,21 @@ const refreshGroups = (store: Store, ids: ReadonlyArray<string | null>, lock: bo
   if (named.length === 0) return Effect.void
   // Side by side, the group rows are locked first, so the update's snapshot (a new statement's)
   // sees every flow change committed by a writer that refreshed them before.
-  const locked = lock
-    ? store.exec(store.sql`SELECT group_id FROM relay_group WHERE group_id IN ${store.sql.in(named)} ORDER BY group_id FOR UPDATE`)
-    : Effect.void
+  const { sql } = store
+  return refreshGroupsWhere(store, sql`group_id IN ${sql.in(named)}`, lock)
+}
+
+/** Sets `eligible_at` of the groups `which` names (held writes where the backend holds them), after locking them when `lock`. */
+const refreshGroupsWhere = (store: Store, which: Fragment, lock: boolean) => {
+  const { sql } = store
   return Effect.zipRight(
-    locked,
-    store.exec(store.sql`UPDATE relay_group SET eligible_at = (SELECT MIN(f.eligible_at) FROM relay_flow f
-        WHERE f.group_id = relay_group.group_id AND f.head_seq IS NOT NULL AND f.eligible_at IS NOT NULL)
-      WHERE group_id IN ${store.sql.in(named)}`)
+    lock ? execWrite(store, sql`SELECT group_id FROM relay_group WHERE ${which} ORDER BY group_id FOR UPDATE`) : Effect.void,
+    execWrite(
+      store,
+      sql`UPDATE relay_group SET eligible_at = (SELECT MIN(f.eligible_at) FROM relay_flow f
+          WHERE f.group_id = relay_group.group_id AND f.head_seq IS NOT NULL AND f.eligible_at IS NOT NULL)
+        WHERE ${which}`
+    )
   )
 }
 
@@ -355,8 +362,16 @@ const refreshGroups = (store: Store, ids: ReadonlyArray<string | null>, lock: bo
  * flows adds one that keeps their groups' `eligible_at`; `lockGroups` when writers run side by side).
  */
 export const writes = (store: Store, options: { readonly lockGroups?: boolean } = {}): QueueWrites => {
-  const { sql } = store
+  const { execLater, sql } = store
   const lockGroups = options.lockGroups ?? false
+  const withNext = (ids: ReadonlyArray<string>) =>
+    sql`SELECT 0 AS next, e.* FROM relay_event e WHERE e.event_id IN ${sql.in(ids)}
+      UNION ALL SELECT 1 AS next, n.* FROM relay_event e JOIN relay_event n ON n.flow_id = e.flow_id AND n.seq = e.seq + 1
+      WHERE e.event_id IN ${sql.in(ids)}`
+  const splitNext = (rows: ReadonlyArray<unknown>) => {
+    const isNext = (row: unknown) => Number((row as { readonly next: unknown }).next) === 1
+    return Effect.zipWith(events(rows.filter((row) => !isNext(row))), events(rows.filter(isNext)), (read, next) => ({ events: read, next }))
+  }
   return {
     now: store.now,
     clock: Effect.map(Effect.flatMap(store.exec(sql`SELECT tick, ticket FROM relay_clock WHERE id = 1`), clocks), (rows) => rows[0]!),
@@ -369,16 +384,11 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean } 
       ids.length === 0 ? Effect.succeed([]) : Effect.flatMap(store.exec(sql`SELECT * FROM relay_event WHERE event_id IN ${sql.in(ids)}`), events),
     // Every write holds the store's lock from its start (SQLite's single writer, PostgreSQL's exact
     // claims): the events after these cannot change before the transaction ends.
-    eventsWithNext: (ids) =>
-      ids.length === 0 ? Effect.succeed({ events: [], next: [] }) : Effect.flatMap(
-        store.exec(sql`SELECT 0 AS next, e.* FROM relay_event e WHERE e.event_id IN ${sql.in(ids)}
-          UNION ALL SELECT 1 AS next, n.* FROM relay_event e JOIN relay_event n ON n.flow_id = e.flow_id AND n.seq = e.seq + 1
-          WHERE e.event_id IN ${sql.in(ids)}`),
-        (rows) => {
-          const isNext = (row: unknown) => Number((row as { readonly next: unknown }).next) === 1
-          return Effect.zipWith(events(rows.filter((row) => !isNext(row))), events(rows.filter(isNext)), (read, next) => ({ events: read, next }))
-        }
-      ),
+    eventsWithNext: (ids) => (ids.length === 0 ? Effect.succeed({ events: [], next: [] }) : Effect.flatMap(store.exec(withNext(ids)), splitNext)),
+    startSettleRead: execLater === undefined ? undefined : (ids) =>
+      ids.length === 0
+        ? Effect.succeed(Effect.succeed({ events: [], next: [] }))
+        : Effect.map(execLater(withNext(ids)), (rows) => Effect.flatMap(rows, splitNext)),
     identities: (ids) =>
       ids.length === 0 ? Effect.succeed([]) : Effect.flatMap(
         store.exec(sql`SELECT event_id, flow_id, seq, body, NULL AS body_hash FROM relay_event WHERE event_id IN ${sql.in(ids)}
@@ -481,10 +491,10 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean } 
         )
       }),
 
-    setClock: (clock) => execWrite(store, "relay_clock", sql`UPDATE relay_clock SET tick = ${clock.tick}, ticket = ${clock.ticket} WHERE id = 1`),
+    setClock: (clock) => execWrite(store, sql`UPDATE relay_clock SET tick = ${clock.tick}, ticket = ${clock.ticket} WHERE id = 1`),
     insertEvents: (rows) =>
       bulk(rows, insertColumns.length, (rows) =>
-        execWrite(store, "relay_event", sql`INSERT INTO relay_event (${sql.literal(insertColumns.join(", "))})
+        execWrite(store, sql`INSERT INTO relay_event (${sql.literal(insertColumns.join(", "))})
           SELECT ${sql.literal(insertColumns.map((c) => `v.${c}`).join(", "))}
           FROM ${rowsTable(sql, "relay_event", insertColumns, rows.map(Rows.eventInsert))}`)
       ),
@@ -492,7 +502,7 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean } 
       const ackedAt = new Map(acked.map((a): [string, number] => [a.eventId, a.ackedAt]))
       // An acked event keeps the ack time it has; any other state has none.
       return bulk(records, updateColumns.length, (records) =>
-        execWrite(store, "relay_event", sql`UPDATE relay_event SET state = v.state, next_at = v.next_at, lease_until = v.lease_until,
+        execWrite(store, sql`UPDATE relay_event SET state = v.state, next_at = v.next_at, lease_until = v.lease_until,
             generation = v.generation, attempts = v.attempts, lifetime_attempts = v.lifetime_attempts, reason = v.reason,
             acked_at = CASE WHEN v.state = 'acked' THEN COALESCE(v.acked_at, relay_event.acked_at) END
           FROM ${
@@ -506,7 +516,7 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean } 
       // `WHERE true` tells SQLite's parser that ON CONFLICT belongs to the INSERT, not a join.
       Effect.zipRight(
         bulk(records, flowColumns.length, (records) =>
-          execWrite(store, "relay_flow", sql`INSERT INTO relay_flow (${sql.literal(flowColumns.join(", "))})
+          execWrite(store, sql`INSERT INTO relay_flow (${sql.literal(flowColumns.join(", "))})
             SELECT ${sql.literal(flowColumns.map((c) => `v.${c}`).join(", "))}
             FROM ${rowsTable(sql, "relay_flow", flowColumns, records.map(Rows.flowRow))} WHERE true
             ON CONFLICT (flow_id) DO UPDATE SET seq = excluded.seq, served = excluded.served, head_seq = excluded.head_seq,
@@ -514,37 +524,44 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean } 
         ),
         Effect.suspend(() => refreshGroups(store, records.map((f) => f.group), lockGroups))
       ),
-    // Each flow's group comes back from the update: those groups' eligible_at follows.
-    setHeads: (heads: ReadonlyArray<Head>) =>
-      Effect.suspend(() => {
-        const grouped: Array<string | null> = []
+    setHeads: (heads: ReadonlyArray<Head>) => {
+      const rows = (heads: ReadonlyArray<Head>) =>
+        rowsTable(sql, "relay_flow", ["flow_id", "head_seq", "eligible_at"], heads.map((h) => ({ flow_id: h.flowId, head_seq: h.headSeq, eligible_at: h.eligibleAt })))
+      // A backend that holds writes sends the update and its groups' refresh with what follows
+      // (the groups found in SQL: nothing to wait for); any other reads each flow's group back
+      // from the update, and refreshes those groups only.
+      if (store.execWrite !== undefined) {
         return Effect.zipRight(
+          bulk(heads, 3, (heads) =>
+            execWrite(store, sql`UPDATE relay_flow SET head_seq = v.head_seq, eligible_at = v.eligible_at
+              FROM ${rows(heads)} WHERE relay_flow.flow_id = v.flow_id`)),
+          refreshGroupsWhere(
+            store,
+            sql`group_id IN (SELECT group_id FROM relay_flow WHERE flow_id IN ${sql.in(heads.map((h) => h.flowId))} AND group_id IS NOT NULL)`,
+            lockGroups
+          )
+        )
+      }
+      const grouped: Array<string | null> = []
+      return Effect.zipRight(
         bulk(heads, 3, (heads) =>
           Effect.map(
             store.exec(sql`UPDATE relay_flow SET head_seq = v.head_seq, eligible_at = v.eligible_at
-              FROM ${
-              rowsTable(
-                sql,
-                "relay_flow",
-                ["flow_id", "head_seq", "eligible_at"],
-                heads.map((h) => ({ flow_id: h.flowId, head_seq: h.headSeq, eligible_at: h.eligibleAt }))
-              )
-            } WHERE relay_flow.flow_id = v.flow_id RETURNING relay_flow.group_id`, "relay_flow"),
+              FROM ${rows(heads)} WHERE relay_flow.flow_id = v.flow_id RETURNING relay_flow.group_id`),
             (rows) => grouped.push(...rows.map((row) => (row as { readonly group_id: string | null }).group_id))
           )),
         Effect.suspend(() => refreshGroups(store, grouped, lockGroups))
       )
-      }),
+    },
     appendAudit: (record) =>
       execWrite(
         store,
-        "relay_audit",
         sql`INSERT INTO relay_audit (event_id, reason, generation, tick, actor)
           VALUES (${record.eventId}, ${record.reason}, ${record.generation}, ${record.tick}, ${record.actor})`
       ),
     putDedup: (records) =>
       bulk(records, dedupColumns.length, (records) =>
-        execWrite(store, "relay_pruned", sql`INSERT INTO relay_pruned (${sql.literal(dedupColumns.join(", "))})
+        execWrite(store, sql`INSERT INTO relay_pruned (${sql.literal(dedupColumns.join(", "))})
           SELECT ${sql.literal(dedupColumns.map((c) => `v.${c}`).join(", "))}
           FROM ${rowsTable(sql, "relay_pruned", dedupColumns, records.map(Rows.dedupRow))} WHERE true
           ON CONFLICT (event_id) DO UPDATE SET flow_id = excluded.flow_id, seq = excluded.seq,

@@ -31,23 +31,24 @@ export interface Store {
   readonly join?: (<A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | SqlError, R>) | undefined
   /** Optional: the database server's time in milliseconds, read inside `write`/`read` (see `PgStoreOptions.time`). */
   readonly now?: Effect.Effect<number, SqlError> | undefined
+  /** Runs one of the store's own statements inside `write` or `read`, by the cheapest path the backend has. */
+  readonly exec: <A extends object>(statement: Statement.Statement<A>) => Effect.Effect<ReadonlyArray<A>, SqlError>
   /**
-   * Runs one of the store's own statements inside `write` or `read`, by the cheapest path the
-   * backend has. `table`: the statement changes and reads that table only (besides its
-   * parameters), so held writes of other tables (`execWrite`) may go with it.
+   * Runs a write whose result nobody reads: a backend may hold it and send it with its
+   * transaction's next statement (PostgreSQL does, one round trip fewer). Absent: `exec`.
    */
-  readonly exec: <A extends object>(statement: Statement.Statement<A>, table?: string) => Effect.Effect<ReadonlyArray<A>, SqlError>
+  readonly execWrite?: ((statement: Statement.Statement<object>) => Effect.Effect<void, SqlError>) | undefined
   /**
-   * Runs a write whose result nobody reads, which changes `table` and reads nothing else: a
-   * backend may hold it and send it with its transaction's next statement (PostgreSQL does, one
-   * round trip fewer). Absent: `exec`.
+   * Starts a read whose rows are needed later: a backend may hold it and send it with its
+   * transaction's next statement (PostgreSQL does); the inner effect answers its rows. Absent:
+   * the read runs when its rows are asked for.
    */
-  readonly execWrite?: ((table: string, statement: Statement.Statement<object>) => Effect.Effect<void, SqlError>) | undefined
+  readonly execLater?: (<A extends object>(statement: Statement.Statement<A>) => Effect.Effect<Effect.Effect<ReadonlyArray<A>, SqlError>>) | undefined
 }
 
 /** `store.execWrite`, or the statement run at once. */
-export const execWrite = (store: Store, table: string, statement: Statement.Statement<object>): Effect.Effect<void, SqlError> =>
-  store.execWrite === undefined ? Effect.asVoid(store.exec(statement)) : store.execWrite(table, statement)
+export const execWrite = (store: Store, statement: Statement.Statement<object>): Effect.Effect<void, SqlError> =>
+  store.execWrite === undefined ? Effect.asVoid(store.exec(statement)) : store.execWrite(statement)
 
 /**
  * Why a store on the application's client refused to run: an enqueue inside a transaction that
@@ -79,10 +80,14 @@ export const alone = (run: Store["write"], operation: string): Store["write"] =>
 
 /**
  * Where the store's own statements are reported, for query-plan tests and benchmarks (they run
- * without `sql.execute` spans). Nothing by default.
+ * without `sql.execute` spans): each statement (`record`), and on PostgreSQL the statements each
+ * round trip carried, BEGIN and COMMIT included (`roundTrip`). Nothing by default.
  */
 export class StatementLog extends Context.Reference<StatementLog>()("fair-relay/StatementLog", {
-  defaultValue: (): { readonly record: ((text: string) => void) | undefined } => ({ record: undefined })
+  defaultValue: (): {
+    readonly record: ((text: string) => void) | undefined
+    readonly roundTrip?: ((texts: ReadonlyArray<string>) => void) | undefined
+  } => ({ record: undefined })
 }) {}
 
 /** Reports `text` to the `StatementLog`, if one listens. */

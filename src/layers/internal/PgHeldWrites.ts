@@ -28,20 +28,17 @@ const heldStatements = FiberRef.unsafeMake<Array<Held> | undefined>(undefined)
 /** Sends what is held, and `main` after it, in one round trip: `main`'s rows. */
 const sendWith = (held: Array<Held> | undefined, main?: Wired): Effect.Effect<ReadonlyArray<object>, SqlError> => {
   const sent = held === undefined ? [] : held.splice(0)
-  if (sent.length === 0 && main === undefined) return Effect.succeed([])
+  if (sent.length === 0) return main === undefined ? Effect.succeed([]) : Effect.map(sendAll([main]), (answers) => answers[0]!)
   const statements = sent.map((h) => h.statement)
   if (main !== undefined) statements.push(main)
-  return sendAll(statements).pipe(
-    Effect.tap((answers) => {
-      for (let i = 0; i < sent.length; i++) sent[i]!.answer = answers[i] ?? []
-    }),
-    Effect.tapError((failure) =>
-      Effect.sync(() => {
-        for (const h of sent) h.failure = failure
-      })
-    ),
-    Effect.map((answers) => (main === undefined ? [] : answers[answers.length - 1]!))
-  )
+  // The held statements take their answers (or the batch's failure) as the batch ends.
+  const answered = (answers: ReadonlyArray<ReadonlyArray<object>> | undefined, failure: SqlError | undefined) => {
+    for (let i = 0; i < sent.length; i++) {
+      if (failure !== undefined) sent[i]!.failure = failure
+      else sent[i]!.answer = answers?.[i] ?? []
+    }
+  }
+  return Effect.map(sendAll(statements, answered), (answers) => (main === undefined ? [] : answers[answers.length - 1]!))
 }
 
 /**

@@ -19,11 +19,11 @@ import { SqlError } from "@effect/sql/SqlError"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
 import type * as Statement from "@effect/sql/Statement"
-import { Effect, Option, Scope, Stream } from "effect"
+import { Context, Effect, Option, Scope, Stream } from "effect"
 import { createRequire } from "node:module"
 import pg from "pg"
 import type * as Pg from "pg"
-import { execOnConnection, logStatement, StatementLog } from "./Store.js"
+import { execOnConnection, StatementLog } from "./Store.js"
 
 /** `pg`'s own mapping of a value to what it sends (arrays, dates, buffers, JSON), as its queries use. */
 const { prepareValue } = createRequire(import.meta.url)("pg/lib/utils.js") as { readonly prepareValue: (value: unknown) => unknown }
@@ -195,30 +195,40 @@ class Batch {
 
 const failed = (cause: unknown) => new SqlError({ cause, message: "Failed to execute statement" })
 
-/** Reports a round trip's statements to the `StatementLog`, if it listens for them. */
-const logRoundTrip = (statements: ReadonlyArray<Wired>) =>
-  Effect.flatMap(StatementLog, (log) => (log.roundTrip === undefined ? Effect.void : Effect.sync(() => log.roundTrip!(statements.map((s) => s.text)))))
+/** What the server answered: every statement's rows, and the last command tag. */
+type Answers = readonly [ReadonlyArray<ReadonlyArray<object>>, string]
 
-/** Sends `statements` in one round trip on `client`: every statement's rows, and the last command tag. */
-const send = (client: Pg.ClientBase, statements: ReadonlyArray<Wired>) =>
-  Effect.zipRight(
-    logRoundTrip(statements),
-    Effect.async<readonly [ReadonlyArray<ReadonlyArray<object>>, string], SqlError>((resume) => {
-      const types = (client as unknown as { readonly _types?: TypeParsers })._types ?? (pg.types as unknown as TypeParsers)
-      client.query(
-        new Batch(statements, types, (failure, answers, tag) => {
-          if (failure === undefined) return resume(Effect.succeed([answers, tag] as const))
-          // A table changed under a prepared statement (another process migrated the store): the
-          // statement fails once, and its text is prepared afresh under a new name next time.
-          if ((failure.error as { readonly code?: unknown }).code === "0A000") {
-            const statement = statements[failure.at]
-            if (statement !== undefined) prepared.delete(statement.text)
-          }
-          resume(Effect.fail(failed(failure.error)))
-        }) as unknown as Pg.QueryConfig
-      )
-    })
-  )
+/**
+ * Sends `statements` in one round trip on `client`; `sent` hears the outcome first (statements
+ * held by a caller take their answers there). Reports the round trip to `log`, if it listens.
+ */
+const send = (
+  client: Pg.ClientBase,
+  statements: ReadonlyArray<Wired>,
+  log: StatementLog["Type"],
+  sent?: (answers: ReadonlyArray<ReadonlyArray<object>> | undefined, failure: SqlError | undefined) => void
+) =>
+  Effect.async<Answers, SqlError>((resume) => {
+    if (log.roundTrip !== undefined) log.roundTrip(statements.map((s) => s.text))
+    const types = (client as unknown as { readonly _types?: TypeParsers })._types ?? (pg.types as unknown as TypeParsers)
+    client.query(
+      new Batch(statements, types, (failure, answers, tag) => {
+        if (failure === undefined) {
+          sent?.(answers, undefined)
+          return resume(Effect.succeed([answers, tag] as const))
+        }
+        // A table changed under a prepared statement (another process migrated the store): the
+        // statement fails once, and its text is prepared afresh under a new name next time.
+        if ((failure.error as { readonly code?: unknown }).code === "0A000") {
+          const statement = statements[failure.at]
+          if (statement !== undefined) prepared.delete(statement.text)
+        }
+        const error = failed(failure.error)
+        sent?.(undefined, error)
+        resume(Effect.fail(error))
+      }) as unknown as Pg.QueryConfig
+    )
+  })
 
 /** A transaction's connection that sends `begin` in front of its first batch. */
 class LazyBegin implements Connection {
@@ -227,10 +237,10 @@ class LazyBegin implements Connection {
   last: ReadonlyArray<Wired> = []
   constructor(readonly conn: Connection & { readonly pg: Pg.PoolClient }, readonly begin: ReadonlyArray<Wired>) {}
   /** BEGIN and the rest of `begin`, if not sent yet (a statement run through `@effect/sql`). */
-  readonly ensure = Effect.suspend(() => {
+  readonly ensure = Effect.flatMap(StatementLog, (log) => {
     if (this.begun) return Effect.void
     this.begun = true
-    return Effect.asVoid(send(this.pg, this.begin))
+    return Effect.asVoid(send(this.pg, this.begin, log))
   })
   get pg() {
     return this.conn.pg
@@ -255,7 +265,7 @@ class LazyBegin implements Connection {
     if (statement === "ROLLBACK" || (!this.begun && last.length === 0)) {
       return this.begun ? Effect.asVoid(this.conn.executeUnprepared("ROLLBACK", [], undefined)) : Effect.void
     }
-    return send(this.pg, this.lead([...last, Commit])).pipe(
+    return Effect.flatMap(StatementLog, (log) => send(this.pg, this.lead([...last, Commit]), log)).pipe(
       Effect.flatMap(([, tag]) => (tag === "COMMIT" ? Effect.void : Effect.fail(new SqlError({ cause: tag, message: `COMMIT answered ${tag}` })))),
       // A failed statement leaves the transaction open and failed: roll it back before the
       // connection goes back to the pool (after a failed COMMIT there is nothing to roll back,
@@ -277,24 +287,38 @@ export const atCommit = (statements: ReadonlyArray<Wired>): Effect.Effect<boolea
     const [connection, depth] = transaction.value
     if (!(connection instanceof LazyBegin) || depth !== 0) return Effect.succeed(false)
     connection.last = [...connection.last, ...statements]
-    return Effect.as(Effect.forEach(statements, (s) => logStatement(s.text), { discard: true }), true)
+    return Effect.map(StatementLog, (log) => {
+      if (log.record !== undefined) for (const s of statements) log.record(s.text)
+      return true
+    })
   })
 
 /**
  * Sends `statements` in one round trip on the transaction's connection — with BEGIN in front of
- * them if it was not sent yet — and answers each one's rows. Outside a transaction (or on a
- * connection that is not `pg`'s) each runs as usual, one after the other.
+ * them if it was not sent yet — and answers each one's rows (`sent` hears them first). Outside a
+ * transaction (or on a connection that is not `pg`'s) each runs as usual, one after the other.
  */
-export const sendAll = (statements: ReadonlyArray<Wired>): Effect.Effect<ReadonlyArray<ReadonlyArray<object>>, SqlError> =>
-  Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (transaction) => {
+export const sendAll = (
+  statements: ReadonlyArray<Wired>,
+  sent?: (answers: ReadonlyArray<ReadonlyArray<object>> | undefined, failure: SqlError | undefined) => void
+): Effect.Effect<ReadonlyArray<ReadonlyArray<object>>, SqlError> =>
+  Effect.contextWithEffect((context: Context.Context<never>) => {
+    const transaction = Context.getOption(context, SqlClient.TransactionConnection)
     const connection = Option.isSome(transaction) ? transaction.value[0] : undefined
     const client = (connection as { readonly pg?: Pg.PoolClient } | undefined)?.pg
-    const logged = Effect.forEach(statements, (s) => logStatement(s.text), { discard: true })
     if (connection === undefined || client === undefined) {
-      return Effect.forEach(statements, (s) => (s.statement === undefined ? Effect.succeed([]) : execOnConnection(s.statement)))
+      return Effect.forEach(statements, (s) => (s.statement === undefined ? Effect.succeed([]) : execOnConnection(s.statement))).pipe(
+        Effect.tap((answers) => Effect.sync(() => sent?.(answers, undefined))),
+        Effect.tapError((failure) => Effect.sync(() => sent?.(undefined, failure)))
+      )
     }
+    const log = Context.get(context, StatementLog)
+    if (log.record !== undefined) for (const s of statements) log.record(s.text)
     const batch = connection instanceof LazyBegin ? connection.lead(statements) : statements
-    return Effect.zipRight(logged, Effect.map(send(client, batch), ([answers]) => answers.slice(batch.length - statements.length)))
+    return Effect.map(
+      send(client, batch, log, sent === undefined ? undefined : (answers, failure) => sent(answers?.slice(batch.length - statements.length), failure)),
+      ([answers]) => (answers.length === statements.length ? answers : answers.slice(batch.length - statements.length))
+    )
   })
 
 /**

@@ -14,11 +14,11 @@
  *    whether to walk), then its head;
  *  - the head's claim, the flow's turn and the clock in one statement, then COMMIT.
  *
- * `rounds: 5` sends them as our store does: one round trip each, the last with COMMIT (5 per
- * step). `rounds: 3` sends each statement as soon as nothing it needs is still awaited (`pg`'s
- * pipeline mode): BEGIN … clock read and the held event together, the ack and the walk together,
- * the claim and COMMIT together — the fewest round trips these statements allow when the client
- * decides (3 per step).
+ * `rounds: 5` sends them one round trip each, the last with COMMIT (5 per step; our store did so
+ * before it sent its statements in batches). `rounds: 3` sends each statement as soon as nothing
+ * it needs is still awaited (`pg`'s pipeline mode): BEGIN … clock read and the held event
+ * together, the ack and the walk together, the claim and COMMIT together — the fewest round trips
+ * these statements allow when the client decides (3 per step), as our store's batches do.
  */
 import pg from "pg"
 
@@ -104,7 +104,7 @@ export const floorWorker = (client: pg.Client, options: { readonly rounds: 3 | 5
         }
         if (event.lease_until === null || now >= Number(event.lease_until)) throw new Error(`floor: ${token.eventId} expired`)
         ack = send(named("ack", [token.eventId, now, next === undefined ? null : Number(next.seq), eligibleAt(next), token.flowId]))
-        // With 5 rounds the ack is a round trip of its own, as ours (which reads the flows' groups back).
+        // With 5 rounds the ack is a round trip of its own.
         if (!pipelined) await ack
       }
       // With 3 rounds the walk goes with the ack.

@@ -135,9 +135,9 @@ const describeKind = (kind: Kind, batchSize: number) =>
     : kind === "fair-relay-parallel-batch"
     ? `fair-relay parallel, batched (n = ${batchSize})`
     : kind === "floor-single"
-    ? "floor: our statements, raw pg, 5 round trips"
+    ? "floor: our statements, raw pg, one round trip each (5)"
     : kind === "floor-pipelined-single"
-    ? "floor: the same pipelined, 3 round trips"
+    ? "floor: the same pipelined, 3 round trips (as ours)"
     : kind === "pg-boss"
     ? "pg-boss, key_strict_fifo queue + singletonKey"
     : "graphile-worker, queue_name per flow"

@@ -19,8 +19,8 @@ export type Kind =
   | "fair-relay-parallel-batch"
   /**
    * The floor (bench/pg/floor.ts): the daemon's single step (ack the held head, claim the next, one
-   * transaction) through one raw `pg` client, no Effect, on a store with exact claims: in our
-   * store's 5 round trips, or pipelined in 3.
+   * transaction) through one raw `pg` client, no Effect, on a store with exact claims: one round
+   * trip per statement (5), or pipelined in 3 (as many as our store's batches).
    */
   | "floor-single"
   | "floor-pipelined-single"

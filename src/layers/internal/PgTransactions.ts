@@ -344,11 +344,3 @@ export const transactions = (sql: SqlClient.SqlClient, begin: ReadonlyArray<stri
     rollbackSavepoint: (conn, id) => Effect.asVoid(conn.executeUnprepared(`ROLLBACK TO SAVEPOINT fair_relay_${id}`, [], undefined))
   })
 }
-
-/**
- * Runs one of the store's statements on the transaction's connection as a named prepared
- * statement (`sendAll`): the server parses and plans a statement once per connection instead of
- * on every call (most of a small transaction's server time).
- */
-export const execPrepared = <A extends object>(statement: Statement.Statement<A>): Effect.Effect<ReadonlyArray<A>, SqlError> =>
-  Effect.map(sendAll([wired(statement, true)]), (answers) => answers[0] as ReadonlyArray<A>)

@@ -359,7 +359,9 @@ const refreshGroupsWhere = (store: Store, which: Fragment, lock: boolean) => {
 
 /**
  * The queue's reads and writes over an opened SQL store, each one statement (a write of grouped
- * flows adds one that keeps their groups' `eligible_at`; `lockGroups` when writers run side by side).
+ * flows adds one that keeps their groups' `eligible_at`, and one that locks those groups first
+ * when writers run side by side, `lockGroups`; on a backend that holds writes, a head update adds
+ * them whatever the groups, found in SQL).
  */
 export const writes = (store: Store, options: { readonly lockGroups?: boolean } = {}): QueueWrites => {
   const { execLater, sql } = store

@@ -101,6 +101,9 @@ export const writes = (store: Store, base: QueueWrites) => (): QueueWrites => {
   const lockedEvents = (ids: ReadonlyArray<string>) =>
     sql`SELECT e.* FROM relay_event e JOIN relay_flow f ON f.flow_id = e.flow_id
       WHERE e.event_id IN ${sql.in(ids)} ORDER BY e.flow_id, e.seq FOR UPDATE OF f, e`
+  const successors = (ids: ReadonlyArray<string>) =>
+    sql`SELECT n.* FROM relay_event e JOIN relay_event n ON n.flow_id = e.flow_id AND n.seq = e.seq + 1
+      WHERE e.event_id IN ${sql.in(ids)}`
   const decodeEvents = (rows: ReadonlyArray<unknown>) => Effect.map(Rows.decode.events(rows), (decoded) => decoded.map(Rows.toEvent))
   const lockedFlows = (ids: ReadonlyArray<FlowId>) =>
     Effect.flatMap(
@@ -118,15 +121,19 @@ export const writes = (store: Store, base: QueueWrites) => (): QueueWrites => {
       Effect.tap(SqlRelayQueue.selectGroups(store, ids, sql.literal("FOR UPDATE OF g")), (rows) => {
         for (const row of rows) held.add(row.groupId)
       }),
-    // Not read with the events: this statement's snapshot is older than the flow locks it waits for,
-    // and a successor appended meanwhile would be missed. `eventsAt` reads them after the locks.
+    // Not read with the events in one statement: its snapshot is older than the flow locks it waits
+    // for, and a successor appended meanwhile would be missed. A settle reads them in the statement
+    // after the locks (`startSettleRead`), anything else with `eventsAt`.
     eventsWithNext: undefined,
     events: (ids) => (ids.length === 0 ? Effect.succeed([]) : Effect.flatMap(store.exec(lockedEvents(ids)), decodeEvents)),
-    // A settle's locked read goes with its clock read (the clock is read once the rows are held).
+    // A settle's locked read goes with its clock read, and so does the read of the event after
+    // each: a statement of its own after the locks, so its snapshot sees every successor committed
+    // before them (an enqueue appends under the flow's lock, which this transaction then holds).
     startSettleRead: execLater === undefined ? undefined : (ids) =>
       ids.length === 0
-        ? Effect.succeed(Effect.succeed({ events: [] }))
-        : Effect.map(execLater(lockedEvents(ids)), (rows) => Effect.map(Effect.flatMap(rows, decodeEvents), (events) => ({ events }))),
+        ? Effect.succeed(Effect.succeed({ events: [], next: [] }))
+        : Effect.zipWith(execLater(lockedEvents(ids)), execLater(successors(ids)), (locked, after) =>
+          Effect.zipWith(Effect.flatMap(locked, decodeEvents), Effect.flatMap(after, decodeEvents), (events, next) => ({ events, next }))),
     flows: (ids) =>
       ids.length === 0 ? Effect.succeed([]) : Effect.zipRight(
         store.exec(sql`INSERT INTO relay_flow (flow_id, seq, served, head_seq, eligible_at, weight, burst)

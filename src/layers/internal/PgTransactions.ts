@@ -122,9 +122,6 @@ class Batch {
   ) {}
   // No name: `pg` must not record a prepared statement for the batch as a whole.
   readonly name = undefined
-  get text() {
-    return this.statements[this.statements.length - 1]?.text
-  }
   private readonly onParsed = () => {
     const statement = this.parsing[this.parsed++]
     if (statement?.name !== undefined && this.connection !== undefined) this.connection.parsedStatements[statement.name] = statement.text
@@ -315,9 +312,11 @@ export const sendAll = (
     const log = Context.get(context, StatementLog)
     if (log.record !== undefined) for (const s of statements) log.record(s.text)
     const batch = connection instanceof LazyBegin ? connection.lead(statements) : statements
+    // The answers of `statements`, without those of BEGIN and what leads it.
+    const own = (answers: ReadonlyArray<ReadonlyArray<object>>) => (batch === statements ? answers : answers.slice(batch.length - statements.length))
     return Effect.map(
-      send(client, batch, log, sent === undefined ? undefined : (answers, failure) => sent(answers?.slice(batch.length - statements.length), failure)),
-      ([answers]) => (answers.length === statements.length ? answers : answers.slice(batch.length - statements.length))
+      send(client, batch, log, sent === undefined ? undefined : (answers, failure) => sent(answers === undefined ? undefined : own(answers), failure)),
+      ([answers]) => own(answers)
     )
   })
 

@@ -500,9 +500,11 @@ export const make = (
         Effect.map(stageSettle(items)(tx), (decideSettle): Decide<readonly [ReadonlyArray<SettleOutcome>, Decided], never> => (tx, clock, now) =>
           Effect.gen(function*() {
             const [outcomes, settled] = yield* decideSettle(tx, clock, now)
-            yield* store(tx, settled)
+            // The settle's clock is stored once, with the claim's (which starts from it): the
+            // claim reads no clock from the store, and a clock row written twice is a row version more.
+            yield* store(tx, { ...settled, clock: undefined })
             const [decided, changes] = yield* decideClaim(limit)(tx, settled.clock ?? clock, now)
-            return [[outcomes, decided] as const, changes] as const
+            return [[outcomes, decided] as const, { ...changes, clock: changes.clock ?? settled.clock }] as const
           })),
       [settleFaults, claimFaults]
     ).pipe(

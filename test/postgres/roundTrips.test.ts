@@ -71,7 +71,7 @@ describePg("PostgreSQL: round trips of a claim and a settle", (url) => {
         expect(at(settleLast, /^UPDATE relay_event SET state/)).toBeLessThan(at(settleLast, /^UPDATE relay_flow SET head_seq/))
       }))
 
-    it.scopedLive(`${claims} claims: settleAndClaim is one transaction: one clock read, the settle's writes go with the walk, and the claim sees the ack`, () =>
+    it.scopedLive(`${claims} claims: settleAndClaim is one transaction: one clock read, one clock write, the settle's writes go with the walk, and the claim sees the ack`, () =>
       Effect.gen(function*() {
         const schema = yield* freshSchema(url)
         const queue = yield* PgRelayQueue.make({ url: schema.url, maxConnections: 1, claims })
@@ -84,6 +84,9 @@ describePg("PostgreSQL: round trips of a claim and a settle", (url) => {
         expect(result.claims.map((c) => c.event.eventId)).toEqual(["A2"])
         expect(trips).toHaveLength(claims === "exact" ? 3 : 4)
         expect(trips.flat().filter((text) => clockRead[claims].test(text))).toHaveLength(1)
+        // The clock row is written once, with the claim's writes (the settle's tick goes with them).
+        const clockWrites = trips.map((trip) => trip.filter((text) => /^UPDATE relay_clock/.test(text)).length)
+        expect(clockWrites).toEqual(trips.map((_, i) => (i === trips.length - (claims === "exact" ? 1 : 2) ? 1 : 0)))
         // The walk comes after the settle's writes, in their round trip.
         const walking = trips.find((trip) => at(trip, walk) >= 0)!
         expect(at(walking, walk)).toBe(walking.length - 1)

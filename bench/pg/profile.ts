@@ -7,6 +7,11 @@
  *
  *   npx tsx bench/pg/profile.ts [--parallel] [--exchange] [--batch N] [--steps N] [--analyze] [--url postgres://…/db] [--cpu-profile FILE]
  *   npx tsx bench/pg/profile.ts --floor 5|3 …   the same steps by the floor (bench/pg/floor.ts) instead of the library
+ *   npx tsx bench/pg/profile.ts --exchange --phases …   also this process's CPU per step between its round trips:
+ *     from the step's start to its first batch, each batch from sending to its ReadyForQuery (serializing,
+ *     the socket, parsing the answer, and whatever else ran meanwhile: GC), between batches (our code
+ *     deciding and building statements), and from the last answer to the step's end (one `getrusage`
+ *     per boundary: the figures include that)
  *   (--cpu-profile: a CPU profile of the counted steps alone; summarize it with bench/profile.ts --summarize)
  *   node --import tsx --cpu-prof --cpu-prof-dir bench/.cache/profile bench/pg/profile.ts …
  */
@@ -25,12 +30,37 @@ const exchange = process.argv.includes("--exchange")
 const batch = Number(argument("--batch") ?? 1)
 const steps = Number(argument("--steps") ?? 2000)
 const cpuProfile = argument("--cpu-profile")
+const phases = process.argv.includes("--phases")
 const base = argument("--url") ?? "postgres://postgres@127.0.0.1:5432/postgres"
 const database = `fair_relay_profile_${process.pid}`
 
 // Statements sent while counting, by text: how many, and the milliseconds from sending each to its answer.
 const texts = new Map<string, { count: number; ms: number }>()
 let counting = false
+
+// With --phases: this process's CPU (µs) at each boundary of the current step, and the sums per phase.
+let marks: Array<readonly [string, number]> = []
+let batches = 0
+const phaseSums = new Map<string, number>()
+const cpuNow = () => {
+  const { system, user } = process.cpuUsage()
+  return user + system
+}
+const mark = (name: string) => {
+  if (counting && phases) marks.push([name, cpuNow()])
+}
+const startStep = () => {
+  batches = 0
+  marks = []
+  mark("start")
+}
+const endStep = () => {
+  mark("end")
+  for (let i = 1; i < marks.length; i++) {
+    const key = `${marks[i - 1]![0]} → ${marks[i]![0]}`
+    phaseSums.set(key, (phaseSums.get(key) ?? 0) + marks[i]![1] - marks[i - 1]![1])
+  }
+}
 const query = pg.Client.prototype.query
 pg.Client.prototype.query = function(this: pg.Client, ...args: Array<unknown>) {
   const callback = args[args.length - 1]
@@ -42,6 +72,14 @@ pg.Client.prototype.query = function(this: pg.Client, ...args: Array<unknown>) {
     const entry = texts.get(text) ?? { count: 0, ms: 0 }
     texts.set(text, entry)
     entry.count++
+    const batch = ++batches
+    mark(`batch ${batch} sent`)
+    const submittable = first as { handleReadyForQuery: (...args: Array<unknown>) => unknown }
+    const ready = submittable.handleReadyForQuery
+    submittable.handleReadyForQuery = function(this: unknown, ...args: Array<unknown>) {
+      mark(`batch ${batch} answered`)
+      return ready.apply(this, args)
+    }
   } else if (counting && typeof callback === "function") {
     const first = args[0] as string | { readonly text?: string }
     const text = (typeof first === "string" ? first : first.text ?? "?").replace(/\s+/g, " ").slice(0, 110)
@@ -123,7 +161,8 @@ try {
   const cpu = process.cpuUsage()
   const server = await serverCpuMs()
   const start = performance.now()
-  await Effect.runPromise(Effect.repeatN(step, steps - 1))
+  const measured = phases ? Effect.zipRight(Effect.sync(startStep), Effect.zipLeft(step, Effect.sync(endStep))) : step
+  await Effect.runPromise(Effect.repeatN(measured, steps - 1))
   const wall = performance.now() - start
   if (profiler !== undefined) await profiler.stop(cpuProfile!)
   const used = process.cpuUsage(cpu)
@@ -137,6 +176,10 @@ try {
   console.log(`round trips per step: ${(total / steps).toFixed(2)} (count per step, ms per step from send to answer — not measured for our batches —, texts)`)
   for (const [text, { count, ms }] of [...texts].sort((a, b) => b[1].ms - a[1].ms)) {
     console.log(`  ${(count / steps).toFixed(2)}  ${per(ms)}  ${text}`)
+  }
+  if (phases) {
+    console.log("this process's CPU per step by phase (µs; a step's batches numbered from 1):")
+    for (const [phase, micros] of phaseSums) console.log(`  ${(micros / steps).toFixed(0).padStart(6)}  ${phase}`)
   }
 } finally {
   await Effect.runPromise(Scope.close(scope, Exit.void))

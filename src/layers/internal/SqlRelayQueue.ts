@@ -208,6 +208,9 @@ const identities = (rows: ReadonlyArray<unknown>) =>
     decoded.map((row) => ({ eventId: row.event_id, flowId: row.flow_id, seq: row.seq, bodyText: row.body, bodyHash: row.body_hash })))
 const { aggregate: aggregates, clock: clocks, counts } = Rows.decode
 
+/** A row's values in `columns` order (one row written by plain parameters). */
+const valuesOf = (row: Readonly<Record<string, unknown>>, columns: ReadonlyArray<string>) => columns.map((column) => row[column] ?? null)
+
 /** One statement per part of `rows` that fits the bound-parameter limit (one part for any batch up to thousands). */
 const bulk = <A>(rows: ReadonlyArray<A>, columns: number, statement: (part: ReadonlyArray<A>) => Effect.Effect<unknown, SqlError>) =>
   Effect.forEach(chunks(rows, columns), statement, { discard: true })
@@ -503,6 +506,13 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean } 
     updateEvents: (records: ReadonlyArray<EventRecord>, acked = []) => {
       const ackedAt = new Map(acked.map((a): [string, number] => [a.eventId, a.ackedAt]))
       // An acked event keeps the ack time it has; any other state has none.
+      if (records.length === 1) {
+        const row = Rows.eventUpdate(records[0]!)
+        return execWrite(store, sql`UPDATE relay_event SET state = ${row.state}, next_at = ${row.next_at}, lease_until = ${row.lease_until},
+            generation = ${row.generation}, attempts = ${row.attempts}, lifetime_attempts = ${row.lifetime_attempts}, reason = ${row.reason},
+            acked_at = CASE WHEN ${row.state} = 'acked' THEN COALESCE(${ackedAt.get(row.event_id) ?? null}, acked_at) END
+          WHERE event_id = ${row.event_id}`)
+      }
       return bulk(records, updateColumns.length, (records) =>
         execWrite(store, sql`UPDATE relay_event SET state = v.state, next_at = v.next_at, lease_until = v.lease_until,
             generation = v.generation, attempts = v.attempts, lifetime_attempts = v.lifetime_attempts, reason = v.reason,
@@ -515,28 +525,36 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean } 
     },
     putGroups: (records) => insertGroups(store, records, sql`ON CONFLICT (group_id) DO UPDATE SET served = excluded.served, weight = excluded.weight, burst = excluded.burst`),
     putFlows: (records: ReadonlyArray<FlowRecord>) =>
-      // `WHERE true` tells SQLite's parser that ON CONFLICT belongs to the INSERT, not a join.
       Effect.zipRight(
-        bulk(records, flowColumns.length, (records) =>
-          execWrite(store, sql`INSERT INTO relay_flow (${sql.literal(flowColumns.join(", "))})
-            SELECT ${sql.literal(flowColumns.map((c) => `v.${c}`).join(", "))}
-            FROM ${rowsTable(sql, "relay_flow", flowColumns, records.map(Rows.flowRow))} WHERE true
+        bulk(records, flowColumns.length, (records) => {
+          // `WHERE true` tells SQLite's parser that ON CONFLICT belongs to the INSERT, not a join.
+          const rows = records.length === 1
+            ? sql`VALUES ${sql.in(valuesOf(Rows.flowRow(records[0]!), flowColumns))}`
+            : sql`SELECT ${sql.literal(flowColumns.map((c) => `v.${c}`).join(", "))}
+              FROM ${rowsTable(sql, "relay_flow", flowColumns, records.map(Rows.flowRow))} WHERE true`
+          return execWrite(store, sql`INSERT INTO relay_flow (${sql.literal(flowColumns.join(", "))}) ${rows}
             ON CONFLICT (flow_id) DO UPDATE SET seq = excluded.seq, served = excluded.served, head_seq = excluded.head_seq,
               eligible_at = excluded.eligible_at, weight = excluded.weight, burst = excluded.burst, group_id = excluded.group_id`)
-        ),
+        }),
         Effect.suspend(() => refreshGroups(store, records.map((f) => f.group), lockGroups))
       ),
     setHeads: (heads: ReadonlyArray<Head>) => {
       const rows = (heads: ReadonlyArray<Head>) =>
         rowsTable(sql, "relay_flow", ["flow_id", "head_seq", "eligible_at"], heads.map((h) => ({ flow_id: h.flowId, head_seq: h.headSeq, eligible_at: h.eligibleAt })))
+      // The head update: one row by its key, more as a join.
+      const update = (heads: ReadonlyArray<Head>, returning: Fragment) => {
+        const [head] = heads
+        return heads.length === 1
+          ? sql`UPDATE relay_flow SET head_seq = ${head!.headSeq}, eligible_at = ${head!.eligibleAt} WHERE flow_id = ${head!.flowId} ${returning}`
+          : sql`UPDATE relay_flow SET head_seq = v.head_seq, eligible_at = v.eligible_at
+              FROM ${rows(heads)} WHERE relay_flow.flow_id = v.flow_id ${returning}`
+      }
       // A backend that holds writes sends the update and its groups' refresh with what follows
       // (the groups found in SQL: nothing to wait for); any other reads each flow's group back
       // from the update, and refreshes those groups only.
       if (store.execWrite !== undefined) {
         return Effect.zipRight(
-          bulk(heads, 3, (heads) =>
-            execWrite(store, sql`UPDATE relay_flow SET head_seq = v.head_seq, eligible_at = v.eligible_at
-              FROM ${rows(heads)} WHERE relay_flow.flow_id = v.flow_id`)),
+          bulk(heads, 3, (heads) => execWrite(store, update(heads, sql.literal("")))),
           refreshGroupsWhere(
             store,
             sql`group_id IN (SELECT group_id FROM relay_flow WHERE flow_id IN ${sql.in(heads.map((h) => h.flowId))} AND group_id IS NOT NULL)`,
@@ -548,8 +566,7 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean } 
       return Effect.zipRight(
         bulk(heads, 3, (heads) =>
           Effect.map(
-            store.exec(sql`UPDATE relay_flow SET head_seq = v.head_seq, eligible_at = v.eligible_at
-              FROM ${rows(heads)} WHERE relay_flow.flow_id = v.flow_id RETURNING relay_flow.group_id`),
+            store.exec(update(heads, sql.literal("RETURNING relay_flow.group_id"))),
             (rows) => grouped.push(...rows.map((row) => (row as { readonly group_id: string | null }).group_id))
           )),
         Effect.suspend(() => refreshGroups(store, grouped, lockGroups))

@@ -72,12 +72,12 @@ pg.Client.prototype.query = function(this: pg.Client, ...args: Array<unknown>) {
     const entry = texts.get(text) ?? { count: 0, ms: 0 }
     texts.set(text, entry)
     entry.count++
-    const batch = ++batches
-    mark(`batch ${batch} sent`)
+    const sent = ++batches
+    mark(`batch ${sent} sent`)
     const submittable = first as { handleReadyForQuery: (...args: Array<unknown>) => unknown }
     const ready = submittable.handleReadyForQuery
     submittable.handleReadyForQuery = function(this: unknown, ...args: Array<unknown>) {
-      mark(`batch ${batch} answered`)
+      mark(`batch ${sent} answered`)
       return ready.apply(this, args)
     }
   } else if (counting && typeof callback === "function") {

@@ -539,15 +539,15 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean } 
         Effect.suspend(() => refreshGroups(store, records.map((f) => f.group), lockGroups))
       ),
     setHeads: (heads: ReadonlyArray<Head>) => {
-      const rows = (heads: ReadonlyArray<Head>) =>
-        rowsTable(sql, "relay_flow", ["flow_id", "head_seq", "eligible_at"], heads.map((h) => ({ flow_id: h.flowId, head_seq: h.headSeq, eligible_at: h.eligibleAt })))
       // The head update: one row by its key, more as a join.
       const update = (heads: ReadonlyArray<Head>, returning: Fragment) => {
         const [head] = heads
         return heads.length === 1
           ? sql`UPDATE relay_flow SET head_seq = ${head!.headSeq}, eligible_at = ${head!.eligibleAt} WHERE flow_id = ${head!.flowId} ${returning}`
           : sql`UPDATE relay_flow SET head_seq = v.head_seq, eligible_at = v.eligible_at
-              FROM ${rows(heads)} WHERE relay_flow.flow_id = v.flow_id ${returning}`
+              FROM ${
+            rowsTable(sql, "relay_flow", ["flow_id", "head_seq", "eligible_at"], heads.map((h) => ({ flow_id: h.flowId, head_seq: h.headSeq, eligible_at: h.eligibleAt })))
+          } WHERE relay_flow.flow_id = v.flow_id ${returning}`
       }
       // A backend that holds writes sends the update and its groups' refresh with what follows
       // (the groups found in SQL: nothing to wait for); any other reads each flow's group back

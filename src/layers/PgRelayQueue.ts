@@ -104,8 +104,8 @@ export const makeClient = (
     const mode = yield* PgParallel.resolveMode(store, claims, clientName, "create", "parallel")
     return RelayQueue.make(
       mode === "parallel"
-        ? PgParallel.backend({ ...store, join: PgStore.joinAmbient(store.rowLockedWrite, true) }, store.rowLockedWrite)
-        : SqlRelayQueue.backend({ ...store, join: PgStore.joinAmbient(store.write, false) }),
+        ? PgParallel.backend({ ...store, join: PgStore.joinAmbient(store, true) }, store.rowLockedWrite)
+        : SqlRelayQueue.backend({ ...store, join: PgStore.joinAmbient(store, false) }),
       policy,
       retention
     )

@@ -199,6 +199,30 @@ describePg("PostgreSQL: statements in batches, BEGIN with the first, COMMIT with
       expect({ custom: Number(plans!.custom), generic: Number(plans!.generic) }).toEqual({ custom: 0, generic: 10 })
     }))
 
+  it.scopedLive("the store's settings hold in its write transactions, exact and parallel, and end with them", () =>
+    Effect.gen(function*() {
+      const { store } = yield* open(url, 1)
+      const { sql } = store
+      const settings = sql<{ lock: string; plans: string }>`
+        SELECT current_setting('lock_timeout') AS lock, current_setting('plan_cache_mode') AS plans`
+      const expected = [{ lock: "30s", plans: "force_generic_plan" }]
+      expect(yield* store.write(store.exec(settings))).toEqual(expected)
+      expect(yield* store.rowLockedWrite(store.exec(settings))).toEqual(expected)
+      // The store's one connection, in a read transaction (which sets nothing): the session's own values.
+      const schema = yield* freshSchema(url)
+      const [session] = yield* schema.admin.unsafe(`SELECT current_setting('lock_timeout') AS lock, current_setting('plan_cache_mode') AS plans`)
+      expect(yield* store.read(store.exec(settings))).toEqual([session])
+    }))
+
+  it.scopedLive("preparedStatements that is not a boolean is InvalidInput, before anything is stored", () =>
+    Effect.gen(function*() {
+      const schema = yield* freshSchema(url)
+      const error = yield* Effect.flip(PgStore.open({ url: schema.url, maxConnections: 1, preparedStatements: "no" as never }, migrations, "test_migrations", "test_store"))
+      expect(error).toMatchObject({ _tag: "InvalidInput", message: expect.stringContaining("preparedStatements must be true or false") })
+      const [tables] = yield* schema.admin.unsafe(`SELECT count(*)::int AS n FROM information_schema.tables WHERE table_schema = '${schema.name}'`)
+      expect(tables).toEqual({ n: 0 })
+    }))
+
   it.scopedLive("what is still held at the end goes with COMMIT: one round trip for both", () =>
     Effect.gen(function*() {
       const { logged, rows, store, trips } = yield* open(url)

@@ -12,7 +12,7 @@ import * as PgClient from "@effect/sql-pg/PgClient"
 import { Cause, Duration, Effect, Redacted } from "effect"
 import type { Scope } from "effect"
 import * as PgHeldWrites from "./PgHeldWrites.js"
-import { atCommit, transactions } from "./PgTransactions.js"
+import { atCommit, PreparedStatements, transactions } from "./PgTransactions.js"
 import { alone, commitFailuresAsErrors, insideTransaction, isolated, misuse } from "./Store.js"
 import type { Migrations, OpenError, Store } from "./Store.js"
 
@@ -40,6 +40,14 @@ export interface PgStoreOptions {
    * time line (no `ClockRegressed`, no lease cut short by a host that runs ahead).
    */
   readonly time?: "process" | "database" | undefined
+  /**
+   * Whether the store's statements run as named prepared statements, parsed and planned once per
+   * connection (default `true`). Set `false` behind a pooler in transaction mode that does not
+   * carry prepared statements from one server connection to another (PgBouncer before 1.21, or
+   * with `max_prepared_statements = 0`): each statement is then parsed where it runs, at some
+   * cost in the server's CPU. See docs/postgres.md, "Behind a connection pooler".
+   */
+  readonly preparedStatements?: boolean | undefined
 }
 
 /** A PostgreSQL store: `write` holds the store's lock; `rowLockedWrite` does not (its statements lock rows). */
@@ -50,6 +58,8 @@ export interface PgStore extends Store {
    * new row, a deadlock, a serialization failure.
    */
   readonly rowLockedWrite: Store["write"]
+  /** Runs statements as the store's `preparedStatements` says (what `write` and `read` do around theirs). */
+  readonly statements: Statements
 }
 
 const retryableCodes = new Set(["23505", "40P01", "40001"])
@@ -82,9 +92,9 @@ const connect = (options: PgStoreOptions): Effect.Effect<PgClient.PgClient, SqlE
   )
 
 /** A read transaction: one consistent snapshot, refused writes. */
-const readTransaction = (sql: SqlClient.SqlClient) => {
+const readTransaction = (sql: SqlClient.SqlClient, statements: Statements) => {
   const transaction = transactions(sql, ["BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"])
-  return <A, E, R>(effect: Effect.Effect<A, E, R>) => isolated(commitFailuresAsErrors(transaction(effect)))
+  return <A, E, R>(effect: Effect.Effect<A, E, R>) => statements(isolated(commitFailuresAsErrors(transaction(effect))))
 }
 
 /** A SQL string literal. */
@@ -103,7 +113,26 @@ export const open = (
   Effect.flatMap(connect(options), (sql) => openOn(sql, options, migrations, migrationsTable, lockName))
 
 /** The options of a store on a client that is already open (the application's own). */
-export type PgClientStoreOptions = Pick<PgStoreOptions, "lockTimeout" | "time">
+export type PgClientStoreOptions = Pick<PgStoreOptions, "lockTimeout" | "time" | "preparedStatements">
+
+/** Runs a transaction's statements as the store's options say (`preparedStatements`). */
+type Statements = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+
+/**
+ * The `Statements` of `options.preparedStatements` (an `InvalidInput` for anything but a
+ * boolean): as they are, or unnamed.
+ */
+const statementsAs = (options: PgClientStoreOptions, operation: string): Effect.Effect<Statements, InvalidInput> => {
+  const prepared = options.preparedStatements
+  if (prepared !== undefined && typeof prepared !== "boolean") {
+    return Effect.fail(new InvalidInput({ operation, message: `preparedStatements must be true or false, got ${JSON.stringify(prepared)}` }))
+  }
+  return Effect.succeed(
+    prepared === false
+      ? <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.provideService(effect, PreparedStatements, false)
+      : <A, E, R>(effect: Effect.Effect<A, E, R>) => effect
+  )
+}
 
 /** Opens a store on an open client: its transactions, and its migrations applied under its lock. */
 const openOn = (
@@ -114,6 +143,7 @@ const openOn = (
   lockName: string
 ): Effect.Effect<PgStore, OpenError> =>
   Effect.gen(function*() {
+    const statements = yield* statementsAs(options, "open")
     // The lock key is per schema and store kind: two stores of one database in different schemas
     // do not wait for each other.
     const lockTimeoutMillis = Math.max(1, Math.round(Duration.toMillis(Duration.decode(options.lockTimeout ?? Duration.seconds(30)))))
@@ -128,15 +158,15 @@ const openOn = (
     const settings = [`SET LOCAL lock_timeout = ${lockTimeoutMillis}`, "SET LOCAL plan_cache_mode = force_generic_plan"]
     const locked = transactions(sql, ["BEGIN", ...settings, `SELECT pg_advisory_xact_lock(hashtext(current_schema() || ${quote(`/${lockName}`)}))`])
     const hold = PgHeldWrites.holding(atCommit)
-    const write = <A, E, R>(effect: Effect.Effect<A, E, R>) => isolated(commitFailuresAsErrors(locked(hold(effect))))
+    const write = <A, E, R>(effect: Effect.Effect<A, E, R>) => statements(isolated(commitFailuresAsErrors(locked(hold(effect)))))
     // Without the store's lock: the statements lock the rows they change (parallel claims).
     const rowLocked = transactions(sql, ["BEGIN", ...settings])
     const rowLockedWrite = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-      Effect.retry(isolated(commitFailuresAsErrors(rowLocked(hold(effect)))), {
+      Effect.retry(statements(isolated(commitFailuresAsErrors(rowLocked(hold(effect))))), {
         times: 5,
         while: isRetryable
       })
-    const read = readTransaction(sql)
+    const read = readTransaction(sql, statements)
     if (options.time !== undefined && options.time !== "process" && options.time !== "database") {
       return yield* Effect.fail(
         new InvalidInput({ operation: "open", message: `time must be "process" or "database", got ${JSON.stringify(options.time)}` })
@@ -146,6 +176,7 @@ const openOn = (
       sql,
       write,
       rowLockedWrite,
+      statements,
       read,
       exec: PgHeldWrites.exec,
       execWrite: PgHeldWrites.execWrite,
@@ -200,7 +231,8 @@ export const fromClient = (
  * with exact claims it would hold the store-wide lock until the application commits, and is
  * refused. Outside, it runs in a transaction of its own (`own`).
  */
-export const joinAmbient = (own: Store["write"], parallel: boolean): Store["write"] => {
+export const joinAmbient = (store: PgStore, parallel: boolean): Store["write"] => {
+  const own = parallel ? store.rowLockedWrite : store.write
   // Inside, the enqueue's held writes are sent before it returns to the application.
   const hold = PgHeldWrites.holding()
   return (effect) =>
@@ -208,7 +240,7 @@ export const joinAmbient = (own: Store["write"], parallel: boolean): Store["writ
       !inside
         ? own(effect)
         : parallel
-        ? hold(effect)
+        ? store.statements(hold(effect))
         : misuse(
           "enqueue",
           "an enqueue inside the application's transaction needs a store with parallel claims (claims: \"parallel\"); " +
@@ -228,10 +260,11 @@ export const openReadonly = (
   lockName: string
 ): Effect.Effect<Store, OpenError, Scope.Scope> =>
   Effect.gen(function*() {
+    const statements = yield* statementsAs(options, "open")
     const sql = yield* connect(options)
     const label = `the PostgreSQL ${lockName} store`
     const latest = StoreCheck.latestMigration(migrations)
-    const contents = yield* readTransaction(sql)(StoreCheck.inspect(sql, migrationsTable)).pipe(
+    const contents = yield* readTransaction(sql, statements)(StoreCheck.inspect(sql, migrationsTable)).pipe(
       Effect.flatMap(StoreCheck.refuse(label, migrationsTable, latest, { foreign: "allow" }))
     )
     if (contents._tag !== "Version" || contents.version !== latest) {
@@ -244,7 +277,7 @@ export const openReadonly = (
     }
     return {
       sql,
-      read: readTransaction(sql),
+      read: readTransaction(sql, statements),
       write: StoreCheck.refuseWrite(label),
       exec: PgHeldWrites.exec,
       now: options.time === "database" ? serverTime(sql) : undefined

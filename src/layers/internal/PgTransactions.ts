@@ -20,6 +20,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
 import type * as Statement from "@effect/sql/Statement"
 import { Context, Effect, Option, Scope, Stream } from "effect"
+import { createHash } from "node:crypto"
 import { createRequire } from "node:module"
 import pg from "pg"
 import type * as Pg from "pg"
@@ -28,20 +29,42 @@ import { execOnConnection, StatementLog } from "./Store.js"
 /** `pg`'s own mapping of a value to what it sends (arrays, dates, buffers, JSON), as its queries use. */
 const { prepareValue } = createRequire(import.meta.url)("pg/lib/utils.js") as { readonly prepareValue: (value: unknown) => unknown }
 
-// Statement texts and the names they are prepared under (one name per text, for every connection).
+/**
+ * The name `text` is prepared under, the same in every process: a digest of the text (and of how
+ * many times a change of its tables made this process prepare it afresh). A name never stands for
+ * two texts, so processes whose statements reach one server connection (through a pooler) cannot
+ * run each other's statements under a name they both use.
+ */
+export const statementName = (text: string, renewed = 0): string =>
+  `fair_relay_${createHash("sha256").update(text).digest("hex").slice(0, 32)}${renewed === 0 ? "" : `_${renewed}`}`
+
+// Statement texts and the names they are prepared under (one name per text, for every connection),
+// and how many times each was prepared afresh.
 const prepared = new Map<string, string>()
+const renewals = new Map<string, number>()
 const MaxPrepared = 500
-let names = 0
 
 /** The name `text` is prepared under; undefined (unnamed) beyond the first 500 texts. */
 const nameOf = (text: string): string | undefined => {
   let name = prepared.get(text)
   if (name === undefined && prepared.size < MaxPrepared) {
-    name = `fair_relay_${names++}`
+    name = statementName(text, renewals.get(text))
     prepared.set(text, name)
   }
   return name
 }
+
+/**
+ * Whether the store's statements go as named prepared statements (parsed once per connection;
+ * the default) or unnamed, parsed in every batch that runs them — for a pooler that hands each
+ * transaction a different server connection and does not carry prepared statements across them.
+ */
+export class PreparedStatements extends Context.Reference<PreparedStatements>()("fair-relay/PreparedStatements", {
+  defaultValue: (): boolean => true
+}) {}
+
+/** `statement` sent without a name: parsed in the batch that runs it (`preparedStatements: false`). */
+const unnamed = (statement: Wired): Wired => (statement.name === undefined ? statement : { ...statement, name: undefined })
 
 /** A statement ready to send. */
 export interface Wired {
@@ -202,14 +225,15 @@ type Answers = readonly [ReadonlyArray<ReadonlyArray<object>>, string]
 const send = (
   client: Pg.ClientBase,
   statements: ReadonlyArray<Wired>,
-  log: StatementLog["Type"],
+  context: Context.Context<never>,
   sent?: (answers: ReadonlyArray<ReadonlyArray<object>> | undefined, failure: SqlError | undefined) => void
 ) =>
   Effect.async<Answers, SqlError>((resume) => {
+    const log = Context.get(context, StatementLog)
     if (log.roundTrip !== undefined) log.roundTrip(statements.map((s) => s.text))
     const types = (client as unknown as { readonly _types?: TypeParsers })._types ?? (pg.types as unknown as TypeParsers)
     client.query(
-      new Batch(statements, types, (failure, answers, tag) => {
+      new Batch(Context.get(context, PreparedStatements) ? statements : statements.map(unnamed), types, (failure, answers, tag) => {
         if (failure === undefined) {
           sent?.(answers, undefined)
           return resume(Effect.succeed([answers, tag] as const))
@@ -218,7 +242,10 @@ const send = (
         // statement fails once, and its text is prepared afresh under a new name next time.
         if ((failure.error as { readonly code?: unknown }).code === "0A000") {
           const statement = statements[failure.at]
-          if (statement !== undefined) prepared.delete(statement.text)
+          if (statement !== undefined) {
+            prepared.delete(statement.text)
+            renewals.set(statement.text, (renewals.get(statement.text) ?? 0) + 1)
+          }
         }
         const error = failed(failure.error)
         sent?.(undefined, error)
@@ -234,10 +261,10 @@ class LazyBegin implements Connection {
   last: ReadonlyArray<Wired> = []
   constructor(readonly conn: Connection & { readonly pg: Pg.PoolClient }, readonly begin: ReadonlyArray<Wired>) {}
   /** BEGIN and the rest of `begin`, if not sent yet (a statement run through `@effect/sql`). */
-  readonly ensure = Effect.flatMap(StatementLog, (log) => {
+  readonly ensure = Effect.contextWithEffect((context: Context.Context<never>) => {
     if (this.begun) return Effect.void
     this.begun = true
-    return Effect.asVoid(send(this.pg, this.begin, log))
+    return Effect.asVoid(send(this.pg, this.begin, context))
   })
   get pg() {
     return this.conn.pg
@@ -262,7 +289,7 @@ class LazyBegin implements Connection {
     if (statement === "ROLLBACK" || (!this.begun && last.length === 0)) {
       return this.begun ? Effect.asVoid(this.conn.executeUnprepared("ROLLBACK", [], undefined)) : Effect.void
     }
-    return Effect.flatMap(StatementLog, (log) => send(this.pg, this.lead([...last, Commit]), log)).pipe(
+    return Effect.contextWithEffect((context: Context.Context<never>) => send(this.pg, this.lead([...last, Commit]), context)).pipe(
       Effect.flatMap(([, tag]) => (tag === "COMMIT" ? Effect.void : Effect.fail(new SqlError({ cause: tag, message: `COMMIT answered ${tag}` })))),
       // A failed statement leaves the transaction open and failed: roll it back before the
       // connection goes back to the pool (after a failed COMMIT there is nothing to roll back,
@@ -315,7 +342,7 @@ export const sendAll = (
     // The answers of `statements`, without those of BEGIN and what leads it.
     const own = (answers: ReadonlyArray<ReadonlyArray<object>>) => (batch === statements ? answers : answers.slice(batch.length - statements.length))
     return Effect.map(
-      send(client, batch, log, sent === undefined ? undefined : (answers, failure) => sent(answers === undefined ? undefined : own(answers), failure)),
+      send(client, batch, context, sent === undefined ? undefined : (answers, failure) => sent(answers === undefined ? undefined : own(answers), failure)),
       ([answers]) => own(answers)
     )
   })

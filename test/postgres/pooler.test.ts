@@ -1,0 +1,166 @@
+/**
+ * Behind a pooler in transaction mode (FAIR_RELAY_PGBOUNCER_URL: PgBouncer with
+ * `pool_mode = transaction`, as .ci/run starts it, sending every database name to the server of
+ * FAIR_RELAY_PG_URL): each transaction may run on a different server connection, shared with
+ * other processes, and prepared statements do not follow a client from one to the next.
+ *
+ * - With `preparedStatements: false` two queues (two pools, as two worker processes have) drain
+ *   one store together through the pooler, in both claim modes: every event once, each flow in
+ *   order, no failure.
+ * - With named statements (the default) the same work fails there — a typed `SqlError`, nothing
+ *   stored wrongly: what the failed steps left is drained afterwards with every event once, in
+ *   order. (This is also what shows that the pooler really moves transactions between server
+ *   connections.)
+ * - A statement's name is a digest of its text, so one name never stands for two texts in
+ *   processes that share server connections.
+ */
+import { it } from "@effect/vitest"
+import * as Reactivity from "@effect/experimental/Reactivity"
+import * as PgClient from "@effect/sql-pg/PgClient"
+import { SqlError } from "@effect/sql/SqlError"
+import { Effect, Redacted } from "effect"
+import { describe, expect } from "vitest"
+import { PgRelayQueue } from "../../src/index.js"
+import type { RelayQueueService } from "../../src/services/RelayQueue.js"
+import { statementName } from "../../src/layers/internal/PgTransactions.js"
+import { pgUrl } from "../support/backends.js"
+
+const poolerUrl = process.env.FAIR_RELAY_PGBOUNCER_URL
+
+const skipReason = pgUrl === undefined
+  ? "SKIPPED: FAIR_RELAY_PG_URL is not set"
+  : poolerUrl === undefined
+  ? "SKIPPED: FAIR_RELAY_PGBOUNCER_URL is not set (.ci/run starts PgBouncer in transaction mode)"
+  : undefined
+if (skipReason !== undefined) console.warn(`*** the pooler tests of test/postgres/pooler.test.ts are ${skipReason} ***`)
+
+/** A fresh database on the server, dropped with the scope; its URL through the pooler. */
+const freshDatabase = (admin: string, pooler: string) =>
+  Effect.gen(function*() {
+    const sql = yield* PgClient.make({ url: Redacted.make(admin), maxConnections: 1 }).pipe(Effect.provide(Reactivity.layer))
+    const name = `fr_pooler_${process.pid}_${Date.now().toString(36)}`
+    yield* Effect.acquireRelease(
+      sql.unsafe(`CREATE DATABASE ${name}`),
+      () => Effect.orDie(sql.unsafe(`DROP DATABASE ${name} WITH (FORCE)`))
+    )
+    const url = new URL(pooler)
+    url.pathname = `/${name}`
+    return url.toString()
+  })
+
+const flows = 8
+const perFlow = 25
+
+/** `flows` flows of `perFlow` events each, enqueued half through each queue. */
+const fill = (queues: ReadonlyArray<RelayQueueService>) =>
+  Effect.forEach(Array.from({ length: perFlow }, (_, seq) => seq), (seq) =>
+    Effect.forEach(queues, (queue, q) =>
+      queue.enqueueBatch(
+        Array.from({ length: flows / queues.length }, (_, i) => {
+          const flow = q * (flows / queues.length) + i
+          return { eventId: `f${flow}-${seq + 1}`, flowId: `f${flow}`, body: { seq: seq + 1 } }
+        })
+      )), { discard: true })
+
+/**
+ * Workers of every queue claim and accept until their claims have found nothing for a second;
+ * what they were handed, in order, and the steps that failed.
+ */
+const drain = (queues: ReadonlyArray<RelayQueueService>, workersPerQueue: number) =>
+  Effect.gen(function*() {
+    const delivered: Array<string> = []
+    const failures: Array<unknown> = []
+    const step = (queue: RelayQueueService) =>
+      Effect.flatMap(queue.claim, (outcome) =>
+        outcome._tag === "Claimed"
+          ? Effect.as(Effect.zipRight(Effect.sync(() => delivered.push(outcome.event.eventId)), queue.settle(outcome.token, { _tag: "Accepted" })), true)
+          : Effect.succeed(false))
+    const worker = (queue: RelayQueueService) =>
+      Effect.iterate(0, {
+        while: (idle) => idle < 20,
+        body: (idle) =>
+          step(queue).pipe(
+            Effect.map((claimed) => (claimed ? 0 : idle + 1)),
+            Effect.catchAll((error) => Effect.sync(() => (failures.push(error), 0))),
+            Effect.tap((idle) => (idle > 0 ? Effect.sleep("50 millis") : Effect.void))
+          )
+      })
+    yield* Effect.forEach(queues.flatMap((queue) => Array.from({ length: workersPerQueue }, () => queue)), worker, {
+      concurrency: "unbounded",
+      discard: true
+    })
+    return { delivered, failures }
+  })
+
+/** Every event of the fill exactly once, each flow's in its order. */
+const expectAllInOrder = (delivered: ReadonlyArray<string>) => {
+  const all = Array.from({ length: flows }, (_, flow) => Array.from({ length: perFlow }, (_, i) => `f${flow}-${i + 1}`))
+  expect([...delivered].sort()).toEqual(all.flat().sort())
+  for (const [flow, events] of all.entries()) {
+    expect(delivered.filter((id) => id.startsWith(`f${flow}-`))).toEqual(events)
+  }
+}
+
+describe("PostgreSQL: prepared statement names", () => {
+  it("a name is a digest of the text: the same in every process, one text per name", () => {
+    const texts = ["SELECT 1", "SELECT 2", "SELECT  1", "UPDATE relay_flow SET head_seq = $1 WHERE flow_id = $2"]
+    const names = texts.map((text) => statementName(text))
+    expect(new Set(names).size).toBe(texts.length)
+    expect(texts.map((text) => statementName(text))).toEqual(names)
+    // A text prepared afresh (its table changed) takes a name of its own, still its text's.
+    expect(statementName("SELECT 1", 1)).not.toEqual(statementName("SELECT 1"))
+    expect(statementName("SELECT 1", 1)).not.toEqual(statementName("SELECT 2", 1))
+    for (const name of [...names, statementName("SELECT 1", 12)]) expect(name).toMatch(/^[a-z_][a-z0-9_]{0,62}$/)
+  })
+})
+
+const describePooler = (name: string, body: (admin: string, pooler: string) => void) => {
+  if (pgUrl === undefined || poolerUrl === undefined) {
+    describe.skip(`${name} [${skipReason}]`, () => body("postgres://unset", "postgres://unset"))
+  } else {
+    const [admin, pooler] = [pgUrl, poolerUrl]
+    describe(name, () => body(admin, pooler))
+  }
+}
+
+describePooler("PostgreSQL behind a pooler in transaction mode", (admin, pooler) => {
+  for (const claims of ["exact", "parallel"] as const) {
+    it.scopedLive(`${claims} claims, preparedStatements: false: two pools drain one store, every event once, in order, no failure`, () =>
+      Effect.gen(function*() {
+        const url = yield* freshDatabase(admin, pooler)
+        const queues = [
+          yield* PgRelayQueue.make({ url, maxConnections: 4, claims, preparedStatements: false }),
+          yield* PgRelayQueue.make({ url, maxConnections: 4, claims, preparedStatements: false })
+        ]
+        yield* fill(queues)
+        const { delivered, failures } = yield* drain(queues, 4)
+        expect(failures).toEqual([])
+        expectAllInOrder(delivered)
+      }), 60_000)
+  }
+
+  it.scopedLive("named statements (the default) fail there, typed, and store nothing wrongly", () =>
+    Effect.gen(function*() {
+      const url = yield* freshDatabase(admin, pooler)
+      // Short leases: a head whose settle failed is claimed again soon.
+      const policy = { leaseTicks: "300 millis" } as const
+      const unnamed = yield* PgRelayQueue.make({ url, maxConnections: 4, claims: "parallel", policy, preparedStatements: false })
+      yield* fill([unnamed])
+      // Named queues next to it: opening one fails there too (its checks are statements).
+      const failures: Array<unknown> = []
+      const open = PgRelayQueue.make({ url, maxConnections: 4, claims: "parallel", policy })
+      const first = yield* Effect.flatMap(Effect.all([open, open]), (named) => drain(named, 4)).pipe(
+        Effect.catchAll((error) => Effect.succeed({ delivered: [], failures: [error] }))
+      )
+      failures.push(...first.failures)
+      expect(failures.length).toBeGreaterThan(0)
+      for (const failure of failures) expect(failure).toBeInstanceOf(SqlError)
+      // What the failed steps left (a failed claim stored nothing; a head whose settle failed is
+      // claimed again when its lease ends), drained without names.
+      const rest = yield* drain([unnamed], 4)
+      expect(rest.failures).toEqual([])
+      // Redelivered heads (a settle that failed) come twice; otherwise each event once, in order.
+      const once = [...first.delivered, ...rest.delivered].filter((id, i, all) => all.indexOf(id) === i)
+      expectAllInOrder(once)
+    }), 120_000)
+})

@@ -5,7 +5,7 @@
  * store check (`StoreCheck.inspectFile`) what the file holds. Read commands open the store
  * read-only (`SqliteRelayQueue.makeReadonly`): no migration, no write lock, no way to change it.
  */
-import { Effect } from "effect"
+import { Config, Effect } from "effect"
 import type { Scope } from "effect"
 import * as fs from "node:fs"
 import type { PolicyInput } from "../domain/Policy.js"
@@ -19,6 +19,19 @@ import type { CliFailure } from "./Errors.js"
 
 /** The queue schema version this build writes: the highest migration id it knows. */
 export const SchemaVersion: number = StoreCheck.latestMigration(SqlRelayQueue.migrations)
+
+/**
+ * `false` behind a pooler in transaction mode that does not carry prepared statements between
+ * server connections (PgBouncer before 1.21): the PostgreSQL store's statements then go unnamed
+ * (`PgStoreOptions.preparedStatements`). Default `true`.
+ */
+export const PreparedStatementsEnv = "FAIR_RELAY_PG_PREPARED_STATEMENTS"
+
+/** `$FAIR_RELAY_PG_PREPARED_STATEMENTS`, or a usage error naming it. */
+const preparedStatements: Effect.Effect<boolean, CliFailure> = Effect.catchAll(
+  Config.boolean(PreparedStatementsEnv).pipe(Config.withDefault(true)),
+  () => Effect.fail(usage("BadEnvironment", `${PreparedStatementsEnv} must be true or false`))
+)
 
 /** Whether `--db` names a PostgreSQL database rather than a SQLite file. */
 export const isPostgres = (db: string): boolean => /^postgres(ql)?:\/\//i.test(db)
@@ -123,10 +136,8 @@ const causeText = (error: unknown): string => {
 /** Opens an existing queue store read-only for the lifetime of the scope. */
 export const openReader = (db: string): Effect.Effect<RelayQueueService, CliFailure, Scope.Scope> =>
   isPostgres(db)
-    ? Effect.gen(function*() {
-      // The public read-only open of PostgreSQL is still to come (`PgRelayQueue.makeReadonly`).
-      return yield* PgRelayQueue.makeReadonly({ url: db })
-    }).pipe(Effect.mapError(openFailure(db)))
+    ? Effect.flatMap(preparedStatements, (prepared) =>
+      Effect.mapError(PgRelayQueue.makeReadonly({ url: db, preparedStatements: prepared }), openFailure(db)))
     : Effect.gen(function*() {
       const schema = yield* check(db)
       if (schema === "older") {
@@ -176,7 +187,8 @@ export interface WriterOptions {
  */
 export const openWriter = (db: string, options: WriterOptions = {}): Effect.Effect<RelayQueueService, CliFailure, Scope.Scope> =>
   isPostgres(db)
-    ? Effect.mapError(PgRelayQueue.make({ url: db, policy: options.policy }), openFailure(db))
+    ? Effect.flatMap(preparedStatements, (prepared) =>
+      Effect.mapError(PgRelayQueue.make({ url: db, policy: options.policy, preparedStatements: prepared }), openFailure(db)))
     : Effect.gen(function*() {
       if (!(options.create === true && !fs.existsSync(db))) yield* check(db)
       return yield* Effect.mapError(SqliteRelayQueue.make({ filename: db, policy: options.policy }), openFailure(db))

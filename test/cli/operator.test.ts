@@ -188,6 +188,7 @@ describe("clock and show", () => {
 })
 
 const pgUrl = process.env.FAIR_RELAY_PG_URL
+const poolerUrl = process.env.FAIR_RELAY_PGBOUNCER_URL
 
 describe("PostgreSQL stores", () => {
   it.skipIf(pgUrl === undefined)("enqueue, run, status, show and redrive work on --db postgres://… (needs FAIR_RELAY_PG_URL)", async () => {
@@ -212,6 +213,31 @@ describe("PostgreSQL stores", () => {
     const audit = await bin(["audit", "--db", url, "--event", id(1), "--json"])
     expect(JSON.parse(audit.stdout)).toEqual([expect.objectContaining({ eventId: id(1), actor: "pg-op", reason: "limit raised" })])
   }, 240_000)
+
+  it.skipIf(pgUrl === undefined || poolerUrl === undefined)(
+    "behind PgBouncer in transaction mode with FAIR_RELAY_PG_PREPARED_STATEMENTS=false: enqueue, run, status work; a bad value is one usage line (needs FAIR_RELAY_PGBOUNCER_URL)",
+    async () => {
+      // The contract suite's database, through the pooler.
+      const url = new URL(poolerUrl!)
+      url.pathname = new URL(pgUrl!).pathname
+      const env = { FAIR_RELAY_PG_PREPARED_STATEMENTS: "false" }
+      const inbox = path.join(dir, "pooler-inbox.db")
+      const flow = `pooled-${Date.now()}`
+      for (const n of [1, 2, 3]) {
+        const ran = await bin(["enqueue", "--db", url.toString(), "--flow", flow, "--id", `${flow}-${n}`, "--body", JSON.stringify({ delta: n })], { env })
+        expect(ran.code, ran.stderr).toBe(0)
+      }
+      const ran = await bin(["run", "--db", url.toString(), "--inbox", inbox, "--until-idle", "--json"], { env })
+      expect(ran.code, ran.stderr).toBe(0)
+      const shown = await bin(["show", `${flow}-3`, "--db", url.toString(), "--json"], { env })
+      expect(shown.code, shown.stderr).toBe(0)
+      expect(JSON.parse(shown.stdout)).toMatchObject({ event: { state: "acked" } })
+      const bad = await bin(["status", "--db", url.toString()], { env: { FAIR_RELAY_PG_PREPARED_STATEMENTS: "sometimes" } })
+      expect(bad.code).toBe(2)
+      expect(lines(bad.stderr)).toEqual([expect.stringContaining("FAIR_RELAY_PG_PREPARED_STATEMENTS must be true or false")])
+    },
+    240_000
+  )
 
   it.skipIf(pgUrl === undefined)("a PostgreSQL database that does not exist is one line with the server's reason (needs FAIR_RELAY_PG_URL)", async () => {
     const url = new URL(pgUrl!)

@@ -11,14 +11,17 @@
  *   stored wrongly: what the failed steps left is drained afterwards with every event once, in
  *   order. (This is also what shows that the pooler really moves transactions between server
  *   connections.)
+ * - The outbox on the application's own client through the pooler, `preparedStatements: false`:
+ *   an enqueue commits with the application's row or not at all.
  * - A statement's name is a digest of its text, so one name never stands for two texts in
  *   processes that share server connections.
  */
 import { it } from "@effect/vitest"
 import * as Reactivity from "@effect/experimental/Reactivity"
 import * as PgClient from "@effect/sql-pg/PgClient"
+import * as SqlClient from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
-import { Effect, Redacted } from "effect"
+import { Effect, Exit, Redacted } from "effect"
 import { describe, expect } from "vitest"
 import { PgRelayQueue } from "../../src/index.js"
 import type { RelayQueueService } from "../../src/services/RelayQueue.js"
@@ -138,6 +141,39 @@ describePooler("PostgreSQL behind a pooler in transaction mode", (admin, pooler)
         expectAllInOrder(delivered)
       }), 60_000)
   }
+
+  it.scopedLive("the outbox on the application's client, preparedStatements: false: enqueues commit with the application's rows or not at all", () =>
+    Effect.gen(function*() {
+      const url = yield* freshDatabase(admin, pooler)
+      // Two applications (two pools, as two processes have) over one database.
+      const application = Effect.gen(function*() {
+        const sql = yield* PgClient.make({ url: Redacted.make(url), maxConnections: 4 }).pipe(Effect.provide(Reactivity.layer))
+        const queue = yield* PgRelayQueue.makeClient({ preparedStatements: false }).pipe(Effect.provideService(SqlClient.SqlClient, sql))
+        return { sql, queue }
+      })
+      const first = yield* application
+      yield* first.sql`CREATE TABLE orders (id TEXT PRIMARY KEY)`
+      const apps = [first, yield* application]
+      const order = (n: number) => {
+        const { queue, sql } = apps[n % 2]!
+        return Effect.exit(sql.withTransaction(Effect.gen(function*() {
+          yield* sql`INSERT INTO orders (id) VALUES (${`o${n}`})`
+          yield* queue.enqueue({ eventId: `o${n}`, flowId: `customer-${n % 3}`, body: {} })
+          if (n % 4 === 0) return yield* Effect.fail("rolled back" as const)
+        })))
+      }
+      const placed = yield* Effect.forEach(Array.from({ length: 40 }, (_, i) => i + 1), (n) => Effect.map(order(n), (exit) => [`o${n}`, exit] as const), {
+        concurrency: 8
+      })
+      // Every order commits with its event, but the ones that roll back (every fourth), typed.
+      expect(placed.filter(([, exit]) => Exit.isFailure(exit) && !JSON.stringify(exit.cause).includes("rolled back"))).toEqual([])
+      const committed = placed.filter(([, exit]) => Exit.isSuccess(exit)).map(([id]) => id)
+      expect(committed).toHaveLength(30)
+      expect((yield* first.sql<{ id: string }>`SELECT id FROM orders ORDER BY id`).map((row) => row.id)).toEqual([...committed].sort())
+      const { delivered, failures } = yield* drain(apps.map((app) => app.queue), 2)
+      expect(failures).toEqual([])
+      expect([...delivered].sort()).toEqual([...committed].sort())
+    }), 60_000)
 
   it.scopedLive("named statements (the default) fail there, typed, and store nothing wrongly", () =>
     Effect.gen(function*() {

@@ -1,7 +1,8 @@
 /**
  * PostgreSQL transactions in as few round trips as their statements allow. A store's transaction
  * sends its statements in batches (`Batch`): each statement parsed (once per connection: a named
- * prepared statement), bound and executed, then one Sync — one round trip for the whole batch.
+ * prepared statement; or in every batch, unnamed, with `PreparedStatements` false), bound and
+ * executed, then one Sync — one round trip for the whole batch.
  *
  * - BEGIN and what the transaction needs before its first statement (isolation, lock timeout,
  *   plan choice, the store's lock) are not sent on their own: they lead its first batch.

@@ -26,16 +26,7 @@ import { describe, expect } from "vitest"
 import { PgRelayQueue } from "../../src/index.js"
 import type { RelayQueueService } from "../../src/services/RelayQueue.js"
 import { statementName } from "../../src/layers/internal/PgTransactions.js"
-import { pgUrl } from "../support/backends.js"
-
-const poolerUrl = process.env.FAIR_RELAY_PGBOUNCER_URL
-
-const skipReason = pgUrl === undefined
-  ? "SKIPPED: FAIR_RELAY_PG_URL is not set"
-  : poolerUrl === undefined
-  ? "SKIPPED: FAIR_RELAY_PGBOUNCER_URL is not set (.ci/run starts PgBouncer in transaction mode)"
-  : undefined
-if (skipReason !== undefined) console.warn(`*** the pooler tests of test/postgres/pooler.test.ts are ${skipReason} ***`)
+import { describePooler } from "./support.js"
 
 /** A fresh database on the server, dropped with the scope; its URL through the pooler. */
 const freshDatabase = (admin: string, pooler: string) =>
@@ -116,15 +107,6 @@ describe("PostgreSQL: prepared statement names", () => {
     for (const name of [...names, statementName("SELECT 1", 12)]) expect(name).toMatch(/^[a-z_][a-z0-9_]{0,62}$/)
   })
 })
-
-const describePooler = (name: string, body: (admin: string, pooler: string) => void) => {
-  if (pgUrl === undefined || poolerUrl === undefined) {
-    describe.skip(`${name} [${skipReason}]`, () => body("postgres://unset", "postgres://unset"))
-  } else {
-    const [admin, pooler] = [pgUrl, poolerUrl]
-    describe(name, () => body(admin, pooler))
-  }
-}
 
 describePooler("PostgreSQL behind a pooler in transaction mode", (admin, pooler) => {
   for (const claims of ["exact", "parallel"] as const) {

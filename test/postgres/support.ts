@@ -16,17 +16,32 @@ if (skipReason !== undefined) {
 }
 
 /**
- * `describe` when PostgreSQL is configured; otherwise a skipped suite whose name says why, so the
- * report lists the tests as skipped instead of leaving them out.
+ * `describe` when nothing is missing; otherwise a skipped suite whose name says why (`skip`), so
+ * the report lists the tests as skipped instead of leaving them out.
  */
-export const describePg = (name: string, body: (url: string) => void): void => {
-  if (pgUrl === undefined) {
-    describe.skip(`${name} [${skipReason}]`, () => body("postgres://unset"))
-  } else {
-    const url = pgUrl
-    describe(name, () => body(url))
-  }
+const describeUnless = (name: string, skip: string | undefined, body: () => void): void => {
+  if (skip === undefined) describe(name, body)
+  else describe.skip(`${name} [${skip}]`, body)
 }
+
+/** `describe` when PostgreSQL is configured (see `describeUnless`). */
+export const describePg = (name: string, body: (url: string) => void): void =>
+  describeUnless(name, skipReason, () => body(pgUrl ?? "postgres://unset"))
+
+/** PgBouncer in transaction mode in front of the server of FAIR_RELAY_PG_URL (`.ci/run` starts one). */
+const poolerUrl = process.env.FAIR_RELAY_PGBOUNCER_URL
+
+/** Why the pooler tests are skipped here, or undefined when they run. */
+const poolerSkipReason: string | undefined = skipReason ??
+  (poolerUrl === undefined ? "SKIPPED: FAIR_RELAY_PGBOUNCER_URL is not set (.ci/run starts PgBouncer in transaction mode)" : undefined)
+
+if (skipReason === undefined && poolerSkipReason !== undefined) {
+  console.warn("*** FAIR_RELAY_PGBOUNCER_URL is not set: the pooler tests of test/postgres/pooler.test.ts are SKIPPED ***")
+}
+
+/** `describe` when PostgreSQL and the pooler in front of it are configured: the server's URL, the pooler's. */
+export const describePooler = (name: string, body: (admin: string, pooler: string) => void): void =>
+  describeUnless(name, poolerSkipReason, () => body(pgUrl ?? "postgres://unset", poolerUrl ?? "postgres://unset"))
 
 /** The advisory-lock names of the two store kinds (see src/layers/internal/PgStore.ts). */
 export type StoreKind = "relay_queue" | "inbox"

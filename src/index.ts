@@ -33,7 +33,7 @@ export type { BatchResult, RelayService, RunOptions, StepError, StepResult } fro
 /** Every metric of the relay. */
 export * as Metrics from "./services/Metrics.js"
 /** Retention: how long acked events, dedup records and receipts are kept, and what a prune did. */
-export type { PruneOptions, PruneResult, RetentionInput } from "./services/Retention.js"
+export type { InboxRetentionInput, PruneOptions, PruneResult, RetentionInput } from "./services/Retention.js"
 export type { InboxPruneResult, InboxRetention } from "./services/Inbox.js"
 /** A Transport over HTTP (@effect/platform HttpClient). */
 export * as HttpTransport from "./http/HttpTransport.js"

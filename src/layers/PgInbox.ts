@@ -2,10 +2,10 @@
  * The receiver on PostgreSQL, for receivers that keep their receipts there.
  */
 import { Effect, Layer } from "effect"
-import type { Duration } from "effect"
 import type { Scope } from "effect"
-import { defaultInboxRetention, Inbox } from "../services/Inbox.js"
-import { decodeWindow } from "../services/Retention.js"
+import { Inbox } from "../services/Inbox.js"
+import { decodeInboxRetention } from "../services/Retention.js"
+import type { InboxRetentionInput } from "../services/Retention.js"
 import type { InboxBusiness, InboxService } from "../services/Inbox.js"
 import * as PgStore from "./internal/PgStore.js"
 import * as SqlInbox from "./internal/SqlInbox.js"
@@ -16,15 +16,15 @@ export interface PgInboxOptions extends PgStore.PgStoreOptions {
   /** The business step run with each accepted delivery. */
   readonly business: InboxBusiness
   /** How long receipts are kept (default 7 days; `null` = forever); progress is always kept. */
-  readonly retention?: { readonly receipts?: Duration.DurationInput | null | undefined } | undefined
+  readonly retention?: InboxRetentionInput | undefined
 }
 
 /** Opens (creating and migrating if needed) an inbox store for the lifetime of the scope. */
 export const make = (options: PgInboxOptions): Effect.Effect<InboxService, Store.OpenError, Scope.Scope> =>
   Effect.gen(function*() {
-    const receipts = yield* decodeWindow(options.retention?.receipts, defaultInboxRetention.receipts, "PgInbox.make", "receipts")
+    const retention = yield* decodeInboxRetention(options.retention, "PgInbox.make")
     const store = yield* PgStore.open(options, SqlInbox.migrations, SqlInbox.migrationsTable, "inbox")
-    return yield* SqlInbox.make(store, options.business, { receipts })
+    return yield* SqlInbox.make(store, options.business, retention)
   })
 
 /** A layer providing `Inbox` over a PostgreSQL database. */

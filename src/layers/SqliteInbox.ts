@@ -2,10 +2,10 @@
  * The receiver on its own SQLite file (":memory:" allowed), separate from the queue's.
  */
 import { Effect, Layer } from "effect"
-import type { Duration } from "effect"
 import type { Scope } from "effect"
-import { defaultInboxRetention, Inbox } from "../services/Inbox.js"
-import { decodeWindow } from "../services/Retention.js"
+import { Inbox } from "../services/Inbox.js"
+import { decodeInboxRetention } from "../services/Retention.js"
+import type { InboxRetentionInput } from "../services/Retention.js"
 import type { InboxBusiness, InboxService } from "../services/Inbox.js"
 import * as SqlInbox from "./internal/SqlInbox.js"
 import type * as Store from "./internal/Store.js"
@@ -16,15 +16,15 @@ export interface SqliteInboxOptions extends SqliteStore.SqliteStoreOptions {
   /** The business step run with each accepted delivery. */
   readonly business: InboxBusiness
   /** How long receipts are kept (default 7 days; `null` = forever); progress is always kept. */
-  readonly retention?: { readonly receipts?: Duration.DurationInput | null | undefined } | undefined
+  readonly retention?: InboxRetentionInput | undefined
 }
 
 /** Opens (creating and migrating if needed) an inbox store for the lifetime of the scope. */
 export const make = (options: SqliteInboxOptions): Effect.Effect<InboxService, Store.OpenError, Scope.Scope> =>
   Effect.gen(function*() {
-    const receipts = yield* decodeWindow(options.retention?.receipts, defaultInboxRetention.receipts, "SqliteInbox.make", "receipts")
+    const retention = yield* decodeInboxRetention(options.retention, "SqliteInbox.make")
     const store = yield* SqliteStore.open(options, SqlInbox.migrations, SqlInbox.migrationsTable)
-    return yield* SqlInbox.make(store, options.business, { receipts })
+    return yield* SqlInbox.make(store, options.business, retention)
   })
 
 /** A layer providing `Inbox` over one SQLite file. */

@@ -8,6 +8,8 @@ import { Duration, Effect, Metric } from "effect"
 import { createHash } from "node:crypto"
 import { InvalidInput } from "../domain/Errors.js"
 import * as Operations from "../domain/Operations.js"
+import { defaultInboxRetention } from "./Inbox.js"
+import type { InboxRetention } from "./Inbox.js"
 import * as Metrics from "./Metrics.js"
 import type { QueueBackend } from "./QueueBackend.js"
 
@@ -49,12 +51,33 @@ export const decodeWindow = (
   return Effect.fail(new InvalidInput({ operation, message: `retention.${name}: expected a finite duration or null` }))
 }
 
+/** A retention option's windows: absent, or an object (anything else is an `InvalidInput`). */
+const windows = <A extends object>(input: A | undefined, operation: string): Effect.Effect<Partial<A>, InvalidInput> =>
+  input === undefined || (typeof input === "object" && input !== null && !Array.isArray(input))
+    ? Effect.succeed(input ?? {})
+    : Effect.fail(new InvalidInput({ operation, message: `retention must be an object of durations, got ${JSON.stringify(input)}` }))
+
 /** Validates a queue's retention option. */
 export const decodeRetention = (input: RetentionInput | undefined, operation: string): Effect.Effect<Retention, InvalidInput> =>
-  Effect.all({
-    acked: decodeWindow(input?.acked, defaultRetention.acked, operation, "acked"),
-    dedup: decodeWindow(input?.dedup, defaultRetention.dedup, operation, "dedup")
-  })
+  Effect.flatMap(windows(input, operation), (given) =>
+    Effect.all({
+      acked: decodeWindow(given.acked, defaultRetention.acked, operation, "acked"),
+      dedup: decodeWindow(given.dedup, defaultRetention.dedup, operation, "dedup")
+    }))
+
+/** Retention of an inbox store, as a caller writes it (`null` = keep forever). */
+export interface InboxRetentionInput {
+  /** How long a receipt is kept (default 7 days); progress is always kept. */
+  readonly receipts?: Duration.DurationInput | null | undefined
+}
+
+/** Validates an inbox's retention option. */
+export const decodeInboxRetention = (
+  input: InboxRetentionInput | undefined,
+  operation: string
+): Effect.Effect<InboxRetention, InvalidInput> =>
+  Effect.flatMap(windows(input, operation), (given) =>
+    Effect.map(decodeWindow(given.receipts, defaultInboxRetention.receipts, operation, "receipts"), (receipts) => ({ receipts })))
 
 /** SHA-256 (hex) of a canonical body text: what a dedup record keeps of a pruned event's body. */
 export const hashBody = (text: string): string => createHash("sha256").update(text).digest("hex")

@@ -214,15 +214,6 @@ describePg("PostgreSQL: statements in batches, BEGIN with the first, COMMIT with
       expect(yield* store.read(store.exec(settings))).toEqual([session])
     }))
 
-  it.scopedLive("preparedStatements that is not a boolean is InvalidInput, before anything is stored", () =>
-    Effect.gen(function*() {
-      const schema = yield* freshSchema(url)
-      const error = yield* Effect.flip(PgStore.open({ url: schema.url, maxConnections: 1, preparedStatements: "no" as never }, migrations, "test_migrations", "test_store"))
-      expect(error).toMatchObject({ _tag: "InvalidInput", message: expect.stringContaining("preparedStatements must be true or false") })
-      const [tables] = yield* schema.admin.unsafe(`SELECT count(*)::int AS n FROM information_schema.tables WHERE table_schema = '${schema.name}'`)
-      expect(tables).toEqual({ n: 0 })
-    }))
-
   it.scopedLive("what is still held at the end goes with COMMIT: one round trip for both", () =>
     Effect.gen(function*() {
       const { logged, rows, store, trips } = yield* open(url)

@@ -36,11 +36,4 @@ describePg("PostgreSQL time: \"database\"", (url) => {
       expect(yield* behind.settle(claimed.token, { _tag: "Accepted" }).pipe(TickClock.at(before - day))).toEqual({ _tag: "Acked" })
       expect((yield* behind.snapshot).clock.tick).toBeLessThanOrEqual(Date.now() + 1_000)
     }))
-
-  it.scopedLive("an unknown time source is InvalidInput", () =>
-    Effect.gen(function*() {
-      const schema = yield* freshSchema(url)
-      const error = yield* Effect.flip(PgRelayQueue.make({ url: schema.url, maxConnections: 1, time: "sundial" as never }))
-      expect(error._tag).toBe("InvalidInput")
-    }))
 })

@@ -419,8 +419,10 @@ describe("bad input: every public entry point, typed errors, stored files byte-i
 /** Opens a queue (or an inbox) on `filename` and returns the exit of the opening. */
 const openQueue = (filename: string, options: Partial<SqliteRelayQueue.SqliteRelayQueueOptions> = {}) =>
   Effect.runPromise(Effect.exit(Effect.scoped(Effect.asVoid(SqliteRelayQueue.make({ filename, ...options })))))
-const openInbox = (filename: string) =>
-  Effect.runPromise(Effect.exit(Effect.scoped(Effect.asVoid(SqliteInbox.make({ filename, business: inboxBusiness() })))))
+const openInbox = (filename: string, options: Partial<SqliteInbox.SqliteInboxOptions> = {}) =>
+  Effect.runPromise(Effect.exit(Effect.scoped(Effect.asVoid(SqliteInbox.make({ filename, business: inboxBusiness(), ...options })))))
+const openReadonly = (filename: string, options: Partial<SqliteRelayQueue.SqliteRelayQueueOptions> = {}) =>
+  Effect.runPromise(Effect.exit(Effect.scoped(Effect.asVoid(SqliteRelayQueue.makeReadonly({ filename, ...options })))))
 
 const expectTypedFailure = (exit: Exit.Exit<void, unknown>, tag: string) => {
   const error = Exit.isFailure(exit) ? Cause.failureOption(exit.cause) : Option.none()
@@ -448,6 +450,16 @@ interface PathCase {
   /** The error expected. */
   readonly error: string
 }
+
+/** Options of the wrong kind (nothing is created): a case for a queue and for an inbox each. */
+const badOptions: ReadonlyArray<readonly [string, Record<string, unknown>]> = [
+  ["an unknown synchronous mode", { synchronous: "sometimes" }],
+  ["a busy timeout that is a string", { busyTimeoutMillis: "5000" }],
+  ["a filename that is not a string", { filename: 5 }],
+  ["no filename", { filename: undefined }],
+  ["a retention that is not an object", { retention: "1 day" }],
+  ["a retention window that is not a duration", { retention: { acked: "sundial", receipts: "sundial" } }]
+]
 
 // A file that is not a SQLite database is a storage failure (SqlError, SPEC §7); a SQLite
 // database that is not this kind of store, or is newer than this library, is IncompatibleStore;
@@ -561,6 +573,20 @@ const pathCases: ReadonlyArray<PathCase> = [
     what: "a queue opened with a negative busy timeout (nothing is created)",
     prepare: (dir) => path.join(dir, "queue.db"),
     open: (f) => openQueue(f, { busyTimeoutMillis: -1 }), error: "InvalidInput"
+  },
+  ...badOptions.flatMap(([what, options]): ReadonlyArray<PathCase> => [
+    { what: `a queue opened with ${what}`, prepare: (dir) => path.join(dir, "queue.db"), open: (f) => openQueue(f, options), error: "InvalidInput" },
+    { what: `an inbox opened with ${what}`, prepare: (dir) => path.join(dir, "inbox.db"), open: (f) => openInbox(f, options), error: "InvalidInput" }
+  ]),
+  {
+    what: "a read-only queue opened with an unknown synchronous mode",
+    prepare: (dir) => path.join(dir, "queue.db"),
+    open: (f) => openReadonly(f, { synchronous: "sometimes" as never }), error: "InvalidInput"
+  },
+  {
+    what: "a read-only queue whose filename is not a string",
+    prepare: (dir) => path.join(dir, "queue.db"),
+    open: () => openReadonly(5 as never), error: "InvalidInput"
   }
 ]
 

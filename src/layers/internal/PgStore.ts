@@ -79,11 +79,11 @@ const serverTime = (sql: SqlClient.SqlClient): Effect.Effect<number, SqlError> =
   )
 
 /** A pooled client; a connection that fails (server down, database missing) is a `SqlError` with the server's reason as its cause. */
-const connect = (options: PgStoreOptions): Effect.Effect<PgClient.PgClient, SqlError, Scope.Scope> =>
+const connect = (options: PgStoreOptions, checked: Checked): Effect.Effect<PgClient.PgClient, SqlError, Scope.Scope> =>
   PgClient.make({
     url: Redacted.isRedacted(options.url) ? options.url : Redacted.make(options.url),
     maxConnections: options.maxConnections ?? 10,
-    connectTimeout: options.connectTimeout ?? Duration.seconds(5),
+    connectTimeout: Duration.millis(checked.connectTimeoutMillis),
     applicationName: "fair-relay"
   }).pipe(
     Effect.provide(Reactivity.layer),
@@ -110,7 +110,11 @@ export const open = (
   migrationsTable: string,
   lockName: string
 ): Effect.Effect<PgStore, OpenError, Scope.Scope> =>
-  Effect.flatMap(connect(options), (sql) => openOn(sql, options, migrations, migrationsTable, lockName))
+  Effect.gen(function*() {
+    const checked = yield* checkOptions(options, "open")
+    const sql = yield* connect(options, checked)
+    return yield* openOn(sql, checked, migrations, migrationsTable, lockName)
+  })
 
 /** The options of a store on a client that is already open (the application's own). */
 export type PgClientStoreOptions = Pick<PgStoreOptions, "lockTimeout" | "time" | "preparedStatements">
@@ -118,35 +122,70 @@ export type PgClientStoreOptions = Pick<PgStoreOptions, "lockTimeout" | "time" |
 /** Runs a transaction's statements as the store's options say (`preparedStatements`). */
 type Statements = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
 
+/** A store's options, checked: what its transactions and clock are made from. */
+interface Checked {
+  readonly statements: Statements
+  readonly connectTimeoutMillis: number
+  readonly lockTimeoutMillis: number
+  readonly serverTime: boolean
+}
+
+/** A duration option in whole milliseconds ≥ 1, or why it is not one. */
+const millisOf = (name: string, input: unknown, fallback: Duration.Duration): number | string => {
+  if (input === undefined) return Duration.toMillis(fallback)
+  const duration = Duration.decodeUnknown(input)
+  return duration._tag === "Some" && Duration.isFinite(duration.value) && Duration.toMillis(duration.value) > 0
+    ? Math.max(1, Math.round(Duration.toMillis(duration.value)))
+    : `${name} must be a finite positive duration (e.g. "30 seconds" or a number of milliseconds), got ${JSON.stringify(input)}`
+}
+
 /**
- * The `Statements` of `options.preparedStatements` (an `InvalidInput` for anything but a
- * boolean): as they are, or unnamed.
+ * Checks every option before anything connects: a value of the wrong kind is an `InvalidInput`
+ * naming it, never a failed connection, a defect or a silent default.
  */
-const statementsAs = (options: PgClientStoreOptions, operation: string): Effect.Effect<Statements, InvalidInput> => {
-  const prepared = options.preparedStatements
-  if (prepared !== undefined && typeof prepared !== "boolean") {
-    return Effect.fail(new InvalidInput({ operation, message: `preparedStatements must be true or false, got ${JSON.stringify(prepared)}` }))
+const checkOptions = (
+  options: PgClientStoreOptions & Partial<Pick<PgStoreOptions, "maxConnections" | "connectTimeout">>,
+  operation: string
+): Effect.Effect<Checked, InvalidInput> => {
+  const invalid = (message: string) => Effect.fail(new InvalidInput({ operation, message }))
+  const { maxConnections, preparedStatements, time } = options
+  if ("url" in options && typeof options.url !== "string" && !Redacted.isRedacted(options.url)) {
+    return invalid(`url must be a connection URL (a string or a Redacted string), got ${JSON.stringify(options.url)}`)
   }
-  return Effect.succeed(
-    prepared === false
+  if (maxConnections !== undefined && !(Number.isSafeInteger(maxConnections) && maxConnections >= 1)) {
+    return invalid(`maxConnections must be a whole number ≥ 1, got ${JSON.stringify(maxConnections)}`)
+  }
+  if (preparedStatements !== undefined && typeof preparedStatements !== "boolean") {
+    return invalid(`preparedStatements must be true or false, got ${JSON.stringify(preparedStatements)}`)
+  }
+  if (time !== undefined && time !== "process" && time !== "database") {
+    return invalid(`time must be "process" or "database", got ${JSON.stringify(time)}`)
+  }
+  const connectTimeoutMillis = millisOf("connectTimeout", options.connectTimeout, Duration.seconds(5))
+  if (typeof connectTimeoutMillis === "string") return invalid(connectTimeoutMillis)
+  const lockTimeoutMillis = millisOf("lockTimeout", options.lockTimeout, Duration.seconds(30))
+  if (typeof lockTimeoutMillis === "string") return invalid(lockTimeoutMillis)
+  return Effect.succeed({
+    statements: preparedStatements === false
       ? <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.provideService(effect, PreparedStatements, false)
-      : <A, E, R>(effect: Effect.Effect<A, E, R>) => effect
-  )
+      : <A, E, R>(effect: Effect.Effect<A, E, R>) => effect,
+    connectTimeoutMillis,
+    lockTimeoutMillis,
+    serverTime: time === "database"
+  })
 }
 
 /** Opens a store on an open client: its transactions, and its migrations applied under its lock. */
 const openOn = (
   sql: SqlClient.SqlClient,
-  options: PgClientStoreOptions,
+  { lockTimeoutMillis, serverTime: onServerTime, statements }: Checked,
   migrations: Migrations,
   migrationsTable: string,
   lockName: string
 ): Effect.Effect<PgStore, OpenError> =>
   Effect.gen(function*() {
-    const statements = yield* statementsAs(options, "open")
     // The lock key is per schema and store kind: two stores of one database in different schemas
     // do not wait for each other.
-    const lockTimeoutMillis = Math.max(1, Math.round(Duration.toMillis(Duration.decode(options.lockTimeout ?? Duration.seconds(30)))))
     // BEGIN, the transaction's settings and the store's lock: sent with the first statements.
     // The store's statements are prepared (`PgTransactions`) and every one of them is planned for
     // its indexes; with the server's default choice (`plan_cache_mode = auto`) the bulk writes
@@ -167,11 +206,6 @@ const openOn = (
         while: isRetryable
       })
     const read = readTransaction(sql, statements)
-    if (options.time !== undefined && options.time !== "process" && options.time !== "database") {
-      return yield* Effect.fail(
-        new InvalidInput({ operation: "open", message: `time must be "process" or "database", got ${JSON.stringify(options.time)}` })
-      )
-    }
     const store: PgStore = {
       sql,
       write,
@@ -181,7 +215,7 @@ const openOn = (
       exec: PgHeldWrites.exec,
       execWrite: PgHeldWrites.execWrite,
       execLater: PgHeldWrites.execLater,
-      now: options.time === "database" ? serverTime(sql) : undefined
+      now: onServerTime ? serverTime(sql) : undefined
     }
     yield* write(
       Effect.gen(function*() {
@@ -216,7 +250,8 @@ export const fromClient = (
     if (!sql.onDialectOrElse({ pg: () => true, orElse: () => false })) {
       return yield* new InvalidInput({ operation: "layerClient", message: "the SqlClient in context is not a PostgreSQL client" })
     }
-    const store = yield* openOn(sql, options, migrations, migrationsTable, lockName)
+    const checked = yield* checkOptions(options, "open")
+    const store = yield* openOn(sql, checked, migrations, migrationsTable, lockName)
     return {
       ...store,
       write: alone(store.write, "write"),
@@ -260,8 +295,9 @@ export const openReadonly = (
   lockName: string
 ): Effect.Effect<Store, OpenError, Scope.Scope> =>
   Effect.gen(function*() {
-    const statements = yield* statementsAs(options, "open")
-    const sql = yield* connect(options)
+    const checked = yield* checkOptions(options, "open")
+    const { statements } = checked
+    const sql = yield* connect(options, checked)
     const label = `the PostgreSQL ${lockName} store`
     const latest = StoreCheck.latestMigration(migrations)
     const contents = yield* readTransaction(sql, statements)(StoreCheck.inspect(sql, migrationsTable)).pipe(
@@ -280,6 +316,6 @@ export const openReadonly = (
       read: readTransaction(sql, statements),
       write: StoreCheck.refuseWrite(label),
       exec: PgHeldWrites.exec,
-      now: options.time === "database" ? serverTime(sql) : undefined
+      now: checked.serverTime ? serverTime(sql) : undefined
     } satisfies Store
   })

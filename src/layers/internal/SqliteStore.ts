@@ -74,7 +74,24 @@ const busyTimeout = (options: Pick<SqliteStoreOptions, "busyTimeoutMillis">): Ef
   const busy = options.busyTimeoutMillis ?? DefaultBusyTimeoutMillis
   return Number.isSafeInteger(busy) && busy >= 0
     ? Effect.succeed(busy)
-    : Effect.fail(new InvalidInput({ operation: "open", message: `busyTimeoutMillis must be a whole number of milliseconds ≥ 0, got ${busy}` }))
+    : Effect.fail(
+      new InvalidInput({ operation: "open", message: `busyTimeoutMillis must be a whole number of milliseconds ≥ 0, got ${JSON.stringify(busy)}` })
+    )
+}
+
+/**
+ * Checks a file store's options before anything touches the file: a value of the wrong kind is
+ * an `InvalidInput` naming it. Answers the busy timeout.
+ */
+const checkOptions = (options: SqliteStoreOptions): Effect.Effect<number, InvalidInput> => {
+  const invalid = (message: string) => Effect.fail(new InvalidInput({ operation: "open", message }))
+  if (typeof options.filename !== "string") {
+    return invalid(`filename must be a path or ":memory:", got ${JSON.stringify(options.filename)}`)
+  }
+  if (options.synchronous !== undefined && options.synchronous !== "full" && options.synchronous !== "normal") {
+    return invalid(`synchronous must be "full" or "normal", got ${JSON.stringify(options.synchronous)}`)
+  }
+  return busyTimeout(options)
 }
 
 const noTransaction = (error: SqlError): boolean =>
@@ -239,19 +256,13 @@ export const open = (
   migrationsTable: string
 ): Effect.Effect<Store, OpenError, Scope.Scope> =>
   Effect.gen(function*() {
-    const requested = yield* busyTimeout(options)
-    if (options.synchronous !== undefined && options.synchronous !== "full" && options.synchronous !== "normal") {
-      return yield* Effect.fail(
-        new InvalidInput({ operation: "open", message: `synchronous must be "full" or "normal", got ${JSON.stringify(options.synchronous)}` })
-      )
-    }
+    const busy = yield* checkOptions(options)
     const latest = StoreCheck.latestMigration(migrations)
     yield* precheck(options.filename, migrationsTable, latest)
     const connection = yield* SqliteConnection.make(options.filename).pipe(
       Effect.catchAllDefect((defect) => openFailed(options.filename)(Cause.die(defect)))
     )
     const { sql } = connection
-    const busy = requested
     yield* sql.unsafe(`PRAGMA busy_timeout = ${Math.min(busy, NativeBusyMillis)}`)
     yield* sql.unsafe(`PRAGMA synchronous = ${options.synchronous === "normal" ? "NORMAL" : "FULL"}`)
     const store: Store = {
@@ -296,7 +307,7 @@ export const openReadonly = (
   migrationsTable: string
 ): Effect.Effect<Store, OpenError, Scope.Scope> =>
   Effect.gen(function*() {
-    const busy = yield* busyTimeout(options)
+    const busy = yield* checkOptions(options)
     const stat = fs.statSync(options.filename, { throwIfNoEntry: false })
     if (stat === undefined || !stat.isFile()) {
       return yield* openFailed(options.filename)(Cause.die(new Error(`${options.filename} is not an existing file`)))

@@ -63,6 +63,13 @@ const endStep = () => {
     phaseSums.set(key, (phaseSums.get(key) ?? 0) + marks[i]![1] - marks[i - 1]![1])
   }
 }
+// A statement's text on one line, shortened; kept per text, so that counting costs the steps little.
+const shortTexts = new Map<string, string>()
+const short = (text: string, length: number) => {
+  let line = shortTexts.get(text)
+  if (line === undefined) shortTexts.set(text, line = text.replace(/\s+/g, " "))
+  return line.slice(0, length)
+}
 const query = pg.Client.prototype.query
 pg.Client.prototype.query = function(this: pg.Client, ...args: Array<unknown>) {
   const callback = args[args.length - 1]
@@ -70,7 +77,7 @@ pg.Client.prototype.query = function(this: pg.Client, ...args: Array<unknown>) {
   if (counting && typeof first.submit === "function") {
     // A batch of ours (statements in one round trip): counted by what it carries, its time not measured.
     const statements = (first as { readonly statements?: ReadonlyArray<{ readonly text: string }> }).statements ?? []
-    const text = statements.map((s) => s.text.replace(/\s+/g, " ").slice(0, 40)).join(" | ")
+    const text = statements.map((s) => short(s.text, 40)).join(" | ")
     const entry = texts.get(text) ?? { count: 0, ms: 0 }
     texts.set(text, entry)
     entry.count++
@@ -84,7 +91,7 @@ pg.Client.prototype.query = function(this: pg.Client, ...args: Array<unknown>) {
     }
   } else if (counting && typeof callback === "function") {
     const first = args[0] as string | { readonly text?: string }
-    const text = (typeof first === "string" ? first : first.text ?? "?").replace(/\s+/g, " ").slice(0, 110)
+    const text = short(typeof first === "string" ? first : first.text ?? "?", 110)
     const entry = texts.get(text) ?? { count: 0, ms: 0 }
     texts.set(text, entry)
     entry.count++

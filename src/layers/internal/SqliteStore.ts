@@ -17,7 +17,7 @@ import type { Scope } from "effect"
 import * as StoreCheck from "./StoreCheck.js"
 import * as SqliteConnection from "./SqliteConnection.js"
 import { alone, execOnConnection, insideTransaction, isolated, logStatement, misuse } from "./Store.js"
-import type { OpenError, Store } from "./Store.js"
+import type { Migrations, OpenError, Store } from "./Store.js"
 
 export { TransactionMisuse } from "./Store.js"
 
@@ -252,7 +252,7 @@ const precheck = (filename: string, migrationsTable: string, latest: number) =>
  */
 export const open = (
   options: SqliteStoreOptions,
-  migrations: Record<string, Effect.Effect<void, SqlError, SqlClient.SqlClient>>,
+  migrations: Migrations,
   migrationsTable: string
 ): Effect.Effect<Store, OpenError, Scope.Scope> =>
   Effect.gen(function*() {
@@ -303,7 +303,7 @@ const notReadable = (filename: string, latest: number) => (contents: StoreCheck.
  */
 export const openReadonly = (
   options: SqliteStoreOptions,
-  migrations: Record<string, Effect.Effect<void, SqlError, SqlClient.SqlClient>>,
+  migrations: Migrations,
   migrationsTable: string
 ): Effect.Effect<Store, OpenError, Scope.Scope> =>
   Effect.gen(function*() {
@@ -357,7 +357,7 @@ export const withImmediateTransaction = (busyTimeoutMillis = DefaultBusyTimeoutM
  */
 export const fromClient = (
   sql: SqlClient.SqlClient,
-  migrations: Record<string, Effect.Effect<void, SqlError, SqlClient.SqlClient>>,
+  migrations: Migrations,
   migrationsTable: string,
   options: Pick<SqliteStoreOptions, "busyTimeoutMillis"> = {}
 ): Effect.Effect<Store, OpenError> =>

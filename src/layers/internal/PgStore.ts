@@ -24,13 +24,13 @@ import * as StoreCheck from "./StoreCheck.js"
 export interface PgStoreOptions {
   /** Connection URL, e.g. postgres://user@127.0.0.1:5432/db. */
   readonly url: string | Redacted.Redacted
-  /** Largest number of pooled connections (default 10). */
+  /** Largest number of pooled connections, a whole number ≥ 1 (default 10). */
   readonly maxConnections?: number | undefined
-  /** How long a connection attempt may take (default 5 s). */
+  /** How long a connection attempt may take, a positive duration (default 5 s). */
   readonly connectTimeout?: Duration.DurationInput | undefined
   /**
-   * How long a write waits for the store's lock before failing with a `SqlError` (default 30 s):
-   * a stalled writer elsewhere shows up as an error instead of a hang.
+   * How long a write waits for the store's lock before failing with a `SqlError`, a positive
+   * duration (default 30 s): a stalled writer elsewhere shows up as an error instead of a hang.
    */
   readonly lockTimeout?: Duration.DurationInput | undefined
   /**

@@ -50,6 +50,14 @@ describePg("PostgreSQL: bad store options", (url) => {
     }
   }
 
+  for (const [kind, open] of Object.entries(openers)) {
+    it.scopedLive(`no url at all: ${kind} → InvalidInput, no connection tried`, () =>
+      Effect.gen(function*() {
+        const error = yield* Effect.flip(open({ maxConnections: 1 }))
+        expect(error).toMatchObject({ _tag: "InvalidInput", message: expect.stringContaining("url must be a connection URL") })
+      }))
+  }
+
   it.scopedLive("control: the same options, well formed, open all three", () =>
     Effect.gen(function*() {
       const schema = yield* freshSchema(url)

@@ -78,14 +78,38 @@ const serverTime = (sql: SqlClient.SqlClient): Effect.Effect<number, SqlError> =
     (rows) => Number(rows[0]!.now)
   )
 
+/** How a store connects, checked (`checkConnection`). */
+interface Connection {
+  readonly url: Redacted.Redacted
+  readonly maxConnections: number
+  readonly connectTimeout: Duration.Duration
+}
+
+/**
+ * The connection options, checked before anything connects: a value of the wrong kind (a
+ * missing url included) is an `InvalidInput` naming it, never a failed connection or a default.
+ */
+const checkConnection = (options: PgStoreOptions, operation: string): Effect.Effect<Connection, InvalidInput> => {
+  const invalid = (message: string) => Effect.fail(new InvalidInput({ operation, message }))
+  const { maxConnections = 10, url } = options
+  if (typeof url !== "string" && !Redacted.isRedacted(url)) {
+    return invalid(`url must be a connection URL (a string or a Redacted string), got ${JSON.stringify(url)}`)
+  }
+  if (!(Number.isSafeInteger(maxConnections) && maxConnections >= 1)) {
+    return invalid(`maxConnections must be a whole number ≥ 1, got ${JSON.stringify(maxConnections)}`)
+  }
+  const connectTimeoutMillis = millisOf("connectTimeout", options.connectTimeout, Duration.seconds(5))
+  if (typeof connectTimeoutMillis === "string") return invalid(connectTimeoutMillis)
+  return Effect.succeed({
+    url: Redacted.isRedacted(url) ? url : Redacted.make(url),
+    maxConnections,
+    connectTimeout: Duration.millis(connectTimeoutMillis)
+  })
+}
+
 /** A pooled client; a connection that fails (server down, database missing) is a `SqlError` with the server's reason as its cause. */
-const connect = (options: PgStoreOptions, checked: Checked): Effect.Effect<PgClient.PgClient, SqlError, Scope.Scope> =>
-  PgClient.make({
-    url: Redacted.isRedacted(options.url) ? options.url : Redacted.make(options.url),
-    maxConnections: options.maxConnections ?? 10,
-    connectTimeout: Duration.millis(checked.connectTimeoutMillis),
-    applicationName: "fair-relay"
-  }).pipe(
+const connect = (connection: Connection): Effect.Effect<PgClient.PgClient, SqlError, Scope.Scope> =>
+  PgClient.make({ ...connection, applicationName: "fair-relay" }).pipe(
     Effect.provide(Reactivity.layer),
     Effect.catchAllDefect((defect) =>
       Effect.fail(new SqlError({ cause: Cause.squash(Cause.die(defect)), message: "cannot open PostgreSQL store" })))
@@ -112,7 +136,7 @@ export const open = (
 ): Effect.Effect<PgStore, OpenError, Scope.Scope> =>
   Effect.gen(function*() {
     const checked = yield* checkOptions(options, "open")
-    const sql = yield* connect(options, checked)
+    const sql = yield* Effect.flatMap(checkConnection(options, "open"), connect)
     return yield* openOn(sql, checked, migrations, migrationsTable, lockName)
   })
 
@@ -125,7 +149,6 @@ type Statements = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, 
 /** A store's options, checked: what its transactions and clock are made from. */
 interface Checked {
   readonly statements: Statements
-  readonly connectTimeoutMillis: number
   readonly lockTimeoutMillis: number
   readonly serverTime: boolean
 }
@@ -140,36 +163,25 @@ const millisOf = (name: string, input: unknown, fallback: Duration.Duration): nu
 }
 
 /**
- * Checks every option before anything connects: a value of the wrong kind is an `InvalidInput`
- * naming it, never a failed connection, a defect or a silent default.
+ * Checks the store's own options (those of a store on the application's client too) before
+ * anything connects: a value of the wrong kind is an `InvalidInput` naming it, never a defect or
+ * a silent default.
  */
-const checkOptions = (
-  options: PgClientStoreOptions & Partial<Pick<PgStoreOptions, "maxConnections" | "connectTimeout">>,
-  operation: string
-): Effect.Effect<Checked, InvalidInput> => {
+const checkOptions = (options: PgClientStoreOptions, operation: string): Effect.Effect<Checked, InvalidInput> => {
   const invalid = (message: string) => Effect.fail(new InvalidInput({ operation, message }))
-  const { maxConnections, preparedStatements, time } = options
-  if ("url" in options && typeof options.url !== "string" && !Redacted.isRedacted(options.url)) {
-    return invalid(`url must be a connection URL (a string or a Redacted string), got ${JSON.stringify(options.url)}`)
-  }
-  if (maxConnections !== undefined && !(Number.isSafeInteger(maxConnections) && maxConnections >= 1)) {
-    return invalid(`maxConnections must be a whole number ≥ 1, got ${JSON.stringify(maxConnections)}`)
-  }
+  const { preparedStatements, time } = options
   if (preparedStatements !== undefined && typeof preparedStatements !== "boolean") {
     return invalid(`preparedStatements must be true or false, got ${JSON.stringify(preparedStatements)}`)
   }
   if (time !== undefined && time !== "process" && time !== "database") {
     return invalid(`time must be "process" or "database", got ${JSON.stringify(time)}`)
   }
-  const connectTimeoutMillis = millisOf("connectTimeout", options.connectTimeout, Duration.seconds(5))
-  if (typeof connectTimeoutMillis === "string") return invalid(connectTimeoutMillis)
   const lockTimeoutMillis = millisOf("lockTimeout", options.lockTimeout, Duration.seconds(30))
   if (typeof lockTimeoutMillis === "string") return invalid(lockTimeoutMillis)
   return Effect.succeed({
     statements: preparedStatements === false
       ? <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.provideService(effect, PreparedStatements, false)
       : <A, E, R>(effect: Effect.Effect<A, E, R>) => effect,
-    connectTimeoutMillis,
     lockTimeoutMillis,
     serverTime: time === "database"
   })
@@ -297,7 +309,7 @@ export const openReadonly = (
   Effect.gen(function*() {
     const checked = yield* checkOptions(options, "open")
     const { statements } = checked
-    const sql = yield* connect(options, checked)
+    const sql = yield* Effect.flatMap(checkConnection(options, "open"), connect)
     const label = `the PostgreSQL ${lockName} store`
     const latest = StoreCheck.latestMigration(migrations)
     const contents = yield* readTransaction(sql, statements)(StoreCheck.inspect(sql, migrationsTable)).pipe(

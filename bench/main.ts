@@ -168,6 +168,9 @@ for (const runtime of throughputOnly ? [] : plan.rssRuntimes) {
   )
 }
 
+// The peak-RSS target is judged on the compiled run when there is one (see `targets.peakRss`).
+const judgedRss = rssRuns.find((run) => run.runtime === "compiled") ?? rssRuns[0]
+
 // Targets (reported, not asserted). A target whose figures this run did not take is left out.
 const row = (name: string) => throughput.rows.find((r) => r.name === name && r.status === "ok")
 const tp = plan.throughput
@@ -239,7 +242,7 @@ const targets = {
       met: bestOursNormal !== undefined && bestOursNormal.eventsPerSecond >= bestPlainjob.eventsPerSecond
     }
   } : {}),
-  ...(rssRuns.length > 0 ? {
+  ...(judgedRss !== undefined ? {
     peakRss: {
       what: "peak RSS while draining 1M events ≤ 300 MB (the compiled run, as an application runs the library; the tsx run is reported beside it)",
       atTargetBacklog: rssRuns[0]!.events === 1_000_000,
@@ -248,8 +251,8 @@ const targets = {
       byRuntime: Object.fromEntries(rssRuns.map((run) => [run.runtime, { peakRssMB: run.peakRssMB, met: run.peakRssMB <= 300 }])),
       // An application runs the compiled library under node; tsx's own transpiler holds some 180 MB
       // of the tsx child's RSS before any store is open (its baseline), so that run is reported, not judged.
-      judgedOn: (rssRuns.find((run) => run.runtime === "compiled") ?? rssRuns[0]!).runtime,
-      met: (rssRuns.find((run) => run.runtime === "compiled") ?? rssRuns[0]!).peakRssMB <= 300
+      judgedOn: judgedRss.runtime,
+      met: judgedRss.peakRssMB <= 300
     }
   } : {})
 }

@@ -407,7 +407,8 @@ export const runPgBench = async (args: ReadonlyArray<string>): Promise<number> =
     // worker CPU per event, against 318 and 2.0 ms for the same cell in the next round:
     // pg-2026-12-02T04-51-16-301Z.json). The processes of the smaller counts are the first ones.
     const warmup: Array<{ readonly kind: Kind; readonly workers: number; readonly drained: number; readonly seconds: number; readonly errors: number }> = []
-    for (const workers of [...plan.workers].sort((a, b) => b - a)) {
+    const warmupCounts = [...plan.workers].sort((a, b) => b - a)
+    for (const workers of warmupCounts) {
       for (const kind of plan.kinds) {
         const result = await drain(kind, workers, plan.warmupSeconds)
         warmup.push({ kind, workers, drained: result.drained, seconds: result.seconds, errors: result.errors })
@@ -484,7 +485,7 @@ export const runPgBench = async (args: ReadonlyArray<string>): Promise<number> =
         idleMs: plan.idleMs,
         maxConnectionsPerProcess: plan.maxConnectionsPerProcess,
         timing: "first handler call in any worker → the parent's count query (every 50 ms) sees every job completed",
-        warmup: `before the measured drains, each configuration runs for ${plan.warmupSeconds} s at every worker count (${[...plan.workers].sort((a, b) => b - a).join(", ")} processes; not measured)`
+        warmup: `before the measured drains, each configuration runs for ${plan.warmupSeconds} s at every worker count (${warmupCounts.join(", ")} processes; not measured)`
       },
       "fair-relay": {
         store: "PgRelayQueue (per-store advisory transaction lock on every write), policy { leaseTicks: 60 s }",

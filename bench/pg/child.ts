@@ -63,32 +63,42 @@ interface Driver {
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
+/** A job's handler after it was counted: nothing, or `spec.handlerMs` of waiting (`RunSpec.handlerMs`). */
+const handler = (spec: RunSpec): Promise<void> => spec.handlerMs === 0 ? Promise.resolve() : sleep(spec.handlerMs)
+
 /**
- * A driver that runs `work` until stopped: `work` answers whether it found a job (none: sleep
- * `idleMs`); a failure is counted, and the loop goes on after 20 ms. `close` ends the library.
+ * A driver that runs each of `works` in a loop of its own until stopped: a work answers whether it
+ * found a job (none: sleep `idleMs`); a failure is counted, and the loop goes on after 20 ms.
+ * `close` ends the library.
  */
-const looping = (counters: Counters, idleMs: number, work: () => Promise<boolean>, close: () => Promise<void>): Driver => {
+const looping = (
+  counters: Counters,
+  idleMs: number,
+  works: ReadonlyArray<() => Promise<boolean>>,
+  close: () => Promise<void>
+): Driver => {
   let stopping = false
-  let loop: Promise<void> = Promise.resolve()
+  let loops: Promise<unknown> = Promise.resolve()
+  const loop = async (work: () => Promise<boolean>) => {
+    while (!stopping) {
+      try {
+        if (!(await work())) {
+          counters.empty++
+          await sleep(idleMs)
+        }
+      } catch (error) {
+        counters.error(error)
+        await sleep(20)
+      }
+    }
+  }
   return {
     start: () => {
-      loop = (async () => {
-        while (!stopping) {
-          try {
-            if (!(await work())) {
-              counters.empty++
-              await sleep(idleMs)
-            }
-          } catch (error) {
-            counters.error(error)
-            await sleep(20)
-          }
-        }
-      })()
+      loops = Promise.all(works.map(loop))
     },
     stop: async () => {
       stopping = true
-      await loop
+      await loops
       await close()
     }
   }
@@ -97,8 +107,8 @@ const looping = (counters: Counters, idleMs: number, work: () => Promise<boolean
 const accepted: DeliveryReply = { _tag: "Accepted" }
 
 /**
- * fair-relay: a `PgRelayQueue` (its own pool) and `Relay.run` with one worker and a no-op
- * transport whose `deliver` answers `Accepted` without I/O. The queue is wrapped only to count
+ * fair-relay: a `PgRelayQueue` (its own pool) and `Relay.run` with `concurrency` workers (one for
+ * the batched kinds) and a transport whose `deliver` answers `Accepted` without I/O. The queue is wrapped only to count
  * empty claims and failed transactions.
  */
 const fairRelay = async (spec: RunSpec, counters: Counters): Promise<Driver> => {
@@ -129,12 +139,12 @@ const fairRelay = async (spec: RunSpec, counters: Counters): Promise<Driver> => 
     settleBatch: (items) => counted(queue.settleBatch(items), () => false),
     settleAndClaim: (items, limit) => counted(queue.settleAndClaim(items, limit), ({ claims }) => limit > 0 && claims.length === 0)
   }
+  const handled = Effect.sync(() => {
+    counters.handle()
+    return accepted
+  })
   const transport: TransportService = {
-    deliver: () =>
-      Effect.sync(() => {
-        counters.handle()
-        return accepted
-      })
+    deliver: () => spec.handlerMs === 0 ? handled : Effect.zipLeft(handled, Effect.sleep(Duration.millis(spec.handlerMs)))
   }
   const relay = await Effect.runPromise(
     Relay.make.pipe(Effect.provideService(RelayQueue, wrapped), Effect.provideService(Transport, transport))
@@ -144,7 +154,7 @@ const fairRelay = async (spec: RunSpec, counters: Counters): Promise<Driver> => 
     start: () => {
       fiber = Effect.runFork(
         relay.run({
-          workers: 1,
+          workers: spec.batchSize === 1 ? spec.concurrency : 1,
           batchSize: spec.batchSize,
           pollInterval: Duration.millis(spec.idleMs),
           deliveryTimeout: Duration.seconds(10),
@@ -164,8 +174,8 @@ const fairRelay = async (spec: RunSpec, counters: Counters): Promise<Driver> => 
 }
 
 /**
- * pg-boss: one queue with the `key_strict_fifo` policy, every job with `singletonKey` = its flow; a
- * loop of `fetch(batchSize)` → no-op → `complete` of the fetched jobs (as `{ id, retryCount }`, the
+ * pg-boss: one queue with the `key_strict_fifo` policy, every job with `singletonKey` = its flow;
+ * `concurrency` loops of `fetch(batchSize)` → handler → `complete` of the fetched jobs (as `{ id, retryCount }`, the
  * attempt-fenced settle its own `work()` uses). (Its `work()` loop waits out its polling interval,
  * at least 500 ms, after every fetch that does not fill a batch; see bench/README.md.)
  */
@@ -183,19 +193,21 @@ const pgBoss = async (spec: RunSpec, counters: Counters): Promise<Driver> => {
   })
   boss.on("error", (error) => counters.error(error))
   await boss.start()
-  return looping(counters, spec.idleMs, async () => {
+  const fetchLoop = async () => {
     // `fetch` answers an empty list when its statement fails on a unique index (SQLSTATE
     // 23505: a concurrent fetch took the same key's slot) and throws on any other error.
     const jobs = await boss.fetch(PgBossQueue, { batchSize: spec.batchSize })
     if (jobs.length === 0) return false
     counters.handle(jobs.length)
+    await handler(spec)
     await boss.complete(PgBossQueue, jobs)
     return true
-  }, () => boss.stop({ graceful: false, close: true }))
+  }
+  return looping(counters, spec.idleMs, Array.from({ length: spec.concurrency }, () => fetchLoop), () => boss.stop({ graceful: false, close: true }))
 }
 
 /**
- * graphile-worker: `run()` with one concurrent job per process, jobs in the named queue of their
+ * graphile-worker: `run()` with `concurrency` jobs at a time per process, jobs in the named queue of their
  * flow (run serially), no local queue and no batched completion: one job per fetch and one
  * completion per job, like pg-boss's `fetch` with `batchSize: 1`.
  */
@@ -213,11 +225,16 @@ const graphileWorker = async (spec: RunSpec, counters: Counters): Promise<Driver
       starting = graphileRun({
         pgPool: pool,
         schema: spec.schema,
-        concurrency: 1,
+        concurrency: spec.concurrency,
         pollInterval: spec.idleMs,
         noHandleSignals: true,
         logger,
-        taskList: { [GraphileTask]: async () => counters.handle() }
+        taskList: {
+          [GraphileTask]: async () => {
+            counters.handle()
+            await handler(spec)
+          }
+        }
       }).then(
         (started) => {
           runner = started
@@ -234,22 +251,31 @@ const graphileWorker = async (spec: RunSpec, counters: Counters): Promise<Driver
 }
 
 /**
- * The floor (bench/pg/floor.ts): the daemon's single step through one raw `pg` client, in 5 round
- * trips as ours or in 3 (pipelined), over a store with exact claims made by the library.
+ * The floor (bench/pg/floor.ts): the daemon's single step through a raw `pg` client, in 5 round
+ * trips as ours or in 3 (pipelined), over a store with exact claims made by the library; with
+ * `concurrency` above 1, that many loops, each on a client of its own (no group commit), at most
+ * `maxConnections`.
  */
 const floor = (rounds: 3 | 5) => async (spec: RunSpec, counters: Counters): Promise<Driver> => {
   const url = new URL(spec.url)
   url.searchParams.set("options", `-c search_path=${spec.schema}`)
-  // `pipeline` (node-postgres ≥ 8.2x) sends a query without waiting for the answers before it.
-  const client = new pg.Client({ connectionString: url.toString(), application_name: "fair-relay-bench", pipeline: true } as pg.ClientConfig)
-  client.on("error", (error) => counters.error(error))
-  await client.connect()
-  const worker = floorWorker(client, { rounds, leaseMs: 60_000 })
-  return looping(counters, spec.idleMs, async () => {
-    if ((await worker.step()) === undefined) return false
-    counters.handle()
-    return true
-  }, () => client.end())
+  const clients = await Promise.all(Array.from({ length: Math.min(spec.concurrency, spec.maxConnections) }, async () => {
+    // `pipeline` (node-postgres ≥ 8.2x) sends a query without waiting for the answers before it.
+    const client = new pg.Client({ connectionString: url.toString(), application_name: "fair-relay-bench", pipeline: true } as pg.ClientConfig)
+    client.on("error", (error) => counters.error(error))
+    await client.connect()
+    return client
+  }))
+  const works = clients.map((client) => {
+    const worker = floorWorker(client, { rounds, leaseMs: 60_000 })
+    return async () => {
+      if ((await worker.step()) === undefined) return false
+      counters.handle()
+      await handler(spec)
+      return true
+    }
+  })
+  return looping(counters, spec.idleMs, works, () => Promise.all(clients.map((client) => client.end())).then(() => undefined))
 }
 
 const drivers = {

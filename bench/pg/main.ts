@@ -10,6 +10,9 @@
  *   npm run bench -- --pg --out FILE       the JSON (default bench/results/pg-<timestamp>.json)
  *   npm run bench -- --pg --workers 1,16 --kinds fair-relay-batch,pg-boss --idle-ms 10
  *                                          a subset, or one idle sleep for every library (experiments)
+ *   npm run bench -- --pg --handler-ms N   every job's handler waits N ms (a timer: a delivery over the
+ *                                          network, not CPU) instead of answering at once
+ *   npm run bench -- --pg --concurrency C  C jobs in flight per process (RunSpec.concurrency), not 1
  *
  * Throwaway databases named `fair_relay_bench_<pid>_…` hold everything and are dropped at the end:
  * one template per library with the whole backlog, built once through the library's own batch
@@ -144,7 +147,7 @@ const describeKind = (kind: Kind, batchSize: number) =>
 
 /** Runs the PostgreSQL bench; returns the process exit code. */
 export const runPgBench = async (args: ReadonlyArray<string>): Promise<number> => {
-  const known = new Set(["--quick", "--out", "--pg-url", "--max-seconds", "--workers", "--kinds", "--idle-ms"])
+  const known = new Set(["--quick", "--out", "--pg-url", "--max-seconds", "--workers", "--kinds", "--idle-ms", "--handler-ms", "--concurrency"])
   for (const arg of args) {
     if (arg.startsWith("--") && !known.has(arg)) {
       console.error(`unknown option ${arg} with --pg; known: --pg ${[...known].join(" ")}`)
@@ -159,11 +162,24 @@ export const runPgBench = async (args: ReadonlyArray<string>): Promise<number> =
   const mode = quick ? "pg-quick" : "pg-full"
   const list = (name: string) => option(name)?.split(",").map((item) => item.trim()).filter((item) => item !== "")
   const idleOverride = option("--idle-ms") === undefined ? undefined : Number(option("--idle-ms"))
+  const handlerMs = Number(option("--handler-ms") ?? 0)
+  if (!Number.isInteger(handlerMs) || handlerMs < 0) {
+    console.error(`--handler-ms takes a whole number of milliseconds (0 or more), got ${option("--handler-ms")}`)
+    return 2
+  }
+  const concurrency = Number(option("--concurrency") ?? 1)
+  if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 64) {
+    console.error(`--concurrency takes a whole number from 1 to 64, got ${option("--concurrency")}`)
+    return 2
+  }
+  const workerCounts = list("--workers")?.map(Number) ?? [1, 4, 16]
   const plan = {
     workload: (quick ? { flows: 64, perFlow: 48 } : { flows: 64, perFlow: 320 }) satisfies Workload,
-    workers: list("--workers")?.map(Number) ?? [1, 4, 16],
+    workers: workerCounts,
     kinds: (list("--kinds") as ReadonlyArray<Kind> | undefined) ?? kinds,
     batchSize: 64,
+    handlerMs,
+    concurrency,
     /**
      * How long a worker sleeps after finding nothing to do. fair-relay: `Relay.run`'s default
      * poll interval (1 s) — an empty claim takes the store's lock, so idle workers polling often
@@ -179,7 +195,14 @@ export const runPgBench = async (args: ReadonlyArray<string>): Promise<number> =
       "pg-boss": idleOverride ?? 10,
       "graphile-worker": idleOverride ?? 10
     } satisfies Record<Library, number>,
-    maxConnectionsPerProcess: 2,
+    /**
+     * The largest pool of each process, by worker processes: 2; with C jobs in flight per process,
+     * C + 1 (graphile-worker warns below C: each job in a statement holds a connection), but no
+     * more than keeps the W processes' pools within 90 of the server's 100 connections.
+     */
+    maxConnectionsPerProcess: Object.fromEntries(
+      workerCounts.map((w) => [w, concurrency === 1 ? 2 : Math.max(2, Math.min(concurrency + 1, Math.floor(90 / w)))])
+    ) as Record<number, number>,
     maxSecondsPerDrain: Number(option("--max-seconds") ?? (quick ? 6 : 15)),
     /** Full runs measure every cell twice, in two interleaved rounds. */
     rounds: quick ? 1 : 2,
@@ -268,7 +291,7 @@ export const runPgBench = async (args: ReadonlyArray<string>): Promise<number> =
       pg: version("pg")
     }
     log(
-      `fair-relay PostgreSQL bench (${mode}): PostgreSQL ${settings.server_version}, node ${process.version}, ` +
+      `fair-relay PostgreSQL bench (${mode}${plan.handlerMs === 0 ? "" : `, handler ${plan.handlerMs} ms`}, ${plan.concurrency} in flight per process): PostgreSQL ${settings.server_version}, node ${process.version}, ` +
         `${machine.cpus.count}× ${machine.cpus.model}, load ${machine.loadAverageAtStart.join(" ")}; ` +
         `pg-boss ${packages["pg-boss"]}, graphile-worker ${packages["graphile-worker"]}; databases ${prefix}*`
     )
@@ -335,7 +358,9 @@ export const runPgBench = async (args: ReadonlyArray<string>): Promise<number> =
         schema,
         batchSize,
         idleMs: plan.idleMs[library],
-        maxConnections: plan.maxConnectionsPerProcess
+        maxConnections: plan.maxConnectionsPerProcess[workers]!,
+        handlerMs: plan.handlerMs,
+        concurrency: plan.concurrency
       }
       const used = children.slice(0, workers)
       for (const child of used) child.send({ cmd: "prepare", run: spec })
@@ -474,14 +499,19 @@ export const runPgBench = async (args: ReadonlyArray<string>): Promise<number> =
       }
     }
 
+    const pools = plan.workers.map((w) => `${plan.maxConnectionsPerProcess[w]} at W = ${w}`).join(", ")
     const configuration = {
       common: {
         workload: `${plan.workload.flows} flows × ${plan.workload.perFlow} jobs = ${total}, enqueued round robin over the flows ` +
           "into a template database per library (the library's own batch insert); each drain runs on a fresh CREATE DATABASE … TEMPLATE copy",
         drain: `until every job is completed or ${plan.maxSecondsPerDrain} s after go; events/s = completed ÷ (first handler call → the count that saw them)`,
         rounds: `${plan.rounds}; a cell's figure is Σ completed ÷ Σ seconds over the rounds`,
-        workerProcesses: "the first W of a set of 16 long-lived child processes (node --import tsx), one worker each",
-        handler: "no-op (fair-relay: a Transport whose deliver answers Accepted without I/O)",
+        workerProcesses: `the first W of a set of ${Math.max(...plan.workers)} long-lived child processes (node --import tsx), ` +
+          (plan.concurrency === 1 ? "one job in flight each" : `${plan.concurrency} jobs in flight each (batched kinds: one worker)`),
+        handler: plan.handlerMs === 0
+          ? "no-op (fair-relay: a Transport whose deliver answers Accepted without I/O)"
+          : `waits ${plan.handlerMs} ms (a timer), then answers (fair-relay: a Transport whose deliver answers Accepted after Effect.sleep; ` +
+            "a batch's deliveries run concurrently, as Relay.run delivers a batch; pg-boss, graphile-worker and the floor: one job per fetch)",
         idleMs: plan.idleMs,
         maxConnectionsPerProcess: plan.maxConnectionsPerProcess,
         timing: "first handler call in any worker → the parent's count query (every 50 ms) sees every job completed",
@@ -489,14 +519,14 @@ export const runPgBench = async (args: ReadonlyArray<string>): Promise<number> =
       },
       "fair-relay": {
         store: "PgRelayQueue (per-store advisory transaction lock on every write), policy { leaseTicks: 60 s }",
-        run: `Relay.run({ workers: 1, batchSize: 1 | ${plan.batchSize}, pollInterval: ${plan.idleMs["fair-relay"]} ms, deliveryTimeout: 10 s, metricsInterval: null })`,
+        run: `Relay.run({ workers: ${plan.concurrency} (batched: 1), batchSize: 1 | ${plan.batchSize}, pollInterval: ${plan.idleMs["fair-relay"]} ms, deliveryTimeout: 10 s, metricsInterval: null })`,
         ordering: "per-flow order (one inflight head per flow), fair turns across flows by (served, flow_id)"
       },
       "pg-boss": {
         version: packages["pg-boss"],
         queue: `createQueue("bench", { policy: "key_strict_fifo" }), every job inserted with singletonKey = flow id`,
-        worker: `loop: fetch("bench", { batchSize: 1 }) → no-op → complete("bench", jobs) (fenced to the fetched attempt); empty fetch → sleep ${plan.idleMs["pg-boss"]} ms`,
-        options: `{ max: ${plan.maxConnectionsPerProcess}, migrate: false, supervise: false, schedule: false, registerInstance: false }`,
+        worker: `${plan.concurrency} loop(s): fetch("bench", { batchSize: 1 }) → handler → complete("bench", jobs) (fenced to the fetched attempt); empty fetch → sleep ${plan.idleMs["pg-boss"]} ms`,
+        options: `{ max: ${pools}, migrate: false, supervise: false, schedule: false, registerInstance: false }`,
         ordering: "FIFO per singletonKey: a fetch takes only each key's head (oldest (created_on, id) of its created/retry jobs), and none of a key " +
           "whose job is active, in retry or failed (unique index job_i8); among the heads, oldest (priority, created_on) first. A failed job " +
           "is retried after retryDelay and after retryLimit is left failed, holding its key's later jobs back until it is dealt with; no cross-key fairness"
@@ -504,7 +534,7 @@ export const runPgBench = async (args: ReadonlyArray<string>): Promise<number> =
       "graphile-worker": {
         version: packages["graphile-worker"],
         jobs: "addJobs with queueName = flow id (a named queue runs its jobs one at a time), runAt = enqueue order",
-        worker: `run({ concurrency: 1, pollInterval: ${plan.idleMs["graphile-worker"]}, pgPool (max ${plan.maxConnectionsPerProcess}), noHandleSignals: true, taskList: { noop } }); no localQueue, no completeJobBatchDelay`,
+        worker: `run({ concurrency: ${plan.concurrency}, pollInterval: ${plan.idleMs["graphile-worker"]}, pgPool (max ${pools}), noHandleSignals: true, taskList: { noop } }); no localQueue, no completeJobBatchDelay`,
         ordering: "one job at a time per queue, oldest run_at first; a failed job is rescheduled with backoff and the queue's later jobs run before it; no cross-queue fairness (global run_at order)"
       }
     }
@@ -527,10 +557,12 @@ export const runPgBench = async (args: ReadonlyArray<string>): Promise<number> =
     }
     const resultsDir = path.join(benchDir, "results")
     fs.mkdirSync(resultsDir, { recursive: true })
-    const out = option("--out") ?? path.join(resultsDir, `pg-${timestamp.replace(/[:.]/g, "-")}.json`)
+    const named = `pg${plan.concurrency === 1 ? "" : `-c${plan.concurrency}`}${plan.handlerMs === 0 ? "" : `-handler-${plan.handlerMs}ms`}`
+    const out = option("--out") ?? path.join(resultsDir, `${named}-${timestamp.replace(/[:.]/g, "-")}.json`)
     fs.writeFileSync(out, JSON.stringify(results, null, 2) + "\n")
 
-    log(`events/s (${total} jobs, ${plan.workload.flows} flows; W = worker processes):`)
+    const handled = `${plan.handlerMs === 0 ? "no-op handler" : `handler ${plan.handlerMs} ms`}, ${plan.concurrency} in flight per process`
+    log(`events/s (${total} jobs, ${plan.workload.flows} flows, ${handled}; W = worker processes):`)
     log(`  ${"".padEnd(44)}${plan.workers.map((w) => `W=${w}`.padStart(9)).join("")}`)
     for (const row of table) {
       log(`  ${row.what.padEnd(44)}${plan.workers.map((w) => (row.eventsPerSecond[w] ?? NaN).toFixed(0).padStart(9)).join("")}`)
@@ -540,7 +572,7 @@ export const runPgBench = async (args: ReadonlyArray<string>): Promise<number> =
     if (!complete) {
       log("targets: not evaluated (they need every configuration at more than one worker count)")
     } else {
-      log(`target (${targets.everyW.what}):`)
+      log(`target (${targets.everyW.what}; ${handled}):`)
       for (const row of targets.everyW.rows) {
         const ratios = plan.workers.map((w) => `${row.ratios[w]}×`).join(" / ")
         log(`  ${describeKind(row.ours, isBatched(row.ours) ? plan.batchSize : 1).padEnd(40)} vs ${row.theirs.padEnd(16)} ${ratios} at W = ${plan.workers.join(" / ")}: ${row.met ? "MET" : "NOT MET"}`)

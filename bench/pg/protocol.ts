@@ -42,6 +42,17 @@ export interface RunSpec {
   readonly idleMs: number
   /** Largest connection pool per process. */
   readonly maxConnections: number
+  /**
+   * How long each job's handler takes (all libraries alike: a timer, no CPU), as a delivery over
+   * the network would; 0: a no-op that answers at once.
+   */
+  readonly handlerMs: number
+  /**
+   * Jobs in flight per process: fair-relay `Relay.run({ workers })` (single-step kinds; their
+   * exchanges share transactions: group commit), graphile-worker `concurrency`, pg-boss that many
+   * fetch loops, the floor that many loops on clients of their own. Batched kinds: one worker.
+   */
+  readonly concurrency: number
 }
 
 /** pg-boss's queue name in every run. */

@@ -4,10 +4,13 @@
  *   npm run chaos                                   # the long run: 4 workers, 20 × 1000 events, 1000 kills
  *   npm run chaos -- --workers 3 --flows 6 --events 40 --kills 30   # the short run of the test suite
  *   npm run chaos -- --pg --claims exact --workers 4 --flows 20 --events 1000 --kills 200 --terminations 40 --restarts 2
+ *   npm run chaos -- --daemon 4 …                 # each worker process runs Relay.run({ workers: 4 }) (group commit)
  *
  * Flags: --workers K --flows F --events E --kills N --seed S --retry-rate R --gap-rate G
- * --pause-rate P --lease-ms L --clock strict|clamp --dir DIR --keep --quiet --json (adds a JSON
- * result line).
+ * --pause-rate P --lease-ms L --clock strict|clamp --daemon N --dir DIR --keep --quiet --json (adds a
+ * JSON result line). --daemon N: every worker process runs the daemon, `Relay.run({ workers: N,
+ * batchSize: 1 })`, whose N worker fibers share their transactions (group commit), instead of
+ * `Relay.step` in a loop.
  *
  * --pg puts the queue on PostgreSQL (`PgRelayQueue`, the server's clock; the receiver stays on
  * SQLite): a throwaway database on the server of FAIR_RELAY_PG_URL (default
@@ -26,7 +29,7 @@ import { defaultPgUrl } from "./postgres.js"
 import { runChaos } from "./run.js"
 
 const usage = "usage: chaos [--workers K] [--flows F] [--events E] [--kills N] [--seed S] [--retry-rate R] [--gap-rate G] " +
-  "[--pause-rate P] [--lease-ms L] [--clock strict|clamp] [--dir DIR] [--keep] [--quiet] [--json] " +
+  "[--pause-rate P] [--lease-ms L] [--clock strict|clamp] [--daemon N] [--dir DIR] [--keep] [--quiet] [--json] " +
   "[--pg [--claims exact|parallel] [--terminations N] [--restarts N]]"
 
 const parse = (argv: ReadonlyArray<string>) => {
@@ -57,7 +60,7 @@ const parse = (argv: ReadonlyArray<string>) => {
       throw new Error(`unknown argument ${arg}\n${usage}`)
     }
   }
-  const known = ["workers", "flows", "events", "kills", "seed", "retry-rate", "gap-rate", "pause-rate", "lease-ms", "terminations", "restarts"]
+  const known = ["workers", "flows", "events", "kills", "seed", "retry-rate", "gap-rate", "pause-rate", "lease-ms", "terminations", "restarts", "daemon"]
   for (const key of Object.keys(numbers)) if (!known.includes(key)) throw new Error(`unknown flag --${key}\n${usage}`)
   if (!flags.has("pg") && (claims !== undefined || numbers.terminations !== undefined || numbers.restarts !== undefined)) {
     throw new Error(`--claims, --terminations and --restarts need --pg\n${usage}`)
@@ -87,6 +90,7 @@ const main = async () => {
     gapRate: numbers["gap-rate"],
     pauseRate: numbers["pause-rate"],
     leaseMs: numbers["lease-ms"],
+    daemon: numbers.daemon,
     clock,
     dir,
     keep: flags.has("keep"),
@@ -94,10 +98,11 @@ const main = async () => {
     log: flags.has("quiet") ? undefined : (line: string) => process.stderr.write(`chaos: ${line}\n`)
   }
   if (options.workers < 1 || options.flows < 1 || options.events < 1 || options.kills < 0) throw new Error(usage)
+  if (options.daemon !== undefined && !(Number.isInteger(options.daemon) && options.daemon >= 1)) throw new Error(`--daemon needs a whole number ≥ 1\n${usage}`)
   if (pg && (pg.terminations < 0 || pg.restarts < 0)) throw new Error(usage)
   const server = pg ? `, PostgreSQL (${pg.claims} claims), ${pg.terminations} terminations, ${pg.restarts} server restarts` : ""
   process.stderr.write(
-    `chaos: ${options.workers} workers, ${options.flows} flows × ${options.events} events, ${options.kills} kills${server}, ` +
+    `chaos: ${options.workers} workers${options.daemon === undefined ? "" : ` (daemons of ${options.daemon})`}, ${options.flows} flows × ${options.events} events, ${options.kills} kills${server}, ` +
       `clock ${options.clock ?? "strict"}, seed ${seed}\n`
   )
   const result = await runChaos(options)

@@ -58,6 +58,12 @@ export interface ChaosOptions {
   readonly clock?: "strict" | "clamp" | undefined
   /** Lease of a claim, in ms (default 2000). */
   readonly leaseMs?: number | undefined
+  /**
+   * The workers run the daemon, `Relay.run({ workers: daemon, batchSize: 1 })` — that many worker
+   * fibers per process sharing their transactions (group commit) — instead of `Relay.step` in a
+   * loop (undefined: the loop).
+   */
+  readonly daemon?: number | undefined
   /** Gives up when no event gets acked for this long (default 120 s). */
   readonly stallMs?: number | undefined
   /** Directory for the store files (default: a fresh temporary directory). */
@@ -163,7 +169,8 @@ export const runChaos = async (options: ChaosOptions): Promise<ChaosResult> => {
     backoffBaseMs: 5,
     backoffCapMs: 50,
     busyTimeoutMs,
-    clock: options.clock ?? "strict"
+    clock: options.clock ?? "strict",
+    daemon: options.daemon
   }
   const killAtPause = options.killAtPauseRate ?? 0.4
   const stallMs = options.stallMs ?? 120_000
@@ -488,7 +495,8 @@ export const runChaos = async (options: ChaosOptions): Promise<ChaosResult> => {
     `restarts=${server.restarts} ` +
     `retry_replies=${(replies["synthetic Retry"] ?? 0)} gap_replies=${(replies["synthetic Gap"] ?? 0)} ` +
     `worker_errors=${Object.values(workerErrors).reduce((a, b) => a + b, 0)} ` +
-    `${options.pg ? `store=postgres claims=${options.pg.claims} ` : ""}seconds=${seconds.toFixed(1)}`
+    `${options.pg ? `store=postgres claims=${options.pg.claims} ` : ""}` +
+    `${options.daemon === undefined ? "" : `daemon_workers=${options.daemon} `}seconds=${seconds.toFixed(1)}`
   const keep = !ok || options.keep === true
   await probe.close(keep)
   if (!keep && options.dir === undefined) fs.rmSync(dir, { recursive: true, force: true })

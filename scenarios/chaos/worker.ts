@@ -1,7 +1,9 @@
 /**
  * A chaos worker process: `node --import tsx scenarios/chaos/worker.ts '<config json>'`.
  *
- * Runs the real worker (`Relay.step`: claim → deliver → settle) in a loop against the run's queue
+ * Runs the real worker (`Relay.step`: claim → deliver → settle) in a loop — or, with `daemon`, the
+ * worker daemon `Relay.run({ workers: daemon, batchSize: 1 })`, whose worker fibers share their
+ * queue transactions (group commit) — against the run's queue
  * (a SQLite file, or PostgreSQL with the server's clock: stores.ts) and one inbox file, with real
  * time (milliseconds). Its transport answers `Retry` or `Gap` for a fraction of deliveries before
  * the receiver's store is touched; otherwise it calls the real inbox (which answers `Gap` by
@@ -13,13 +15,15 @@
  * SIGKILLs it right there, which is how kills land mid-transaction for certain.
  *
  * stdout (JSON lines): `ready`, `at`, `step` (one per delivered step: reply and outcome tags,
- * whether the reply was synthetic), `error` (a step that failed; the loop goes on — on PostgreSQL
- * a terminated connection or a restarting server fails the step with a `SqlError`, the pool opens a
- * new connection for the next one, so the worker keeps running).
+ * whether the reply was synthetic; the daemon reports each reply as its transport gives it, without
+ * the outcome, which its workers do not hand out), `error` (a step that failed; the loop goes on —
+ * on PostgreSQL a terminated connection or a restarting server fails the step with a `SqlError`,
+ * the pool opens a new connection for the next one, so the worker keeps running; the daemon's
+ * failures are the warnings it logs with a cause: a failed exchange, a delivery without a reply).
  * stdin: `{cmd: "continue"}` after an `at`; `{cmd: "stop"}` or end of input: finish the current
  * step and exit 0.
  */
-import { Context, Effect, Layer } from "effect"
+import { Cause, Context, Effect, Fiber, Layer, Logger, LogLevel, Option } from "effect"
 import type { DeliveryReply } from "../../src/index.js"
 import { DeliveryFailed, Faults, Inbox, Relay, RelayQueue, SqliteInbox, Transport } from "../../src/index.js"
 import { describeError, emit, runMain } from "../processes/io.js"
@@ -45,6 +49,8 @@ export interface WorkerConfig {
   readonly busyTimeoutMs: number
   /** What a write does with a clock below the persisted tick (see RelayPolicy.clock). */
   readonly clock: "strict" | "clamp"
+  /** Run the daemon with this many worker fibers instead of `Relay.step` in a loop. */
+  readonly daemon?: number | undefined
 }
 
 /** The reason a synthetic `Retry` carries. */
@@ -52,7 +58,13 @@ export const SyntheticRetry = "chaos: receiver unavailable"
 
 const stdinControl = () => {
   let stopped = false
-  let pending: (() => void) | undefined
+  // Fibers stopped at a fault point, in the order they asked (the daemon's fibers may ask together).
+  const pending: Array<() => void> = []
+  const onStop: Array<() => void> = []
+  const stop = () => {
+    stopped = true
+    for (const resume of onStop.splice(0)) resume()
+  }
   let buffer = ""
   process.stdin.setEncoding("utf8")
   process.stdin.on("data", (chunk: string) => {
@@ -64,19 +76,15 @@ const stdinControl = () => {
       newline = buffer.indexOf("\n")
       const command = JSON.parse(line) as { cmd?: string }
       if (command.cmd === "continue") {
-        const resume = pending
-        pending = undefined
-        resume?.()
+        pending.shift()?.()
       } else if (command.cmd === "stop") {
-        stopped = true
+        stop()
       }
     }
   })
   process.stdin.on("end", () => {
-    stopped = true
-    const resume = pending
-    pending = undefined
-    resume?.()
+    stop()
+    for (const resume of pending.splice(0)) resume()
   })
   return {
     isStopped: () => stopped,
@@ -84,10 +92,23 @@ const stdinControl = () => {
     waitForContinue: () =>
       Effect.async<void>((resume) => {
         if (stopped) return resume(Effect.void)
-        pending = () => resume(Effect.void)
-      })
+        pending.push(() => resume(Effect.void))
+      }),
+    /** Waits for "stop" (or the end of stdin). */
+    waitForStop: Effect.async<void>((resume) => {
+      if (stopped) return resume(Effect.void)
+      onStop.push(() => resume(Effect.void))
+    })
   }
 }
+
+/** The daemon's failures, as the step loop reports its own: a warning with a cause, by the failure's tag. */
+const reportFailures = Logger.make(({ cause, logLevel, message }) => {
+  if (!LogLevel.greaterThanEqual(logLevel, LogLevel.Warning) || Cause.isEmpty(cause) || Cause.isInterruptedOnly(cause)) return
+  const failure = Cause.failureOption(cause)
+  const tag = Option.isSome(failure) ? (failure.value as { _tag?: string })._tag ?? "unknown" : "defect"
+  emit({ type: "error", tag, message: `${String(message)}: ${Cause.pretty(cause).slice(0, 500)}` })
+})
 
 const main = async () => {
   const raw = process.argv[2]
@@ -104,6 +125,12 @@ const main = async () => {
   }
 
   let synthetic = false
+  // The daemon reports each reply here (its deliveries run side by side).
+  // (A delivery carries no generation: the report has none.)
+  const report = (delivery: { readonly eventId: string }, reply: DeliveryReply, synthetic: boolean) =>
+    config.daemon === undefined
+      ? Effect.void
+      : Effect.sync(() => emit({ type: "step", eventId: delivery.eventId, reply: reply._tag, synthetic }))
   const transport = Layer.effect(
     Transport,
     Effect.map(Inbox, (inbox) => ({
@@ -111,15 +138,19 @@ const main = async () => {
         const draw = random()
         if (draw < config.retryRate) {
           synthetic = true
-          return Effect.succeed<DeliveryReply>({ _tag: "Retry", reason: SyntheticRetry })
+          const reply: DeliveryReply = { _tag: "Retry", reason: SyntheticRetry }
+          return Effect.as(report(delivery, reply, true), reply)
         }
         if (draw < config.retryRate + config.gapRate) {
           synthetic = true
-          return Effect.succeed<DeliveryReply>({ _tag: "Gap", expected: Math.max(1, delivery.seq - 1) })
+          const reply: DeliveryReply = { _tag: "Gap", expected: Math.max(1, delivery.seq - 1) }
+          return Effect.as(report(delivery, reply, true), reply)
         }
         synthetic = false
-        return Effect.mapError(inbox.receive(delivery), (cause) =>
-          new DeliveryFailed({ eventId: delivery.eventId, message: `inbox failed: ${cause.message}`, cause }))
+        return inbox.receive(delivery).pipe(
+          Effect.mapError((cause) => new DeliveryFailed({ eventId: delivery.eventId, message: `inbox failed: ${cause.message}`, cause })),
+          Effect.tap((reply) => report(delivery, reply, false))
+        )
       }
     }))
   )
@@ -144,7 +175,26 @@ const main = async () => {
     )
   )
 
-  const program = Effect.gen(function*() {
+  const daemon = (workers: number) =>
+    Effect.gen(function*() {
+      const relay = yield* Relay
+      const running = yield* Effect.fork(
+        relay.run({
+          workers,
+          batchSize: 1,
+          pollInterval: "10 millis",
+          deliveryTimeout: Math.floor(config.leaseMs / 2),
+          shutdownGrace: "5 seconds",
+          metricsInterval: null,
+          pruneInterval: null
+        }).pipe(Effect.provideService(Faults.Faults, faults), Effect.provide(Logger.replace(Logger.defaultLogger, reportFailures)))
+      )
+      emit({ type: "ready", pid: process.pid })
+      yield* control.waitForStop
+      yield* Fiber.interrupt(running)
+    })
+
+  const program = config.daemon !== undefined ? daemon(config.daemon) : Effect.gen(function*() {
     const relay = yield* Relay
     emit({ type: "ready", pid: process.pid })
     while (!control.isStopped()) {

@@ -108,8 +108,8 @@ const accepted: DeliveryReply = { _tag: "Accepted" }
 
 /**
  * fair-relay: a `PgRelayQueue` (its own pool) and `Relay.run` with `concurrency` workers (one for
- * the batched kinds) and a transport whose `deliver` answers `Accepted` without I/O. The queue is wrapped only to count
- * empty claims and failed transactions.
+ * the batched kinds) and a transport whose `deliver` answers `Accepted` (after `handlerMs`, without
+ * I/O). The queue is wrapped only to count empty claims and failed transactions.
  */
 const fairRelay = async (spec: RunSpec, counters: Counters): Promise<Driver> => {
   const url = new URL(spec.url)
@@ -175,9 +175,10 @@ const fairRelay = async (spec: RunSpec, counters: Counters): Promise<Driver> => 
 
 /**
  * pg-boss: one queue with the `key_strict_fifo` policy, every job with `singletonKey` = its flow;
- * `concurrency` loops of `fetch(batchSize)` → handler → `complete` of the fetched jobs (as `{ id, retryCount }`, the
- * attempt-fenced settle its own `work()` uses). (Its `work()` loop waits out its polling interval,
- * at least 500 ms, after every fetch that does not fill a batch; see bench/README.md.)
+ * `concurrency` loops of `fetch(batchSize)` → handler → `complete` of the fetched jobs (as
+ * `{ id, retryCount }`, the attempt-fenced settle its own `work()` uses). (Its `work()` loop waits
+ * out its polling interval, at least 500 ms, after every fetch that does not fill a batch; see
+ * bench/README.md.)
  */
 const pgBoss = async (spec: RunSpec, counters: Counters): Promise<Driver> => {
   const boss = new PgBoss({
@@ -207,8 +208,8 @@ const pgBoss = async (spec: RunSpec, counters: Counters): Promise<Driver> => {
 }
 
 /**
- * graphile-worker: `run()` with `concurrency` jobs at a time per process, jobs in the named queue of their
- * flow (run serially), no local queue and no batched completion: one job per fetch and one
+ * graphile-worker: `run()` with `concurrency` jobs at a time per process, jobs in the named queue
+ * of their flow (run serially), no local queue and no batched completion: one job per fetch and one
  * completion per job, like pg-boss's `fetch` with `batchSize: 1`.
  */
 const graphileWorker = async (spec: RunSpec, counters: Counters): Promise<Driver> => {

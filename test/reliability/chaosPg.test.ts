@@ -11,17 +11,14 @@
  * claimed concurrently under row locks; exact claims are serialized by the store's advisory
  * lock, and the crash points, the claim race, the concurrency test and the model-based test
  * cover them on PostgreSQL); `npm run test:chaos` runs both. FAIR_RELAY_CHAOS_PG_CLAIMS sets the
- * modes: "parallel", "exact", or "exact,parallel".
+ * modes: "parallel", "exact", or "exact,parallel". A third run has parallel claims and the worker
+ * daemon (`--daemon 4`: its fibers' settles and claims share transactions — group commit).
  */
 import { expect, it } from "vitest"
-import * as fs from "node:fs"
-import { fileURLToPath } from "node:url"
-import type { ChaosResult } from "../../scenarios/chaos/run.js"
-import { spawnChild } from "../../scenarios/processes/spawn.js"
 import { describePg } from "../postgres/support.js"
+import { expectClean, runChaos } from "../support/chaos.js"
+import type { ChaosRun } from "../support/chaos.js"
 import { makeTestDir } from "../support/tmp.js"
-
-const main = fileURLToPath(new URL("../../scenarios/chaos/main.ts", import.meta.url))
 
 const Workers = 3
 const Flows = 6
@@ -41,60 +38,44 @@ const claimModes = (): ReadonlyArray<"exact" | "parallel"> => {
   return [...new Set(modes as Array<"exact" | "parallel">)]
 }
 
+const runPg = (dir: string, claims: "exact" | "parallel", more: ReadonlyArray<string> = []) =>
+  runChaos(dir, [
+    "--pg",
+    "--claims", claims,
+    "--workers", String(Workers),
+    "--flows", String(Flows),
+    "--events", String(Events),
+    "--kills", String(Kills),
+    "--terminations", String(Terminations),
+    "--restarts", "0",
+    ...more
+  ])
+
+/** What a run on PostgreSQL must show besides a clean result: terminations made, no restart, only `SqlError`s. */
+const expectCleanOnPg = (dir: string, run: ChaosRun) => {
+  expect(run.result).toMatchObject({ serverRestarts: 0 })
+  expect(run.result.terminations).toBeGreaterThan(0)
+  // A terminated connection fails the step it was in (a SqlError) and nothing else: every
+  // process reckons with the server's clock, so no ClockRegressed either.
+  expect(Object.keys(run.result.workerErrors).filter((tag) => tag !== "SqlError")).toEqual([])
+  expect(run.summary).toMatch(/ terminations=[1-9]\d* .*restarts=0 /)
+  expectClean(dir, run, Flows * Events)
+}
+
 describePg("chaos on PostgreSQL (short run)", () => {
   for (const claims of claimModes()) {
     const title = `${claims} claims: ${Workers} workers, ${Flows} flows × ${Events} events, ${Kills} SIGKILLs, ` +
       `${Terminations} backend terminations: nothing lost, nothing twice, order kept`
     it(title, async () => {
       const dir = makeTestDir("chaos-pg")
-      const child = spawnChild(main, [
-        "--dir", dir,
-        "--pg",
-        "--claims", claims,
-        "--workers", String(Workers),
-        "--flows", String(Flows),
-        "--events", String(Events),
-        "--kills", String(Kills),
-        "--terminations", String(Terminations),
-        "--restarts", "0",
-        "--json",
-        "--quiet"
-      ])
-      try {
-        const message = await child.expect("result", 280_000)
-        const exit = await child.exit
-        const result = message.result as ChaosResult
-        const summary = child.noise().find((line) => line.startsWith("kills="))
-        console.log(summary)
-
-        expect(result.details, child.stderr()).toEqual([])
-        expect(result).toMatchObject({
-          events: Flows * Events,
-          acked: Flows * Events,
-          lost: 0,
-          duplicates: 0,
-          orderViolations: 0,
-          inconsistencies: 0,
-          unexpectedExits: 0,
-          stalled: false,
-          serverRestarts: 0,
-          ok: true
-        })
-        expect(result.kills).toBeGreaterThan(0)
-        expect(result.terminations).toBeGreaterThan(0)
-        // A terminated connection fails the step it was in (a SqlError) and nothing else: every
-        // process reckons with the server's clock, so no ClockRegressed either.
-        expect(Object.keys(result.workerErrors).filter((tag) => tag !== "SqlError")).toEqual([])
-        expect(summary).toMatch(
-          /^kills=[1-9]\d* events=240 acked=240 lost=0 duplicates=0 order_violations=0 inconsistencies=0 .* terminations=[1-9]\d* .*restarts=0 /
-        )
-        expect(exit.code).toBe(0)
-        // The receiver's store is kept (the run prints where) only when something failed.
-        fs.rmSync(dir, { recursive: true, force: true })
-      } finally {
-        child.kill()
-        await child.exit
-      }
+      expectCleanOnPg(dir, await runPg(dir, claims))
     }, 300_000)
   }
+
+  it(`parallel claims, the worker daemon (4 fibers per process sharing their transactions): the same`, async () => {
+    const dir = makeTestDir("chaos-pg-daemon")
+    const run = await runPg(dir, "parallel", ["--daemon", "4"])
+    expect(run.summary).toMatch(/ daemon_workers=4 /)
+    expectCleanOnPg(dir, run)
+  }, 300_000)
 })

@@ -107,13 +107,17 @@ const checkConnection = (options: PgStoreOptions, operation: string): Effect.Eff
   })
 }
 
-/** A pooled client; a connection that fails (server down, database missing) is a `SqlError` with the server's reason as its cause. */
-const connect = (connection: Connection): Effect.Effect<PgClient.PgClient, SqlError, Scope.Scope> =>
-  PgClient.make({ ...connection, applicationName: "fair-relay" }).pipe(
-    Effect.provide(Reactivity.layer),
-    Effect.catchAllDefect((defect) =>
-      Effect.fail(new SqlError({ cause: Cause.squash(Cause.die(defect)), message: "cannot open PostgreSQL store" })))
-  )
+/**
+ * A pooled client, once its options are checked (`checkConnection`); a connection that fails
+ * (server down, database missing) is a `SqlError` with the server's reason as its cause.
+ */
+const connect = (options: PgStoreOptions): Effect.Effect<PgClient.PgClient, InvalidInput | SqlError, Scope.Scope> =>
+  Effect.flatMap(checkConnection(options, "open"), (connection) =>
+    PgClient.make({ ...connection, applicationName: "fair-relay" }).pipe(
+      Effect.provide(Reactivity.layer),
+      Effect.catchAllDefect((defect) =>
+        Effect.fail(new SqlError({ cause: Cause.squash(Cause.die(defect)), message: "cannot open PostgreSQL store" })))
+    ))
 
 /** A read transaction: one consistent snapshot, refused writes. */
 const readTransaction = (sql: SqlClient.SqlClient, statements: Statements) => {
@@ -136,7 +140,7 @@ export const open = (
 ): Effect.Effect<PgStore, OpenError, Scope.Scope> =>
   Effect.gen(function*() {
     const checked = yield* checkOptions(options, "open")
-    const sql = yield* Effect.flatMap(checkConnection(options, "open"), connect)
+    const sql = yield* connect(options)
     return yield* openOn(sql, checked, migrations, migrationsTable, lockName)
   })
 
@@ -309,7 +313,7 @@ export const openReadonly = (
   Effect.gen(function*() {
     const checked = yield* checkOptions(options, "open")
     const { statements } = checked
-    const sql = yield* Effect.flatMap(checkConnection(options, "open"), connect)
+    const sql = yield* connect(options)
     const label = `the PostgreSQL ${lockName} store`
     const latest = StoreCheck.latestMigration(migrations)
     const contents = yield* readTransaction(sql, statements)(StoreCheck.inspect(sql, migrationsTable)).pipe(

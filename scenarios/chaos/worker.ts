@@ -124,32 +124,28 @@ const main = async () => {
         : Effect.void
   }
 
+  // Whether the last reply was made up here (the step loop reports it with the step). The daemon's
+  // deliveries run side by side: it reports each reply as it is given (with no generation: a
+  // delivery carries none).
   let synthetic = false
-  // The daemon reports each reply here (its deliveries run side by side).
-  // (A delivery carries no generation: the report has none.)
-  const report = (delivery: { readonly eventId: string }, reply: DeliveryReply, synthetic: boolean) =>
-    config.daemon === undefined
-      ? Effect.void
-      : Effect.sync(() => emit({ type: "step", eventId: delivery.eventId, reply: reply._tag, synthetic }))
+  const replied = (delivery: { readonly eventId: string }, reply: DeliveryReply, madeUp: boolean) =>
+    Effect.sync(() => {
+      synthetic = madeUp
+      if (config.daemon !== undefined) emit({ type: "step", eventId: delivery.eventId, reply: reply._tag, synthetic: madeUp })
+      return reply
+    })
   const transport = Layer.effect(
     Transport,
     Effect.map(Inbox, (inbox) => ({
       deliver: (delivery) => {
         const draw = random()
-        if (draw < config.retryRate) {
-          synthetic = true
-          const reply: DeliveryReply = { _tag: "Retry", reason: SyntheticRetry }
-          return Effect.as(report(delivery, reply, true), reply)
-        }
+        if (draw < config.retryRate) return replied(delivery, { _tag: "Retry", reason: SyntheticRetry }, true)
         if (draw < config.retryRate + config.gapRate) {
-          synthetic = true
-          const reply: DeliveryReply = { _tag: "Gap", expected: Math.max(1, delivery.seq - 1) }
-          return Effect.as(report(delivery, reply, true), reply)
+          return replied(delivery, { _tag: "Gap", expected: Math.max(1, delivery.seq - 1) }, true)
         }
-        synthetic = false
         return inbox.receive(delivery).pipe(
           Effect.mapError((cause) => new DeliveryFailed({ eventId: delivery.eventId, message: `inbox failed: ${cause.message}`, cause })),
-          Effect.tap((reply) => report(delivery, reply, false))
+          Effect.flatMap((reply) => replied(delivery, reply, false))
         )
       }
     }))

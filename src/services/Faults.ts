@@ -1,6 +1,6 @@
 /**
  * Fault injection: named points on the production code path where a test can make the process
- * die. The default does nothing, so production pays one context lookup per point.
+ * die. By default none is installed, and production pays one context lookup per operation.
  */
 import { Context, Effect } from "effect"
 
@@ -23,13 +23,24 @@ export const faultPoints: ReadonlyArray<FaultPoint> = [
   "settle:after-commit"
 ]
 
+/** No fault injection: the service's default. */
+const none = { hit: (_point: FaultPoint): Effect.Effect<void> => Effect.void }
+
 /** The fault-injection service; its default reference does nothing. */
-export class Faults extends Context.Reference<Faults>()("fair-relay/Faults", {
-  defaultValue: () => ({ hit: (_point: FaultPoint): Effect.Effect<void> => Effect.void })
-}) {}
+export class Faults extends Context.Reference<Faults>()("fair-relay/Faults", { defaultValue: () => none }) {}
 
 /** Passes a fault point. */
 export const hit = (point: FaultPoint): Effect.Effect<void> => Effect.flatMap(Faults, (faults) => faults.hit(point))
+
+/**
+ * `withFaults(faults)` when a test installed a fault service, else `without`: an operation with
+ * fault points around its commit skips them, and whatever they cost (their isolation from the
+ * transaction, passing each one), where nothing listens.
+ */
+export const whenInstalled = <A, E, R>(
+  without: Effect.Effect<A, E, R>,
+  withFaults: (faults: Context.Tag.Service<Faults>) => Effect.Effect<A, E, R>
+): Effect.Effect<A, E, R> => Effect.flatMap(Faults, (faults) => (faults === none ? without : withFaults(faults)))
 
 /**
  * A fault service that ends the process abruptly at `point`: no finalizers, no rollback, no

@@ -59,6 +59,12 @@ export const groupCommitSize = Metric.histogram(
   MetricBoundaries.exponential({ start: 1, factor: 2, count: 12 }),
   "calls gathered into one transaction by the worker daemon's group commit"
 )
+/** `groupCommitSize` tagged with each operation, made once (as `settlesByOutcome`). */
+export const groupCommitSizeOf = {
+  settle: Metric.tagged(groupCommitSize, "operation", "settle"),
+  claim: Metric.tagged(groupCommitSize, "operation", "claim"),
+  deliver: Metric.tagged(groupCommitSize, "operation", "deliver")
+} as const
 /** Events by state, tagged `state`. */
 export const depth = Metric.gauge("fair_relay_events", { description: "events by state" })
 /** Age in milliseconds of the oldest eligible head (0 when none). */

@@ -166,15 +166,15 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
     readonly limit: number
   }
 
-  const sizeOf = (operation: string) => Metric.tagged(Metrics.groupCommitSize, "operation", operation)
+  const { groupCommitSizeOf } = Metrics
 
   /** One `settleAndClaim` carrying several single steps' settles and claims, counted as a group commit. */
   const sharedExchange = ({ limit, settles }: Exchange) =>
     Effect.zipRight(
-      Effect.all([
-        settles.length > 0 ? Metric.update(sizeOf("settle"), settles.length) : Effect.void,
-        limit > 0 ? Metric.update(sizeOf("claim"), limit) : Effect.void
-      ], { discard: true }),
+      Effect.zipRight(
+        settles.length > 0 ? Metric.update(groupCommitSizeOf.settle, settles.length) : Effect.void,
+        limit > 0 ? Metric.update(groupCommitSizeOf.claim, limit) : Effect.void
+      ),
       queue.settleAndClaim(settles, limit)
     )
 
@@ -304,7 +304,7 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
       return Effect.succeed({ fibers: workers, heads: batchSize, lane: { send: sendAll, exchange } })
     }
     if (transport.deliverBatch !== undefined) {
-      const send: Lane["send"] = (claims) => Effect.zipRight(Metric.update(sizeOf("deliver"), claims.length), sendAll(claims))
+      const send: Lane["send"] = (claims) => Effect.zipRight(Metric.update(groupCommitSizeOf.deliver, claims.length), sendAll(claims))
       return Effect.succeed({ fibers: 1, heads: workers, lane: { send, exchange: sharedExchange } })
     }
     // Group commit: each worker delivers on its own; the exchanges N workers make at once are one transaction.

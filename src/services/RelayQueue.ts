@@ -356,26 +356,27 @@ export const make = (
     // An enqueue joins the caller's transaction on a store that shares the application's database.
     const { join } = backend
     const run = joining && join !== undefined ? join : backend.write
-    const transaction = run(
-      (tx) =>
-        Effect.gen(function*() {
-          const decide = yield* staged(tx)
-          // The stored clock first, then the time: a write that committed a later tick before this
-          // read did so before this time is read (writers that run side by side, one server clock).
-          const stored = yield* tx.clock
-          const now = yield* timeOf(tx)
-          const checked = Protocol.advanceClock(stored, now, policy.clock)
-          if (Either.isLeft(checked)) return yield* Effect.fail(checked.left)
-          if (checked.right.regressed) yield* Metric.increment(Metrics.clockClamped)
-          const [value, changes] = yield* decide(tx, checked.right.clock, now)
-          yield* store(tx, changes)
-          return value
-        }),
-      faults.length === 0 ? undefined : Effect.forEach(faults, ({ before }) => Faults.hit(before), { discard: true })
+    const body = (tx: QueueWrites) =>
+      Effect.gen(function*() {
+        const decide = yield* staged(tx)
+        // The stored clock first, then the time: a write that committed a later tick before this
+        // read did so before this time is read (writers that run side by side, one server clock).
+        const stored = yield* tx.clock
+        const now = yield* timeOf(tx)
+        const checked = Protocol.advanceClock(stored, now, policy.clock)
+        if (Either.isLeft(checked)) return yield* Effect.fail(checked.left)
+        if (checked.right.regressed) yield* Metric.increment(Metrics.clockClamped)
+        const [value, changes] = yield* decide(tx, checked.right.clock, now)
+        yield* store(tx, changes)
+        return value
+      })
+    if (faults.length === 0) return run(body)
+    const pass = (installed: Context.Tag.Service<Faults.Faults>, point: (faults: FaultPoints) => Faults.FaultPoint) =>
+      Effect.forEach(faults, (f) => installed.hit(point(f)), { discard: true })
+    return Faults.whenInstalled(
+      run(body),
+      (installed) => Effect.tap(run(body, pass(installed, (f) => f.before)), () => pass(installed, (f) => f.after))
     )
-    return faults.length === 0
-      ? transaction
-      : Effect.tap(transaction, () => Effect.forEach(faults, ({ after }) => Faults.hit(after), { discard: true }))
   }
 
   const enqueueAll = (commands: ReadonlyArray<Operations.EnqueueCommand>) =>
@@ -474,11 +475,14 @@ export const make = (
   }
 
   // An ack may expose the next head of its flow: sleeping workers look again.
-  const countSettles = (outcomes: ReadonlyArray<SettleOutcome>) =>
-    Effect.zipRight(
-      Effect.forEach(outcomes, (o) => Metric.increment(Metrics.settlesByOutcome[o._tag]), { discard: true }),
-      outcomes.some((o) => o._tag === "Acked") ? wake.signal : Effect.void
-    )
+  const countSettles = (outcomes: ReadonlyArray<SettleOutcome>) => {
+    // One update per kind of outcome (a single settle has one), not one per outcome.
+    const byTag = new Map<SettleOutcome["_tag"], number>()
+    for (const outcome of outcomes) byTag.set(outcome._tag, (byTag.get(outcome._tag) ?? 0) + 1)
+    let counted: Effect.Effect<void> = byTag.has("Acked") ? wake.signal : Effect.void
+    for (const [tag, n] of byTag) counted = Effect.zipRight(Metric.incrementBy(Metrics.settlesByOutcome[tag], n), counted)
+    return counted
+  }
 
   const settleAll = (items: ReadonlyArray<readonly [Token, DeliveryReply]>) =>
     writeStaged(stageSettle(items), [settleFaults]).pipe(Effect.tap(countSettles))

@@ -1,12 +1,14 @@
 /**
  * The SQLite store's own transactions (run on the better-sqlite3 handle): a COMMIT that fails is
  * a typed `SqlError`, its transaction is rolled back, and the store keeps working; a failed or
- * interrupted body is rolled back; writes take turns on the one connection.
+ * interrupted body is rolled back; writes take turns on the one connection, and a writer interrupted
+ * while it waits for it leaves the others their turns; the caller's context is back after every
+ * way out of a transaction.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Exit, Fiber } from "effect"
+import { Deferred, Effect, Exit, Fiber, Option } from "effect"
 import * as path from "node:path"
 import * as SqliteStore from "../../src/layers/internal/SqliteStore.js"
 import type { Store } from "../../src/layers/internal/Store.js"
@@ -76,5 +78,38 @@ describe("SQLite store transactions", () => {
         { concurrency: "unbounded", discard: true }
       )
       expect(yield* count(store, "parent")).toBe(20)
+    }))
+
+  it.scoped("a writer interrupted while it waits for the connection leaves the others their turns", () =>
+    Effect.gen(function*() {
+      const store = yield* openStore
+      const holding = yield* Deferred.make<void>()
+      const release = yield* Deferred.make<void>()
+      const holder = yield* Effect.fork(store.write(Effect.zipRight(Deferred.succeed(holding, undefined), Deferred.await(release))))
+      yield* Deferred.await(holding)
+      const waiting = yield* Effect.forEach([1, 2, 3], (id) => Effect.fork(store.write(store.sql`INSERT INTO parent (id) VALUES (${id})`)))
+      // A statement outside any transaction waits for the connection too.
+      const reading = yield* Effect.fork(store.sql<{ n: number }>`SELECT COUNT(*) AS n FROM parent`)
+      for (let i = 0; i < 10; i++) yield* Effect.yieldNow()
+      yield* Fiber.interrupt(waiting[1]!)
+      yield* Deferred.succeed(release, undefined)
+      yield* Fiber.join(holder)
+      yield* Fiber.join(waiting[0]!)
+      yield* Fiber.join(waiting[2]!)
+      yield* Fiber.join(reading)
+      expect(yield* count(store, "parent")).toBe(2)
+      expect(yield* store.read(store.sql<{ id: number }>`SELECT id FROM parent ORDER BY id`)).toEqual([{ id: 1 }, { id: 3 }])
+    }))
+
+  it.scoped("the body runs on the store's connection, and the caller's context is back after success, failure and defect", () =>
+    Effect.gen(function*() {
+      const store = yield* openStore
+      const outside = Effect.map(Effect.serviceOption(SqlClient.TransactionConnection), Option.isSome)
+      expect(yield* store.write(outside)).toBe(true)
+      expect(yield* outside).toBe(false)
+      yield* Effect.exit(store.write(Effect.fail("no")))
+      expect(yield* outside).toBe(false)
+      yield* Effect.exit(store.write(Effect.die("boom")))
+      expect(yield* outside).toBe(false)
     }))
 })

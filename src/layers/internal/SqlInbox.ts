@@ -186,9 +186,12 @@ const service = (store: Store, business: InboxBusiness, retention: InboxRetentio
   const receiveAll = (decoded: ReadonlyArray<Decoded>) =>
     Effect.gen(function*() {
       if (decoded.length === 0) return []
-      const replies = yield* store.write(Effect.zipLeft(receiveInTransaction(decoded), isolated(Faults.hit("receive:before-commit"))))
-      if (replies.some((reply) => reply._tag === "Accepted")) yield* Faults.hit("receive:after-commit")
-      return replies
+      return yield* Faults.whenInstalled(store.write(receiveInTransaction(decoded)), (faults) =>
+        Effect.gen(function*() {
+          const replies = yield* store.write(Effect.zipLeft(receiveInTransaction(decoded), isolated(faults.hit("receive:before-commit"))))
+          if (replies.some((reply) => reply._tag === "Accepted")) yield* faults.hit("receive:after-commit")
+          return replies
+        }))
     })
 
   const receive = (input: DeliveryInput) =>

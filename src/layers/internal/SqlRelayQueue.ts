@@ -212,8 +212,11 @@ const { aggregate: aggregates, clock: clocks, counts } = Rows.decode
 const valuesOf = (row: Readonly<Record<string, unknown>>, columns: ReadonlyArray<string>) => columns.map((column) => row[column] ?? null)
 
 /** One statement per part of `rows` that fits the bound-parameter limit (one part for any batch up to thousands). */
-const bulk = <A>(rows: ReadonlyArray<A>, columns: number, statement: (part: ReadonlyArray<A>) => Effect.Effect<unknown, SqlError>) =>
-  Effect.forEach(chunks(rows, columns), statement, { discard: true })
+const bulk = <A>(rows: ReadonlyArray<A>, columns: number, statement: (part: ReadonlyArray<A>) => Effect.Effect<unknown, SqlError>) => {
+  const parts = chunks(rows, columns)
+  // Nearly always one statement: `Effect.forEach` would cost more than it does.
+  return parts.length === 1 ? Effect.asVoid(statement(parts[0]!)) : Effect.forEach(parts, statement, { discard: true })
+}
 
 const candidateColumns = `f.flow_id, f.seq, f.served, f.head_seq, f.eligible_at, f.weight, f.burst, f.group_id,
   e.event_id AS h_event_id, e.body AS h_body, e.state AS h_state, e.next_at AS h_next_at,

@@ -3,7 +3,7 @@
  * business step use) that also keeps its better-sqlite3 handle, so the store's own statements can
  * run synchronously on it: a statement through `SqlClient` costs a span, a scope, a cache lookup
  * and a dozen fibers' worth of steps; on the handle it costs a `Map` lookup and the SQLite call.
- * The same semaphore guards both, so they never interleave.
+ * The same lock guards both, so they never interleave.
  */
 import * as Reactivity from "@effect/experimental/Reactivity"
 import * as SqlClient from "@effect/sql/SqlClient"
@@ -21,7 +21,47 @@ export interface SqliteConnection {
   /** The connection as `@effect/sql` sees it (what a transaction provides as its `TransactionConnection`). */
   readonly connection: Connection
   /** The one permit that guards the connection: whoever holds it may use `run` and `connection`. */
-  readonly lock: Effect.Semaphore
+  readonly lock: ConnectionLock
+}
+
+/**
+ * The connection's one permit. Where it is free — nearly always, on a connection one store owns —
+ * taking it is one step and giving it back is a plain call, where an `Effect.Semaphore` costs some
+ * sixteen runtime steps for the pair; a transaction takes it once per operation.
+ */
+export interface ConnectionLock {
+  /** Takes the permit, waiting while another fiber holds it. */
+  readonly take: Effect.Effect<void>
+  /** Gives the permit back; only its holder calls this, exactly once. */
+  readonly unsafeRelease: () => void
+}
+
+/**
+ * A fiber that finds the permit taken waits; a release wakes every waiter and each takes the permit
+ * only if it is still free when it runs (the others wait again), so a waiter interrupted after
+ * being woken cannot strand the rest — as `Effect.Semaphore` does it.
+ */
+export const makeLock = (): ConnectionLock => {
+  let held = false
+  const waiters = new Set<() => void>()
+  const wait = Effect.async<void>((resume) => {
+    const wake = () => {
+      waiters.delete(wake)
+      resume(Effect.void)
+    }
+    waiters.add(wake)
+    return Effect.sync(() => waiters.delete(wake))
+  })
+  const take: Effect.Effect<void> = Effect.suspend(() => {
+    if (held) return Effect.zipRight(wait, take)
+    held = true
+    return Effect.void
+  })
+  const unsafeRelease = () => {
+    held = false
+    for (const wake of [...waiters]) wake()
+  }
+  return { take, unsafeRelease }
 }
 
 /** Most prepared statements kept (least recently used are dropped). */
@@ -90,11 +130,14 @@ export const make = (filename: string, options: { readonly readonly?: boolean } 
       executeStream: () => Effect.dieMessage("executeStream is not implemented") as never
     }
 
-    const semaphore = yield* Effect.makeSemaphore(1)
-    const acquirer = semaphore.withPermits(1)(Effect.succeed(connection))
+    const lock = makeLock()
+    const release = Effect.sync(lock.unsafeRelease)
+    // A statement outside a transaction waits for the permit (a transaction may hold it across
+    // awaits) and runs once it is free: better-sqlite3 runs it synchronously.
+    const acquirer = Effect.uninterruptibleMask((restore) => Effect.as(Effect.zipRight(restore(lock.take), release), connection))
     const transactionAcquirer = Effect.uninterruptibleMask((restore) =>
       Effect.as(
-        Effect.zipRight(restore(semaphore.take(1)), Effect.tap(Effect.scope, (scope) => Scope.addFinalizer(scope, semaphore.release(1)))),
+        Effect.zipRight(restore(lock.take), Effect.tap(Effect.scope, (scope) => Scope.addFinalizer(scope, release))),
         connection
       )
     )
@@ -104,5 +147,5 @@ export const make = (filename: string, options: { readonly readonly?: boolean } 
       transactionAcquirer,
       spanAttributes: [["db.system.name", "sqlite"]]
     }).pipe(Effect.provide(Reactivity.layer))
-    return { sql, run, connection, lock: semaphore } satisfies SqliteConnection
+    return { sql, run, connection, lock } satisfies SqliteConnection
   })

@@ -12,11 +12,11 @@ import type * as Statement from "@effect/sql/Statement"
 import * as fs from "node:fs"
 import { IncompatibleStore, InvalidInput } from "../../domain/Errors.js"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
-import { Cause, Clock, Context, Duration, Effect, Exit, Schedule } from "effect"
+import { Cause, Clock, Context, Duration, Effect, Exit, FiberRef, Schedule } from "effect"
 import type { Scope } from "effect"
 import * as StoreCheck from "./StoreCheck.js"
 import * as SqliteConnection from "./SqliteConnection.js"
-import { alone, execOnConnection, insideTransaction, isolated, logStatement, misuse } from "./Store.js"
+import { alone, execOnConnection, insideTransaction, isolated, misuse, recordStatement } from "./Store.js"
 import type { Migrations, OpenError, Store } from "./Store.js"
 
 export { TransactionMisuse } from "./Store.js"
@@ -137,9 +137,13 @@ const transaction = (client: SqlClient.SqlClient, begin: string, busyTimeoutMill
 /**
  * `transaction` for a store that owns its connection, on the better-sqlite3 handle itself: the
  * connection's lock, BEGIN, the body (with the connection as its `TransactionConnection`, as
- * above), COMMIT — no scope, no span and no effect per statement around the body. A BEGIN that
- * finds another process's write lock falls back to the same non-blocking retries; a COMMIT that
- * fails is rolled back and fails typed, a failed body rolled back, exactly as above.
+ * above), COMMIT — no scope, no span and no effect per statement around the body, and the context
+ * swapped and the lock given back by hand rather than by `provideService` and `ensuring` (which
+ * cost some 35 runtime steps a transaction between them; the queue runs three transactions a
+ * step). Our `TransactionConnection` replaces any the caller's context holds, so the ambient
+ * transaction of another client is never borrowed. A BEGIN that finds another process's write
+ * lock falls back to the same non-blocking retries; a COMMIT that fails is rolled back and fails
+ * typed, a failed body rolled back, exactly as above.
  */
 const handleTransaction = (connection: SqliteConnection.SqliteConnection, begin: string, busyTimeoutMillis: number) => {
   const { lock, run } = connection
@@ -160,52 +164,56 @@ const handleTransaction = (connection: SqliteConnection.SqliteConnection, begin:
     return error === undefined ? Effect.void : isBusy(error) ? beginAgain : Effect.fail(error)
   })
   // A COMMIT that fails leaves SQLite's transaction open on our only connection; roll it back
-  // so the next operation does not find itself inside a dead transaction.
-  const commit = <A>(value: A): Effect.Effect<A, SqlError> => {
-    const error = attempt("COMMIT")
-    if (error === undefined) return Effect.succeed(value)
-    attempt("ROLLBACK")
-    return Effect.fail(error)
-  }
-  // SQLite may already have rolled back (some errors do); that ROLLBACK's complaint must not
-  // replace the real error.
-  const rollback = <A, E>(exit: Exit.Exit<A, E>): Effect.Effect<A, E | SqlError> => {
+  // so the next operation does not find itself inside a dead transaction. SQLite may already have
+  // rolled back (some errors do, and a BEGIN that failed began nothing); that ROLLBACK's
+  // complaint must not replace the real error.
+  const finish = <A, E>(exit: Exit.Exit<A, E>): Exit.Exit<A, E | SqlError> => {
+    if (Exit.isSuccess(exit)) {
+      const error = attempt("COMMIT")
+      if (error === undefined) return exit
+      attempt("ROLLBACK")
+      return Exit.fail(error)
+    }
     const error = attempt("ROLLBACK")
-    return error === undefined || noTransaction(error) ? exit : Effect.fail(error)
+    return error === undefined || noTransaction(error) ? exit : Exit.fail(error)
   }
   const transactionConnection: readonly [Connection, number] = [connection.connection, 0]
   return <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
-    isolated(
-      Effect.uninterruptibleMask((restore) =>
-        Effect.zipRight(
-          restore(lock.take(1)),
-          Effect.ensuring(
-            Effect.zipRight(
-              restore(start),
-              Effect.flatMap(
-                Effect.exit(restore(Effect.provideService(effect, SqlClient.TransactionConnection, transactionConnection))),
-                (exit) => (Exit.isSuccess(exit) ? commit(exit.value) : rollback(exit))
-              )
-            ),
-            lock.release(1)
-          )
-        )
+    Effect.uninterruptibleMask((restore) =>
+      Effect.zipRight(
+        restore(lock.take),
+        Effect.flatMap(FiberRef.get(FiberRef.currentContext), (outer) =>
+          Effect.zipRight(
+            FiberRef.set(FiberRef.currentContext, Context.add(outer, SqlClient.TransactionConnection, transactionConnection)),
+            // Every way out of the body (success, failure, defect, interruption) comes through here.
+            Effect.flatMap(Effect.exit(restore(Effect.zipRight(start, effect))), (exit) =>
+              Effect.zipRight(
+                FiberRef.set(FiberRef.currentContext, outer),
+                Effect.suspend(() => {
+                  const done = finish(exit)
+                  lock.unsafeRelease()
+                  return done
+                })
+              ))
+          ))
       )
     )
 }
 
-/** Runs the store's own statements synchronously on the connection's handle (see `SqliteConnection`). */
+/**
+ * Runs the store's own statements synchronously on the connection's handle (see
+ * `SqliteConnection`), as one runtime step: compiled, reported to the `StatementLog`, run.
+ */
 const execOnHandle = (connection: SqliteConnection.SqliteConnection) =>
 <A extends object>(statement: Statement.Statement<A>): Effect.Effect<ReadonlyArray<A>, SqlError> =>
-  Effect.suspend(() => {
+  Effect.withFiberRuntime((fiber) => {
     const [text, params] = statement.compile()
-    return Effect.zipRight(
-      logStatement(text),
-      Effect.try({
-        try: () => connection.run(text, params) as ReadonlyArray<A>,
-        catch: (cause) => new SqlError({ cause, message: "Failed to execute statement" })
-      })
-    )
+    recordStatement(fiber.currentContext, text)
+    try {
+      return Exit.succeed(connection.run(text, params) as ReadonlyArray<A>)
+    } catch (cause) {
+      return Exit.fail(new SqlError({ cause, message: "Failed to execute statement" }))
+    }
   })
 
 const openFailed = (filename: string) => (cause: Cause.Cause<never>) =>

@@ -90,6 +90,12 @@ export class StatementLog extends Context.Reference<StatementLog>()("fair-relay/
   } => ({ record: undefined })
 }) {}
 
+/** Reports `text` to the `StatementLog` of `context`, if one listens (for code that holds its fiber's context). */
+export const recordStatement = (context: Context.Context<never>, text: string): void => {
+  const { record } = Context.get(context, StatementLog)
+  if (record !== undefined) record(text)
+}
+
 /** Reports `text` to the `StatementLog`, if one listens. */
 export const logStatement = (text: string): Effect.Effect<void> =>
   Effect.flatMap(StatementLog, (log) => (log.record === undefined ? Effect.void : Effect.sync(() => log.record!(text))))

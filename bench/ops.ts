@@ -1,0 +1,104 @@
+/**
+ * Effect runtime steps and fibers per queue operation on SQLite — a count, not a timing: the same
+ * code counts the same on any machine, where CPU figures on a shared VM move by a third between
+ * runs. Each step is one turn of a fiber's run loop (`Supervisor.onEffect` under the
+ * `OpSupervision` runtime flag), the unit of the runtime's own cost. For diagnosis and before /
+ * after comparisons; not part of `npm run bench`:
+ *
+ *   npx tsx bench/ops.ts [count]
+ *
+ * Counts `count` (default 500) of each operation after as many of warm-up, on a file store
+ * (synchronous NORMAL: the count does not depend on it), the Counter receiver in its own file.
+ */
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { Effect, Fiber, Layer, Logger, LogLevel, Ref, RuntimeFlags, RuntimeFlagsPatch, Supervisor } from "effect"
+import { Counter, Inbox, Relay, RelayQueue, SqliteInbox, SqliteRelayQueue, TickClock, Transport } from "../src/index.js"
+import { removeDb, workDir } from "./stores.js"
+
+/** Counts run-loop steps and fiber starts while installed. */
+class StepCounter extends Supervisor.AbstractSupervisor<void> {
+  steps = 0
+  fibers = 0
+  readonly value = Effect.void
+  override onStart() {
+    this.fibers++
+  }
+  override onEffect() {
+    this.steps++
+  }
+}
+
+const count = Number(process.argv[2] ?? 500)
+fs.mkdirSync(workDir, { recursive: true })
+const queueFile = path.join(workDir, "ops.queue.db")
+const inboxFile = path.join(workDir, "ops.inbox.db")
+removeDb(queueFile)
+removeDb(inboxFile)
+
+const stores = Layer.mergeAll(
+  SqliteRelayQueue.layer({ filename: queueFile, synchronous: "normal", policy: { leaseTicks: 60_000 } }),
+  Layer.unwrapEffect(
+    Effect.map(Ref.make(1_000), (maxDelta) => SqliteInbox.layer({ filename: inboxFile, synchronous: "normal", business: Counter.business(maxDelta) }))
+  )
+)
+const live = Relay.layer.pipe(Layer.provide(Transport.layerInbox), Layer.provideMerge(stores), Layer.orDie)
+
+const counter = new StepCounter()
+/** `effect` with every step of it, and of the fibers it starts, counted. */
+const supervised = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  effect.pipe(Effect.supervised(counter), Effect.withRuntimeFlagsPatch(RuntimeFlagsPatch.enable(RuntimeFlags.OpSupervision)))
+/** Runs `effect` counted and prints the counts per `per`; answers its value. */
+const counted = <A, E, R>(name: string, per: number, effect: Effect.Effect<A, E, R>) =>
+  Effect.gen(function*() {
+    const [steps, fibers] = [counter.steps, counter.fibers]
+    const value = yield* supervised(effect)
+    console.log(`${name.padEnd(44)} ${((counter.steps - steps) / per).toFixed(1).padStart(7)} steps  ${((counter.fibers - fibers) / per).toFixed(2)} fibers`)
+    return value
+  })
+
+const events = (prefix: string, n: number) =>
+  Array.from({ length: n }, (_, i) => ({ eventId: `${prefix}-${i}`, flowId: `${prefix}-flow-${i}`, body: { delta: 1 } }))
+
+const deliveryOf = (claimed: { readonly event: { readonly eventId: string; readonly flowId: string; readonly seq: number; readonly body: unknown } }) => ({
+  eventId: claimed.event.eventId,
+  flowId: claimed.event.flowId,
+  seq: claimed.event.seq,
+  body: claimed.event.body
+})
+
+const program = Effect.gen(function*() {
+  const queue = yield* RelayQueue
+  const inbox = yield* Inbox
+  const relay = yield* Relay
+  // Warm-up: every operation below, as often, so the counts are of code the JIT has settled.
+  yield* queue.enqueueBatch(events("warm", count))
+  for (let i = 0; i < count; i++) yield* relay.step
+
+  console.log(`per operation, ${count} of each (after as many of warm-up):`)
+  yield* counted("RelayQueue.enqueue", count, Effect.forEach(events("e", count), (input) => queue.enqueue(input), { discard: true }))
+  const claims = yield* counted("RelayQueue.claim", count, Effect.forEach(events("e", count), () => queue.claim))
+  const taken = claims.flatMap((claim) => (claim._tag === "Claimed" ? [claim] : []))
+  const replies = yield* counted("Inbox.receive", count, Effect.forEach(taken, (claimed) => inbox.receive(deliveryOf(claimed))))
+  yield* counted("RelayQueue.settle", count, Effect.forEach(taken, (claimed, i) => queue.settle(claimed.token, replies[i]!), { discard: true }))
+  yield* queue.enqueueBatch(events("s", count))
+  yield* counted("Relay.step (claim, receive, settle)", count, Effect.repeatN(relay.step, count - 1))
+})
+
+/** The worker daemon's default (one worker) over `count` events, per event: its fibers counted, the wait for them not. */
+const daemon = Effect.gen(function*() {
+  const queue = yield* RelayQueue
+  const relay = yield* Relay
+  yield* queue.enqueueBatch(events("d", count))
+  const target = (yield* queue.stats).byState.acked + count
+  const [steps, fibers] = [counter.steps, counter.fibers]
+  const running = yield* Effect.fork(supervised(relay.run({ metricsInterval: null, pruneInterval: null })))
+  while ((yield* queue.stats).byState.acked < target) yield* Effect.sleep("2 millis")
+  const [stepsEach, fibersEach] = [(counter.steps - steps) / count, (counter.fibers - fibers) / count]
+  yield* Fiber.interrupt(running)
+  console.log(`${"relay.run({ workers: 1 }), per event".padEnd(44)} ${stepsEach.toFixed(1).padStart(7)} steps  ${fibersEach.toFixed(2)} fibers`)
+}).pipe(Logger.withMinimumLogLevel(LogLevel.Warning))
+
+await Effect.runPromise(Effect.zipRight(program.pipe(TickClock.at(0)), daemon).pipe(Effect.provide(live)))
+removeDb(queueFile)
+removeDb(inboxFile)

@@ -5,15 +5,17 @@
  * `OpSupervision` runtime flag), the unit of the runtime's own cost. For diagnosis and before /
  * after comparisons; not part of `npm run bench`:
  *
- *   npx tsx bench/ops.ts [count]
+ *   npx tsx bench/ops.ts [count] [--pg URL [--parallel]]
  *
  * Counts `count` (default 500) of each operation after as many of warm-up, on a file store
- * (synchronous NORMAL: the count does not depend on it), the Counter receiver in its own file.
+ * (synchronous NORMAL: the count does not depend on it), the Counter receiver in its own file —
+ * or, with `--pg`, on PostgreSQL at URL (an empty database: the queue's and the inbox's tables are
+ * made there; exact claims unless `--parallel`).
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { Effect, Fiber, Layer, Logger, LogLevel, Ref, RuntimeFlags, RuntimeFlagsPatch, Supervisor } from "effect"
-import { Counter, Inbox, Relay, RelayQueue, SqliteInbox, SqliteRelayQueue, TickClock, Transport } from "../src/index.js"
+import { Counter, Inbox, PgInbox, PgRelayQueue, Relay, RelayQueue, SqliteInbox, SqliteRelayQueue, TickClock, Transport } from "../src/index.js"
 import { removeDb, workDir } from "./stores.js"
 
 /** Counts run-loop steps and fiber starts while installed. */
@@ -29,17 +31,25 @@ class StepCounter extends Supervisor.AbstractSupervisor<void> {
   }
 }
 
-const count = Number(process.argv[2] ?? 500)
+const args = process.argv.slice(2)
+const count = Number(args.find((arg, i) => !arg.startsWith("--") && args[i - 1] !== "--pg") ?? 500)
+const pgUrl = args.includes("--pg") ? args[args.indexOf("--pg") + 1] : undefined
 fs.mkdirSync(workDir, { recursive: true })
 const queueFile = path.join(workDir, "ops.queue.db")
 const inboxFile = path.join(workDir, "ops.inbox.db")
 removeDb(queueFile)
 removeDb(inboxFile)
 
+const policy = { leaseTicks: 60_000 }
 const stores = Layer.mergeAll(
-  SqliteRelayQueue.layer({ filename: queueFile, synchronous: "normal", policy: { leaseTicks: 60_000 } }),
+  pgUrl === undefined
+    ? SqliteRelayQueue.layer({ filename: queueFile, synchronous: "normal", policy })
+    : PgRelayQueue.layer({ url: pgUrl, policy, claims: args.includes("--parallel") ? "parallel" : "exact" }),
   Layer.unwrapEffect(
-    Effect.map(Ref.make(1_000), (maxDelta) => SqliteInbox.layer({ filename: inboxFile, synchronous: "normal", business: Counter.business(maxDelta) }))
+    Effect.map(Ref.make(1_000), (maxDelta) =>
+      pgUrl === undefined
+        ? SqliteInbox.layer({ filename: inboxFile, synchronous: "normal", business: Counter.business(maxDelta) })
+        : PgInbox.layer({ url: pgUrl, business: Counter.business(maxDelta) }))
   )
 )
 const live = Relay.layer.pipe(Layer.provide(Transport.layerInbox), Layer.provideMerge(stores), Layer.orDie)

@@ -13,6 +13,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import type * as Statement from "@effect/sql/Statement"
 import { Effect, FiberRef } from "effect"
 import { sendAll, wired } from "./PgTransactions.js"
+import { locally } from "./Store.js"
 import type { Wired } from "./PgTransactions.js"
 
 /** A held statement, and once sent, its answer. */
@@ -61,7 +62,7 @@ export const holding = (atCommit?: AtCommit) => <A, E, R>(effect: Effect.Effect<
       const statements = held.splice(0).map((h) => h.statement)
       return Effect.flatMap(atCommit(statements), (kept) => (kept ? Effect.void : Effect.asVoid(sendAll(statements))))
     })
-    return Effect.locally(Effect.zipLeft(effect, last), heldStatements, held)
+    return locally(heldStatements, held)(Effect.zipLeft(effect, last))
   })
 
 /** Runs `statement` with what is held in front of it (one round trip): its rows. */

@@ -20,7 +20,7 @@ import { SqlError } from "@effect/sql/SqlError"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
 import type * as Statement from "@effect/sql/Statement"
-import { Context, Effect, Option, Scope, Stream } from "effect"
+import { Context, Effect, Exit, FiberRef, Option, Scope, Stream } from "effect"
 import { createHash } from "node:crypto"
 import { createRequire } from "node:module"
 import pg from "pg"
@@ -351,23 +351,44 @@ export const sendAll = (
 /**
  * Transactions on `sql` that open with `begin` (BEGIN and what the transaction needs before its
  * first statement: its isolation, lock timeout, the store's lock; no parameters), sent with its
- * first batch. Like `sql.withTransaction` otherwise: a connection of the pool for the
- * transaction, COMMIT or ROLLBACK at its end, savepoints when nested.
+ * first batch: a connection of the pool for the transaction, its `TransactionConnection` in the
+ * body's context, COMMIT or ROLLBACK at its end (a failed COMMIT or ROLLBACK is a `SqlError`, the
+ * transaction's outcome), the connection back to the pool. What `sql.withTransaction` does, in
+ * about a third of the runtime steps: the context is swapped by hand rather than by
+ * `Effect.locally`, and no span is made (the operation has its own) — 146 steps a transaction
+ * before its first statement were measured with `@effect/sql`'s. The store's transactions are
+ * never nested (the caller's transaction is always left out: `isolated`), so there are no
+ * savepoints; our `TransactionConnection` replaces any the caller's context holds.
  */
 export const transactions = (sql: SqlClient.SqlClient, begin: ReadonlyArray<string>) => {
   const leading = begin.map(control)
-  return SqlClient.makeWithTransaction({
-    transactionTag: SqlClient.TransactionConnection,
-    spanAttributes: [],
-    acquireConnection: Effect.flatMap(Scope.make(), (scope) =>
-      Effect.map(
-        Scope.extend(sql.reserve, scope),
-        (conn) => [scope, new LazyBegin(conn as Connection & { readonly pg: Pg.PoolClient }, leading)] as const
-      )),
-    begin: () => Effect.void,
-    savepoint: (conn, id) => Effect.asVoid(conn.executeUnprepared(`SAVEPOINT fair_relay_${id}`, [], undefined)),
-    commit: (conn) => (conn as LazyBegin).end("COMMIT"),
-    rollback: (conn) => (conn as LazyBegin).end("ROLLBACK"),
-    rollbackSavepoint: (conn, id) => Effect.asVoid(conn.executeUnprepared(`ROLLBACK TO SAVEPOINT fair_relay_${id}`, [], undefined))
-  })
+  return <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
+    Effect.uninterruptibleMask((restore) =>
+      Effect.flatMap(FiberRef.get(FiberRef.currentContext), (outer) =>
+        Effect.flatMap(Scope.make(), (scope) =>
+          Effect.zipRight(
+            // The pool's connection is released when `scope` closes.
+            FiberRef.set(FiberRef.currentContext, Context.add(outer, Scope.Scope, scope)),
+            // `sql.reserve` needs the scope, which the context now holds.
+            Effect.flatMap(Effect.exit(restore(sql.reserve as Effect.Effect<Connection, SqlError>)), (reserved) => {
+              if (Exit.isFailure(reserved)) {
+                const failed = Exit.failCause(reserved.cause)
+                return Effect.zipRight(FiberRef.set(FiberRef.currentContext, outer), Effect.zipRight(Scope.close(scope, reserved), failed))
+              }
+              const conn = new LazyBegin(reserved.value as Connection & { readonly pg: Pg.PoolClient }, leading)
+              return Effect.zipRight(
+                FiberRef.set(FiberRef.currentContext, Context.add(outer, SqlClient.TransactionConnection, [conn, 0] as const)),
+                // Every way out of the body (success, failure, defect, interruption) comes through here.
+                Effect.flatMap(Effect.exit(restore(effect)), (exit) =>
+                  Effect.zipRight(
+                    FiberRef.set(FiberRef.currentContext, outer),
+                    Effect.flatMap(Effect.exit(conn.end(Exit.isSuccess(exit) ? "COMMIT" : "ROLLBACK")), (ended) => {
+                      const outcome: Exit.Exit<A, E | SqlError> = Exit.isFailure(ended) ? Exit.failCause(ended.cause) : exit
+                      return Effect.zipRight(Scope.close(scope, exit), outcome)
+                    })
+                  ))
+              )
+            })
+          )))
+    )
 }

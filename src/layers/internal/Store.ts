@@ -7,7 +7,7 @@ import { SqlError } from "@effect/sql/SqlError"
 import type { MigrationError } from "@effect/sql/Migrator"
 import * as Statement from "@effect/sql/Statement"
 import type { Fragment } from "@effect/sql/Statement"
-import { Context, Effect, Option, Schema } from "effect"
+import { Context, Effect, FiberRef, Option, Schema } from "effect"
 import type { IncompatibleStore, InvalidInput } from "../../domain/Errors.js"
 
 /** Why a store could not be opened. */
@@ -111,6 +111,20 @@ export const execOnConnection = <A extends object>(statement: Statement.Statemen
     const [text, params] = statement.compile()
     return Effect.zipRight(logStatement(text), transaction.value[0].execute(text, params, undefined) as Effect.Effect<ReadonlyArray<A>, SqlError>)
   })
+
+/**
+ * `Effect.locally(effect, ref, value)` for a hot path (a store runs it per transaction): `ref` set
+ * for `effect` and put back on every way out of it, in some 15 runtime steps where
+ * `Effect.locally`'s acquire/use/release takes 26.
+ */
+export const locally = <V>(ref: FiberRef.FiberRef<V>, value: V) => <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.uninterruptibleMask((restore) =>
+    Effect.flatMap(FiberRef.get(ref), (outer) =>
+      Effect.zipRight(
+        FiberRef.set(ref, value),
+        Effect.flatMap(Effect.exit(restore(effect)), (exit) => Effect.zipRight(FiberRef.set(ref, outer), exit))
+      ))
+  )
 
 /**
  * The ambient transaction of another client (say, the application's own database) must never be

@@ -369,8 +369,10 @@ export const transactions = (sql: SqlClient.SqlClient, begin: ReadonlyArray<stri
           Effect.zipRight(
             // The pool's connection is released when `scope` closes.
             FiberRef.set(FiberRef.currentContext, Context.add(outer, Scope.Scope, scope)),
-            // `sql.reserve` needs the scope, which the context now holds.
-            Effect.flatMap(Effect.exit(restore(sql.reserve as Effect.Effect<Connection, SqlError>)), (reserved) => {
+            // `sql.reserve` needs the scope, which the context now holds. It is waited for
+            // uninterruptibly, as `makeWithTransaction` did: its wait has no canceller, so a
+            // connection handed over after an interruption would never go back to the pool.
+            Effect.flatMap(Effect.exit(sql.reserve as Effect.Effect<Connection, SqlError>), (reserved) => {
               if (Exit.isFailure(reserved)) {
                 const failed = Exit.failCause(reserved.cause)
                 return Effect.zipRight(FiberRef.set(FiberRef.currentContext, outer), Effect.zipRight(Scope.close(scope, reserved), failed))

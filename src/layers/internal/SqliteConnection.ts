@@ -30,8 +30,12 @@ export interface SqliteConnection {
  * sixteen runtime steps for the pair; a transaction takes it once per operation.
  */
 export interface ConnectionLock {
-  /** Takes the permit, waiting while another fiber holds it. */
-  readonly take: Effect.Effect<void>
+  /**
+   * Takes the permit; call it where interruption is masked and pass the mask's `restore`: only
+   * the wait for another holder is interruptible, so the permit is never taken by a fiber that
+   * is then interrupted before it can give it back.
+   */
+  readonly take: (restore: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>) => Effect.Effect<void>
   /** Gives the permit back; only its holder calls this, exactly once. */
   readonly unsafeRelease: () => void
 }
@@ -52,11 +56,12 @@ export const makeLock = (): ConnectionLock => {
     waiters.add(wake)
     return Effect.sync(() => waiters.delete(wake))
   })
-  const take: Effect.Effect<void> = Effect.suspend(() => {
-    if (held) return Effect.zipRight(wait, take)
-    held = true
-    return Effect.void
-  })
+  const take: ConnectionLock["take"] = (restore) =>
+    Effect.suspend(() => {
+      if (held) return Effect.zipRight(restore(wait), take(restore))
+      held = true
+      return Effect.void
+    })
   const unsafeRelease = () => {
     held = false
     for (const wake of [...waiters]) wake()
@@ -134,10 +139,10 @@ export const make = (filename: string, options: { readonly readonly?: boolean } 
     const release = Effect.sync(lock.unsafeRelease)
     // A statement outside a transaction waits for the permit (a transaction may hold it across
     // awaits) and runs once it is free: better-sqlite3 runs it synchronously.
-    const acquirer = Effect.uninterruptibleMask((restore) => Effect.as(Effect.zipRight(restore(lock.take), release), connection))
+    const acquirer = Effect.uninterruptibleMask((restore) => Effect.as(Effect.zipRight(lock.take(restore), release), connection))
     const transactionAcquirer = Effect.uninterruptibleMask((restore) =>
       Effect.as(
-        Effect.zipRight(restore(lock.take), Effect.tap(Effect.scope, (scope) => Scope.addFinalizer(scope, release))),
+        Effect.zipRight(lock.take(restore), Effect.tap(Effect.scope, (scope) => Scope.addFinalizer(scope, release))),
         connection
       )
     )

@@ -181,7 +181,7 @@ const handleTransaction = (connection: SqliteConnection.SqliteConnection, begin:
   return <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
     Effect.uninterruptibleMask((restore) =>
       Effect.zipRight(
-        restore(lock.take),
+        lock.take(restore),
         Effect.flatMap(FiberRef.get(FiberRef.currentContext), (outer) =>
           Effect.zipRight(
             FiberRef.set(FiberRef.currentContext, Context.add(outer, SqlClient.TransactionConnection, transactionConnection)),

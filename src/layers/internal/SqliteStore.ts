@@ -12,11 +12,11 @@ import type * as Statement from "@effect/sql/Statement"
 import * as fs from "node:fs"
 import { IncompatibleStore, InvalidInput } from "../../domain/Errors.js"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
-import { Cause, Clock, Context, Duration, Effect, Exit, FiberRef, Schedule } from "effect"
+import { Cause, Clock, Context, Duration, Effect, Exit, Schedule } from "effect"
 import type { Scope } from "effect"
 import * as StoreCheck from "./StoreCheck.js"
 import * as SqliteConnection from "./SqliteConnection.js"
-import { alone, execOnConnection, insideTransaction, isolated, misuse, recordStatement } from "./Store.js"
+import { alone, execOnConnection, insideTransaction, isolated, exitProviding, misuse, recordStatement } from "./Store.js"
 import type { Migrations, OpenError, Store } from "./Store.js"
 
 export { TransactionMisuse } from "./Store.js"
@@ -137,10 +137,10 @@ const transaction = (client: SqlClient.SqlClient, begin: string, busyTimeoutMill
 /**
  * `transaction` for a store that owns its connection, on the better-sqlite3 handle itself: the
  * connection's lock, BEGIN, the body (with the connection as its `TransactionConnection`, as
- * above), COMMIT — no scope, no span and no effect per statement around the body, and the context
- * swapped and the lock given back by hand rather than by `provideService` and `ensuring` (which
- * cost some 35 runtime steps a transaction between them; the queue runs three transactions a
- * step). Our `TransactionConnection` replaces any the caller's context holds, so the ambient
+ * above), COMMIT — no scope, no span and no effect per statement around the body; the context
+ * swapped by `exitProviding` and the lock given back by hand rather than by `provideService` and
+ * `ensuring` (which cost some 50 runtime steps a transaction between them; the queue runs three
+ * transactions a step). Our `TransactionConnection` replaces any the caller's context holds, so the ambient
  * transaction of another client is never borrowed. A BEGIN that finds another process's write
  * lock falls back to the same non-blocking retries; a COMMIT that fails is rolled back and fails
  * typed, a failed body rolled back, exactly as above.
@@ -177,25 +177,19 @@ const handleTransaction = (connection: SqliteConnection.SqliteConnection, begin:
     const error = attempt("ROLLBACK")
     return error === undefined || noTransaction(error) ? exit : Exit.fail(error)
   }
-  const transactionConnection: readonly [Connection, number] = [connection.connection, 0]
+  // Our `TransactionConnection` replaces any the caller's context holds.
+  const onConnection = exitProviding(SqlClient.TransactionConnection, [connection.connection, 0] as const)
   return <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
     Effect.uninterruptibleMask((restore) =>
       Effect.zipRight(
         lock.take(restore),
-        Effect.flatMap(FiberRef.get(FiberRef.currentContext), (outer) =>
-          Effect.zipRight(
-            FiberRef.set(FiberRef.currentContext, Context.add(outer, SqlClient.TransactionConnection, transactionConnection)),
-            // Every way out of the body (success, failure, defect, interruption) comes through here.
-            Effect.flatMap(Effect.exit(restore(Effect.zipRight(start, effect))), (exit) =>
-              Effect.zipRight(
-                FiberRef.set(FiberRef.currentContext, outer),
-                Effect.suspend(() => {
-                  const done = finish(exit)
-                  lock.unsafeRelease()
-                  return done
-                })
-              ))
-          ))
+        // Every way out of the body (success, failure, defect, interruption) comes through here.
+        Effect.flatMap(onConnection(restore, Effect.zipRight(start, effect)), (exit) =>
+          Effect.suspend(() => {
+            const done = finish(exit)
+            lock.unsafeRelease()
+            return done
+          }))
       )
     )
 }

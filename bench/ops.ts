@@ -52,7 +52,7 @@ const stores = Layer.mergeAll(
         : PgInbox.layer({ url: pgUrl, business: Counter.business(maxDelta) }))
   )
 )
-const live = Relay.layer.pipe(Layer.provide(Transport.layerInbox), Layer.provideMerge(stores), Layer.orDie)
+const live = Relay.layer.pipe(Layer.provideMerge(Transport.layerInbox), Layer.provideMerge(stores), Layer.orDie)
 
 const counter = new StepCounter()
 /** `effect` with every step of it, and of the fibers it starts, counted. */
@@ -93,6 +93,31 @@ const program = Effect.gen(function*() {
   yield* counted("RelayQueue.settle", count, Effect.forEach(taken, (claimed, i) => queue.settle(claimed.token, replies[i]!), { discard: true }))
   yield* queue.enqueueBatch(events("s", count))
   yield* counted("Relay.step (claim, receive, settle)", count, Effect.repeatN(relay.step, count - 1))
+  // What a daemon worker's turn is made of: one delivery through the transport's batch call, and
+  // one settleAndClaim trading its reply for the next head.
+  yield* queue.enqueueBatch(events("x", count + 1))
+  const first = yield* queue.claim
+  if (first._tag !== "Claimed") return yield* Effect.dieMessage("nothing to claim")
+  const transport = yield* Transport
+  const held = yield* counted(
+    "Transport.deliverBatch (1 delivery)",
+    count,
+    Effect.forEach(events("x", count), (_, i) =>
+      transport.deliverBatch!([deliveryOf({ event: { eventId: `b-${i}`, flowId: `b-flow-${i}`, seq: 1, body: { delta: 1 } } })]))
+  )
+  if (held.length !== count) return yield* Effect.dieMessage("a delivery was lost")
+  yield* counted(
+    "RelayQueue.settleAndClaim (1 settle, 1 claim)",
+    count,
+    Effect.gen(function*() {
+      let token = first.token
+      for (let i = 0; i < count; i++) {
+        const { claims } = yield* queue.settleAndClaim([{ token, reply: { _tag: "Accepted" } }], 1)
+        if (claims[0] === undefined) return yield* Effect.dieMessage("nothing to claim")
+        token = claims[0].token
+      }
+    })
+  )
 })
 
 /** The worker daemon's default (one worker) over `count` events, per event: its fibers counted, the wait for them not. */

@@ -1,10 +1,11 @@
 /**
  * A CPU profile of the batched drain (`Relay.stepBatch(64)`, FULL), or with `--daemon` of
- * `relay.run({ workers: 8, batchSize: 1 })`, with `--single` of `Relay.step` one event at a time,
- * for diagnosis; not part of `npm run bench`. Profile,
+ * `relay.run({ workers: 8, batchSize: 1 })` (`--workers N` for another count), with `--single` of
+ * `Relay.step` one event at a time; `--normal` for `synchronous: "normal"` stores. For diagnosis;
+ * not part of `npm run bench`. Profile,
  * then summarize self time by package:
  *
- *   node --import tsx --cpu-prof --cpu-prof-dir bench/.cache/profile bench/profile.ts [events] [--daemon | --single]
+ *   node --import tsx --cpu-prof --cpu-prof-dir bench/.cache/profile bench/profile.ts [events] [--daemon [--workers N] | --single] [--normal]
  *     (also writes bench/.cache/profile/drain-only-….cpuprofile: the drain alone, via node:inspector)
  *   npx tsx bench/profile.ts --summarize bench/.cache/profile/CPU.….cpuprofile
  */
@@ -83,9 +84,12 @@ if (args[0] === "--summarize") {
   const { daemonLoop, delivered, drainLoop, relayLayer } = await import("./drain.js")
   const { fill, removeDb, workDir } = await import("./stores.js")
   const { startCpuProfile } = await import("./cpuProfile.js")
-  const events = Number(args.find((arg) => !arg.startsWith("--")) ?? 10_000)
+  const events = Number(args.find((arg, i) => !arg.startsWith("--") && args[i - 1] !== "--workers") ?? 10_000)
   const daemon = args.includes("--daemon")
   const single = args.includes("--single")
+  const workersAt = args.indexOf("--workers")
+  const workers = workersAt < 0 ? 8 : Number(args[workersAt + 1])
+  const synchronous = args.includes("--normal") ? "normal" as const : "full" as const
   fs.mkdirSync(workDir, { recursive: true })
   const queueFile = path.join(workDir, "profile.queue.db")
   const inboxFile = path.join(workDir, "profile.inbox.db")
@@ -100,8 +104,8 @@ if (args[0] === "--summarize") {
   const loop = await Effect.runPromise(
     Effect.gen(function*() {
       profiler = yield* Effect.promise(startCpuProfile)
-      return daemon ? yield* daemonLoop(events, 600, seen, { workers: 8, batchSize: 1 }) : yield* drainLoop(single ? 1 : 64, 600, true)
-    }).pipe(Effect.provide(relayLayer(queueFile, inboxFile, {}, seen)), daemon ? (effect) => effect : TickClock.at(0))
+      return daemon ? yield* daemonLoop(events, 600, seen, { workers, batchSize: 1 }) : yield* drainLoop(single ? 1 : 64, 600, true)
+    }).pipe(Effect.provide(relayLayer(queueFile, inboxFile, { synchronous }, seen)), daemon ? (effect) => effect : TickClock.at(0))
   )
   await profiler!.stop(out)
   console.log(`wrote ${path.relative(process.cwd(), out)} (the drain alone)`)

@@ -3,8 +3,9 @@
  * `RelayQueue.enqueue`, then drained), measured in one run for
  *  - the floor: our protocol's statements through raw better-sqlite3 (`floor.ts`), single-step
  *    and batched, at `synchronous` FULL and NORMAL;
- *  - ours: `Relay.step`, `Relay.stepBatch(n)`, the daemon `relay.run({ workers: 8, batchSize: 1 })`,
- *    at FULL and (if the library has the option) NORMAL, and `Relay.stepBatch(n)` with an in-memory
+ *  - ours: `Relay.step`, `Relay.stepBatch(n)`, the daemon `relay.run({ workers: 8, batchSize: 1 })`
+ *    and with one worker (single steps that settle and claim in one commit), at FULL and (if the
+ *    library has the option) NORMAL, and `Relay.stepBatch(n)` with an in-memory
  *    handler that does what the peers' handlers do (accept, check each flow's order; no inbox);
  *  - with `--peers`: plainjob, liteque and BullMQ on the same workload (`peers.ts`).
  * Every drain runs on a fresh copy of one template store (queue file + inbox file).
@@ -17,7 +18,8 @@ import { Counter, RelayQueue, SqliteInbox, SqliteRelayQueue, TickClock } from ".
 import type { PolicyInput } from "../src/index.js"
 import { openCeiling } from "./ceiling.js"
 import type { CeilingResult } from "./ceiling.js"
-import { countAcked, daemonLoop, delivered, drainLoop, inboxCheck, queueOnlyLayer, readSynchronous, relayLayer, sqliteOptions } from "./drain.js"
+import type { Progress } from "./drain.js"
+import { aside, countAcked, daemonLoop, delivered, drainLoop, inboxCheck, queueOnlyLayer, readSynchronous, relayLayer, sqliteOptions } from "./drain.js"
 import { floorDrain } from "./floor.js"
 import type { Synchronous } from "./floor.js"
 import { ensurePeersInstalled, runPeer } from "./peers.js"
@@ -219,16 +221,21 @@ export const measureThroughput = async (
     check: { ok: false, orderViolations }
   })
 
-  const oursRow = async (synchronous: Synchronous, mode: "single" | "batch" | "daemon" | "queue-only"): Promise<Row> => {
+  const oursRow = async (
+    synchronous: Synchronous,
+    mode: "single" | "batch" | "daemon" | "queue-only",
+    workers = plan.daemonWorkers
+  ): Promise<Row> => {
     const name = mode === "single"
       ? "ours Relay.step"
       : mode === "batch"
       ? `ours Relay.stepBatch(${plan.batchSize})`
       : mode === "daemon"
-      ? `ours relay.run({ workers: ${plan.daemonWorkers}, batchSize: 1 })`
+      ? `ours relay.run({ workers: ${workers}, batchSize: 1 })`
       : `ours Relay.stepBatch(${plan.batchSize}), in-memory handler like the peers'`
     const fullName = `${name} ${syncLabel(synchronous)}`
-    const floorName = `${mode === "single" ? "single" : "batch"}-${synchronous}`
+    // One daemon worker drains one event at a time: the single-step floor is its measure.
+    const floorName = `${mode === "single" || (mode === "daemon" && workers === 1) ? "single" : "batch"}-${synchronous}`
     const base = { name: fullName, system: "fair-relay" as const, mode, synchronous, order: ourOrder }
     // The library was asked for NORMAL: a connection that reads anything else makes the row meaningless.
     if (synchronous === "normal" && !normalSupported) {
@@ -237,13 +244,14 @@ export const measureThroughput = async (
     const files = freshCopy(template, "ours")
     const options = { synchronous, policy: benchPolicy }
     const seen = delivered()
-    // The ceiling's bursts go with the single-step FULL drain only: the target divides by it.
-    const ceiling = mode === "single" && synchronous === "full" ? openCeiling("ceiling-throughput.db") : undefined
+    // The ceiling's bursts go with the single-step FULL drains only (Relay.step, one daemon worker): the target divides by it.
+    const singleStep = mode === "single" || (mode === "daemon" && workers === 1)
+    const ceiling = singleStep && synchronous === "full" ? openCeiling("ceiling-throughput.db") : undefined
     let nextBurst = 0
-    const onProgress = (_: number, seconds: number) => {
+    const onProgress: Progress = (_, seconds) => {
       if (ceiling === undefined || seconds < nextBurst) return
-      ceiling.burst(plan.interleave.burstMs)
       nextBurst = seconds + plan.interleave.everySeconds
+      return aside(() => ceiling.burst(plan.interleave.burstMs))
     }
     try {
       type Outcome = {
@@ -257,10 +265,7 @@ export const measureThroughput = async (
         )
         : Effect.all({
           loop: mode === "daemon"
-            ? Effect.map(
-              daemonLoop(plan.events, plan.maxSeconds, seen, { workers: plan.daemonWorkers, batchSize: 1 }),
-              (loop) => ({ ...loop, queueCommits: null, inboxCommits: null })
-            )
+            ? daemonLoop(plan.events, plan.maxSeconds, seen, { workers, batchSize: 1 }, onProgress)
             : drainLoop(mode === "single" ? 1 : plan.batchSize, plan.maxSeconds, true, onProgress),
           inbox: inboxCheck
         }).pipe(Effect.provide(relayLayer(files.queueFile, files.inboxFile, options, seen)))
@@ -305,6 +310,7 @@ export const measureThroughput = async (
     push(floorRow(synchronous, plan.batchSize))
     push(await oursRow(synchronous, "batch"))
     push(await oursRow(synchronous, "daemon"))
+    push(await oursRow(synchronous, "daemon", 1))
     push(await oursRow(synchronous, "queue-only"))
   }
 

@@ -545,7 +545,7 @@ export const runPgBench = async (args: ReadonlyArray<string>): Promise<number> =
       timestamp,
       durationSeconds: r1((performance.now() - t0) / 1000),
       machine: { ...machine, loadAverageAtEnd: loadavg() },
-      source: { commit: git("rev-parse HEAD"), dirtySrc: (git("status --porcelain -- src") ?? "") !== "" },
+      source: { commit: git("rev-parse HEAD"), dirtySrc: (git("status --porcelain -- :/src") ?? "") !== "" },
       packages,
       databases: { prefix, templates: Object.fromEntries(templates) },
       plan,

@@ -268,9 +268,14 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
       (reply) => reply
     )
 
-  /** A batch delivery that always ends in one reply per claim (see `deliverOrRetry`). */
+  /**
+   * A batch delivery that always ends in one reply per claim (see `deliverOrRetry`). One claim goes
+   * through `deliver`, as in `deliverAll`: the receiver's single call is the cheaper one.
+   */
   const deliverAllOrRetry = (claims: ReadonlyArray<typeof Claimed.Type>, timeout: Duration.Duration) =>
-    transport.deliverBatch === undefined
+    claims.length === 1
+      ? Effect.map(deliverOrRetry(claims[0]!, timeout), (reply) => [reply])
+      : transport.deliverBatch === undefined
       ? Effect.forEach(claims, (claimed) => deliverOrRetry(claimed, timeout), { concurrency: "unbounded" })
       : orRetry(timeout, { eventIds: claims.map((c) => c.event.eventId).join(",") }, claims.length)(
         transport.deliverBatch(claims.map(deliveryOf)),

@@ -1,5 +1,6 @@
 import * as fs from "node:fs"
 import { defineConfig } from "vitest/config"
+import { LongFirstSequencer } from "./test/support/sequencer.js"
 
 // Temporary stores on tmpfs when the machine has one (see test/support/tmp.ts); set
 // FAIR_RELAY_TEST_TMPDIR to choose another directory. Set here, before the workers and the child
@@ -22,6 +23,8 @@ export default defineConfig({
     // files wait on child processes, PostgreSQL or timers rather than use a CPU of their own.
     maxWorkers: 2,
     minWorkers: 1,
+    // Long files first on a clean clone too (test/support/sequencer.ts).
+    sequence: { sequencer: LongFirstSequencer },
     testTimeout: 60_000,
     hookTimeout: 60_000
   }

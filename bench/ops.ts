@@ -93,12 +93,18 @@ const program = Effect.gen(function*() {
   yield* counted("RelayQueue.settle", count, Effect.forEach(taken, (claimed, i) => queue.settle(claimed.token, replies[i]!), { discard: true }))
   yield* queue.enqueueBatch(events("s", count))
   yield* counted("Relay.step (claim, receive, settle)", count, Effect.repeatN(relay.step, count - 1))
-  // What a daemon worker's turn is made of: one delivery through the transport's batch call, and
-  // one settleAndClaim trading its reply for the next head.
+  // What a daemon worker's turn is made of: one delivery through the transport (a worker holding
+  // one head uses `deliver`, several `deliverBatch`), and one settleAndClaim trading its reply for the next head.
   yield* queue.enqueueBatch(events("x", count + 1))
   const first = yield* queue.claim
   if (first._tag !== "Claimed") return yield* Effect.dieMessage("nothing to claim")
   const transport = yield* Transport
+  yield* counted(
+    "Transport.deliver",
+    count,
+    Effect.forEach(events("x", count), (_, i) =>
+      transport.deliver(deliveryOf({ event: { eventId: `a-${i}`, flowId: `a-flow-${i}`, seq: 1, body: { delta: 1 } } })))
+  )
   const held = yield* counted(
     "Transport.deliverBatch (1 delivery)",
     count,

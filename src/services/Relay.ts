@@ -9,6 +9,7 @@ import type { ClockRegressed, InvalidInput } from "../domain/Errors.js"
 import * as Idle from "../domain/Idle.js"
 import type { Claimed, DeliveryReply, SettleOutcome } from "../domain/Outcomes.js"
 import * as Coalesce from "./Coalesce.js"
+import * as Deadline from "./Deadline.js"
 import * as Metrics from "./Metrics.js"
 import { RelayQueue } from "./RelayQueue.js"
 import type { SettledAndClaimed, SettleInput } from "./RelayQueue.js"
@@ -238,8 +239,7 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
    */
   const orRetry = (timeout: Duration.Duration, annotations: Record<string, unknown>, deliveries = 1) =>
   <A>(delivery: Effect.Effect<A, DeliveryFailed>, retry: (reply: DeliveryReply) => A): Effect.Effect<A> =>
-    delivery.pipe(
-      Effect.timeout(timeout),
+    Deadline.timeout(delivery, timeout).pipe(
       Effect.timed,
       // The metrics count deliveries: each delivery of a batch waited as long as the batch.
       Effect.tap(([elapsed]) =>

@@ -4,6 +4,7 @@
  * sleeps so that loops still yield. In tests prefer `TestClock`; in production use the default.
  */
 import { Clock, Effect } from "effect"
+import { sleepsInRealTime } from "./Deadline.js"
 
 /** A clock whose time is set explicitly. */
 export interface TickClock {
@@ -26,6 +27,7 @@ export const make = (initial = 0): TickClock => {
     currentTimeNanos: Effect.sync(() => BigInt(tick) * 1_000_000n),
     sleep: (duration) => real.sleep(duration)
   }
+  sleepsInRealTime(clock)
   return {
     clock,
     set: (next) => Effect.sync(() => { tick = next }),

@@ -3,10 +3,12 @@
  * (the default clock, a `TickClock`) the effect runs in one forked fiber and the deadline is a
  * timer; `Effect.timeout` forks two fibers (the effect's and one that sleeps), races them and joins
  * the winner's fiber refs, which costs a daemon worker about a sixth of its CPU per event on
- * SQLite. Under any other clock (`TestClock`) it is `Effect.timeout`. The outcome is the same
- * either way: the effect's exit; or, once the deadline passes, the effect interrupted (and waited
- * for) and a `TimeoutException`; interrupting the caller interrupts the effect and waits for it.
- * Unlike `Effect.timeout`, the effect's changes to fiber refs stay in its own fiber.
+ * SQLite. Under any other clock (`TestClock`) it is `Effect.timeout`. Either way: the effect's
+ * exit; or, once the deadline passes, the effect interrupted (and waited for) and a
+ * `TimeoutException`; interrupting the caller interrupts the effect and waits for it. Unlike
+ * `Effect.timeout`: an effect that ends by itself after the deadline but before the interruption
+ * lands (in an uninterruptible part) gives its own exit — a reply that came is used — and the
+ * effect's changes to fiber refs stay in its own fiber.
  */
 import { Cause, Clock, Duration, Effect, Exit, Fiber } from "effect"
 

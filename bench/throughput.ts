@@ -234,8 +234,10 @@ export const measureThroughput = async (
       ? `ours relay.run({ workers: ${workers}, batchSize: 1 })`
       : `ours Relay.stepBatch(${plan.batchSize}), in-memory handler like the peers'`
     const fullName = `${name} ${syncLabel(synchronous)}`
-    // One daemon worker drains one event at a time: the single-step floor is its measure.
-    const floorName = `${mode === "single" || (mode === "daemon" && workers === 1) ? "single" : "batch"}-${synchronous}`
+    // One daemon worker drains one event at a time, as `Relay.step` does: the single-step floor is
+    // its measure, and the ceiling's bursts go with it too.
+    const singleStep = mode === "single" || (mode === "daemon" && workers === 1)
+    const floorName = `${singleStep ? "single" : "batch"}-${synchronous}`
     const base = { name: fullName, system: "fair-relay" as const, mode, synchronous, order: ourOrder }
     // The library was asked for NORMAL: a connection that reads anything else makes the row meaningless.
     if (synchronous === "normal" && !normalSupported) {
@@ -244,8 +246,7 @@ export const measureThroughput = async (
     const files = freshCopy(template, "ours")
     const options = { synchronous, policy: benchPolicy }
     const seen = delivered()
-    // The ceiling's bursts go with the single-step FULL drains only (Relay.step, one daemon worker): the target divides by it.
-    const singleStep = mode === "single" || (mode === "daemon" && workers === 1)
+    // The ceiling's bursts go with the single-step FULL drains only: the target divides by it.
     const ceiling = singleStep && synchronous === "full" ? openCeiling("ceiling-throughput.db") : undefined
     let nextBurst = 0
     const onProgress: Progress = (_, seconds) => {

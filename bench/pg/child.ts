@@ -121,8 +121,7 @@ const fairRelay = async (spec: RunSpec, counters: Counters): Promise<Driver> => 
         url: url.toString(),
         maxConnections: spec.maxConnections,
         policy: { leaseTicks: "60 seconds" },
-        claims: claimsOf(libraryOf(spec.kind)),
-        ...(spec.kind === "fair-relay-novacuum-single" ? { vacuumInterval: null } : {})
+        claims: claimsOf(libraryOf(spec.kind))
       }),
       scope
     )
@@ -256,7 +255,7 @@ const graphileWorker = async (spec: RunSpec, counters: Counters): Promise<Driver
  * The floor (bench/pg/floor.ts): the daemon's single step through a raw `pg` client, in 5 round
  * trips as ours or in 3 (pipelined), over a store with exact claims made by the library; with
  * `concurrency` above 1, that many loops, each on a client of its own (no group commit), at most
- * `maxConnections`; and one more client that vacuums the flow and group tables as the store does.
+ * `maxConnections`.
  */
 const floor = (rounds: 3 | 5) => async (spec: RunSpec, counters: Counters): Promise<Driver> => {
   const url = new URL(spec.url)
@@ -268,33 +267,16 @@ const floor = (rounds: 3 | 5) => async (spec: RunSpec, counters: Counters): Prom
     await client.connect()
     return client
   }))
-  // As the store's writers do (`PgVacuum`): after work, at most once a second, on a connection of its own.
-  const vacuumClient = new pg.Client({ connectionString: url.toString(), application_name: "fair-relay-bench" })
-  vacuumClient.on("error", (error) => counters.error(error))
-  await vacuumClient.connect()
-  let vacuumedAt = Date.now()
-  let vacuuming: Promise<unknown> | undefined
-  const vacuum = () => {
-    if (vacuuming !== undefined || Date.now() - vacuumedAt < 1000) return
-    vacuumedAt = Date.now()
-    vacuuming = vacuumClient.query("VACUUM (SKIP_LOCKED) relay_flow, relay_group")
-      .catch((error: unknown) => counters.error(error))
-      .finally(() => (vacuuming = undefined))
-  }
   const works = clients.map((client) => {
     const worker = floorWorker(client, { rounds, leaseMs: 60_000 })
     return async () => {
       if ((await worker.step()) === undefined) return false
-      vacuum()
       counters.handle()
       await handler(spec)
       return true
     }
   })
-  return looping(counters, spec.idleMs, works, async () => {
-    await vacuuming
-    await Promise.all([...clients, vacuumClient].map((client) => client.end()))
-  })
+  return looping(counters, spec.idleMs, works, () => Promise.all(clients.map((client) => client.end())).then(() => undefined))
 }
 
 const drivers = {
@@ -302,7 +284,6 @@ const drivers = {
   "fair-relay-batch": fairRelay,
   "fair-relay-parallel-single": fairRelay,
   "fair-relay-parallel-batch": fairRelay,
-  "fair-relay-novacuum-single": fairRelay,
   "floor-single": floor(5),
   "floor-pipelined-single": floor(3),
   "pg-boss": pgBoss,

@@ -39,7 +39,6 @@ const kinds: ReadonlyArray<Kind> = [
   "fair-relay-batch",
   "fair-relay-parallel-single",
   "fair-relay-parallel-batch",
-  "fair-relay-novacuum-single",
   "floor-single",
   "floor-pipelined-single",
   "pg-boss",
@@ -138,8 +137,6 @@ const describeKind = (kind: Kind, batchSize: number) =>
     ? "fair-relay parallel, single-step"
     : kind === "fair-relay-parallel-batch"
     ? `fair-relay parallel, batched (n = ${batchSize})`
-    : kind === "fair-relay-novacuum-single"
-    ? "fair-relay exact, single-step, vacuumInterval: null (left to autovacuum)"
     : kind === "floor-single"
     ? "floor: our statements, raw pg, one round trip each (5)"
     : kind === "floor-pipelined-single"
@@ -240,7 +237,7 @@ export const runPgBench = async (args: ReadonlyArray<string>): Promise<number> =
     (await server.query<{ name: string; setting: string; unit: string | null }>(
       `SELECT name, setting, unit FROM pg_settings WHERE name IN
         ('server_version', 'synchronous_commit', 'fsync', 'wal_sync_method', 'shared_buffers', 'max_connections',
-         'commit_delay', 'full_page_writes', 'wal_level', 'autovacuum', 'autovacuum_naptime')`
+         'commit_delay', 'full_page_writes', 'wal_level')`
     )).rows.map((r) => [r.name, r.unit === null ? r.setting : `${r.setting} (${r.unit})`])
   )
   let children: Array<Child> = []

@@ -8,7 +8,6 @@
  *   npx tsx bench/pg/profile.ts [--parallel] [--exchange] [--batch N] [--steps N] [--analyze] [--url postgres://…/db] [--cpu-profile FILE]
  *   npx tsx bench/pg/profile.ts --floor 5|3 …   the same steps by the floor (bench/pg/floor.ts) instead of the library
  *   npx tsx bench/pg/profile.ts --unnamed …   the store opened with `preparedStatements: false` (every statement parsed where it runs)
- *   npx tsx bench/pg/profile.ts --vacuum MS|off …   the store's `vacuumInterval` in milliseconds, or `null` (default: the store's default)
  *   npx tsx bench/pg/profile.ts --exchange --phases …   also this process's CPU per step between its round trips:
  *     from the step's start to its first batch, each batch from sending to its ReadyForQuery (serializing,
  *     the socket, parsing the answer, and whatever else ran meanwhile: GC), between batches (our code
@@ -34,7 +33,6 @@ const steps = Number(argument("--steps") ?? 2000)
 const cpuProfile = argument("--cpu-profile")
 const phases = process.argv.includes("--phases")
 const unnamed = process.argv.includes("--unnamed")
-const vacuum = argument("--vacuum")
 const base = argument("--url") ?? "postgres://postgres@127.0.0.1:5432/postgres"
 const database = `fair_relay_profile_${process.pid}`
 
@@ -129,8 +127,7 @@ const url = base.replace(/\/[^/]*$/, `/${database}`)
 const scope = Effect.runSync(Scope.make())
 try {
   const queue = await Effect.runPromise(
-    Scope.extend(PgRelayQueue.make({ url, maxConnections: 1, policy: { leaseTicks: "60 seconds" }, claims: parallel ? "parallel" : "exact", preparedStatements: !unnamed,
-      vacuumInterval: vacuum === undefined ? undefined : vacuum === "off" ? null : Number(vacuum) }), scope)
+    Scope.extend(PgRelayQueue.make({ url, maxConnections: 1, policy: { leaseTicks: "60 seconds" }, claims: parallel ? "parallel" : "exact", preparedStatements: !unnamed }), scope)
   )
   // Enough for the warm-up and every step to claim a full batch.
   const events = Math.max((steps + 60) * batch, 4096)

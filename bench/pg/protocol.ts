@@ -18,15 +18,9 @@ export type Kind =
   | "fair-relay-parallel-single"
   | "fair-relay-parallel-batch"
   /**
-   * `fair-relay-single` with `vacuumInterval: null`: its flow and group tables left to autovacuum,
-   * as the peers leave theirs (what every run before the store vacuumed them measured).
-   */
-  | "fair-relay-novacuum-single"
-  /**
    * The floor (bench/pg/floor.ts): the daemon's single step (ack the held head, claim the next, one
    * transaction) through one raw `pg` client, no Effect, on a store with exact claims: one round
-   * trip per statement (5), or pipelined in 3 (as many as our store's batches). Each process
-   * vacuums the flow and group tables as the store's writers do (at most once a second, after work).
+   * trip per statement (5), or pipelined in 3 (as many as our store's batches).
    */
   | "floor-single"
   | "floor-pipelined-single"

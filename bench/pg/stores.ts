@@ -24,8 +24,7 @@ export interface Workload {
 export type Library = "fair-relay" | "fair-relay-parallel" | "pg-boss" | "graphile-worker"
 
 export const libraryOf = (kind: Kind): Library =>
-  kind === "fair-relay-single" || kind === "fair-relay-batch" || kind === "fair-relay-novacuum-single" || kind === "floor-single" ||
-    kind === "floor-pipelined-single"
+  kind === "fair-relay-single" || kind === "fair-relay-batch" || kind === "floor-single" || kind === "floor-pipelined-single"
     ? "fair-relay"
     : kind === "fair-relay-parallel-single" || kind === "fair-relay-parallel-batch"
     ? "fair-relay-parallel"

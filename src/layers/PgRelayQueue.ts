@@ -4,7 +4,6 @@
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Config, Effect, Either, Layer } from "effect"
-import type { Duration } from "effect"
 import type { ConfigError } from "effect/ConfigError"
 import type { Scope } from "effect"
 import { InvalidInput } from "../domain/Errors.js"
@@ -16,12 +15,11 @@ import type { RetentionInput } from "../services/Retention.js"
 import type { RelayQueueService } from "../services/RelayQueue.js"
 import * as PgParallel from "./internal/PgParallel.js"
 import * as PgStore from "./internal/PgStore.js"
-import * as PgVacuum from "./internal/PgVacuum.js"
 import * as SqlRelayQueue from "./internal/SqlRelayQueue.js"
 import type * as Store from "./internal/Store.js"
 
 /** Options of a PostgreSQL queue store. */
-export interface PgRelayQueueOptions extends PgStore.PgStoreOptions, VacuumOptions {
+export interface PgRelayQueueOptions extends PgStore.PgStoreOptions {
   /** The policy; see `SqliteRelayQueueOptions.policy` (a store keeps its protocol settings). */
   readonly policy?: PolicyInput | undefined
   /** How long acked events and their dedup records are kept (defaults: 7 and 30 days; see `Retention`). */
@@ -40,17 +38,6 @@ export interface PgRelayQueueOptions extends PgStore.PgStoreOptions, VacuumOptio
   readonly claims?: "exact" | "parallel" | undefined
 }
 
-/** How a queue's writers keep its flow and group tables vacuumed (see docs/postgres.md, "Dead rows"). */
-export interface VacuumOptions {
-  /**
-   * At most how often this process's writes are followed by a `VACUUM` of the queue's flow and
-   * group tables, in a fiber of its own (default 1 second; `null`: never, leave them to
-   * autovacuum). Each claim, settle and enqueue leaves dead row versions there that make the next
-   * claims slower until a vacuum removes them; autovacuum comes at most once a minute by default.
-   */
-  readonly vacuumInterval?: Duration.DurationInput | null | undefined
-}
-
 /** Errors of opening a queue store. */
 export type OpenError = Store.OpenError | PolicyMismatch
 
@@ -60,12 +47,10 @@ export const make = (options: PgRelayQueueOptions): Effect.Effect<RelayQueueServ
     const requested = yield* SqlRelayQueue.decodePolicy(options.policy, "PgRelayQueue.make")
     const retention = yield* decodeRetention(options.retention, "PgRelayQueue.make")
     const claims = yield* decodeClaims(options.claims, "PgRelayQueue.make")
-    const vacuumInterval = yield* PgVacuum.decodeInterval(options.vacuumInterval, "PgRelayQueue.make")
     const store = yield* PgStore.open(options, SqlRelayQueue.migrations, SqlRelayQueue.migrationsTable, "relay_queue")
     const policy = yield* SqlRelayQueue.resolvePolicy(store, requested, options.policy, name, "create")
     const mode = yield* PgParallel.resolveMode(store, claims, name, "create")
-    const backend = mode === "parallel" ? PgParallel.backend(store, store.rowLockedWrite) : SqlRelayQueue.backend(store)
-    return RelayQueue.make(PgVacuum.vacuuming(store.sql, backend, vacuumInterval, yield* Effect.scope), policy, retention)
+    return RelayQueue.make(mode === "parallel" ? PgParallel.backend(store, store.rowLockedWrite) : SqlRelayQueue.backend(store), policy, retention)
   })
 
 const name = "PostgreSQL queue store"
@@ -85,7 +70,7 @@ export const layerConfig = (
 ): Layer.Layer<RelayQueue.RelayQueue, OpenError | ConfigError> => Layer.scoped(RelayQueue.RelayQueue, Effect.flatMap(Config.unwrap(config), make))
 
 /** Options of a queue on the application's own PostgreSQL client. */
-export interface PgRelayQueueClientOptions extends PgStore.PgClientStoreOptions, VacuumOptions {
+export interface PgRelayQueueClientOptions extends PgStore.PgClientStoreOptions {
   /** The policy; see `SqliteRelayQueueOptions.policy`. */
   readonly policy?: PolicyInput | undefined
   /** See `PgRelayQueueOptions.retention`. */
@@ -113,16 +98,17 @@ export const makeClient = (
     const requested = yield* SqlRelayQueue.decodePolicy(options.policy, "PgRelayQueue.makeClient")
     const retention = yield* decodeRetention(options.retention, "PgRelayQueue.makeClient")
     const claims = yield* decodeClaims(options.claims, "PgRelayQueue.makeClient")
-    const vacuumInterval = yield* PgVacuum.decodeInterval(options.vacuumInterval, "PgRelayQueue.makeClient")
     const sql = yield* SqlClient.SqlClient
     const store = yield* PgStore.fromClient(sql, options, SqlRelayQueue.migrations, SqlRelayQueue.migrationsTable, "relay_queue")
     const policy = yield* SqlRelayQueue.resolvePolicy(store, requested, options.policy, clientName, "create")
     const mode = yield* PgParallel.resolveMode(store, claims, clientName, "create", "parallel")
-    const backend = mode === "parallel"
-      ? PgParallel.backend({ ...store, join: PgStore.joinAmbient(store, true) }, store.rowLockedWrite)
-      : SqlRelayQueue.backend({ ...store, join: PgStore.joinAmbient(store, false) })
-    // No scope here: a vacuum in progress runs to its end (one statement).
-    return RelayQueue.make(PgVacuum.vacuuming(sql, backend, vacuumInterval), policy, retention)
+    return RelayQueue.make(
+      mode === "parallel"
+        ? PgParallel.backend({ ...store, join: PgStore.joinAmbient(store, true) }, store.rowLockedWrite)
+        : SqlRelayQueue.backend({ ...store, join: PgStore.joinAmbient(store, false) }),
+      policy,
+      retention
+    )
   })
 
 const clientName = "the application's PostgreSQL database"

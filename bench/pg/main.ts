@@ -237,7 +237,7 @@ export const runPgBench = async (args: ReadonlyArray<string>): Promise<number> =
     (await server.query<{ name: string; setting: string; unit: string | null }>(
       `SELECT name, setting, unit FROM pg_settings WHERE name IN
         ('server_version', 'synchronous_commit', 'fsync', 'wal_sync_method', 'shared_buffers', 'max_connections',
-         'commit_delay', 'full_page_writes', 'wal_level')`
+         'commit_delay', 'full_page_writes', 'wal_level', 'autovacuum', 'autovacuum_naptime')`
     )).rows.map((r) => [r.name, r.unit === null ? r.setting : `${r.setting} (${r.unit})`])
   )
   let children: Array<Child> = []

@@ -1,8 +1,9 @@
 /**
  * Where a PostgreSQL step's time goes, for diagnosis; not part of `npm run bench`. Fills a fresh
- * database with `events` over 64 flows, then runs `steps` claim → settle pairs (or `claimBatch` →
+ * database with `events` over 64 flows (`--flows N`), then runs `steps` claim → settle pairs (or `claimBatch` →
  * `settleBatch` of `batch`; with `--exchange`, as the worker daemon does: one `settleAndClaim` per
- * step, settling what the step before claimed; with `--analyze`, after an ANALYZE of the filled store) on one connection and prints, per step: wall time,
+ * step, settling what the step before claimed; with `--analyze`, after an ANALYZE of the filled store; with
+ * `--analyze-written`, of its flow and event tables only, as autovacuum leaves a store that has no groups) on one connection and prints, per step: wall time,
  * this process's CPU, the server backends' CPU, and the statements sent (by text, most frequent first).
  *
  *   npx tsx bench/pg/profile.ts [--parallel] [--exchange] [--batch N] [--steps N] [--analyze] [--url postgres://…/db] [--cpu-profile FILE]
@@ -33,6 +34,7 @@ const steps = Number(argument("--steps") ?? 2000)
 const cpuProfile = argument("--cpu-profile")
 const phases = process.argv.includes("--phases")
 const unnamed = process.argv.includes("--unnamed")
+const flows = Number(argument("--flows") ?? 64)
 const base = argument("--url") ?? "postgres://postgres@127.0.0.1:5432/postgres"
 const database = `fair_relay_profile_${process.pid}`
 
@@ -134,15 +136,16 @@ try {
   for (let from = 0; from < events; from += 1024) {
     const items = Array.from({ length: Math.min(1024, events - from) }, (_, i) => ({
       eventId: `e${String(from + i).padStart(8, "0")}`,
-      flowId: `f${(from + i) % 64}`,
+      flowId: `f${(from + i) % flows}`,
       body: { n: from + i }
     }))
     await Effect.runPromise(queue.enqueueBatch(items))
   }
-  if (process.argv.includes("--analyze")) {
+  const analyze = process.argv.includes("--analyze") ? ["ANALYZE"] : process.argv.includes("--analyze-written") ? ["ANALYZE relay_flow", "ANALYZE relay_event"] : []
+  if (analyze.length > 0) {
     const client = new pg.Client({ connectionString: url })
     await client.connect()
-    await client.query("ANALYZE")
+    for (const statement of analyze) await client.query(statement)
     await client.end()
   }
   let held: ReadonlyArray<{ readonly token: { readonly eventId: string; readonly generation: number } }> = []

@@ -4,7 +4,9 @@
  * LIMIT of 0 is worked out before the walk. Replayed with `EXPLAIN ANALYZE` on the statement the
  * idle claim really sent: the turn index is never scanned, while the same statement at a time
  * when heads are due does scan it. A claim that finds many flows due reads the heads of the flows
- * it takes, not of every flow due.
+ * it takes, not of every flow due — also on a store of many flows and no groups whose flow and
+ * event tables have statistics and whose (never written) group table has none, as autovacuum
+ * leaves it: the grouped part of the walk reads nothing there.
  */
 import * as Reactivity from "@effect/experimental/Reactivity"
 import { it } from "@effect/vitest"
@@ -70,4 +72,39 @@ describePg("PostgreSQL: an idle claim", (url) => {
       }, 0)
       expect(headsRead, plan.join("\n")).toBe(1)
     }), { timeout: 60_000 })
+
+  for (const claims of ["exact", "parallel"] as const) {
+    it.scopedLive(`${claims} claims: with no groups and the group table never analyzed, a claim reads no flow but the ones it takes`, () =>
+      Effect.gen(function*() {
+        const schema = yield* freshSchema(url)
+        const queue = yield* PgRelayQueue.make({ url: schema.url, maxConnections: 1, claims })
+        const flows = 400
+        yield* queue.enqueueBatch(Array.from({ length: 2 * flows }, (_, i) => ({ eventId: `e${i}`, flowId: `f${i % flows}`, body: {} })))
+        // What autovacuum does on a store without groups: the written tables are analyzed, the
+        // group table (never written) is not, and the planner guesses its size.
+        const sql = yield* PgClient.make({ url: Redacted.make(schema.url), maxConnections: 1 }).pipe(Effect.provide(Reactivity.layer))
+        yield* sql.unsafe("ANALYZE relay_flow")
+        yield* sql.unsafe("ANALYZE relay_event")
+        const [claimed, statements] = yield* captureSql(queue.claim)
+        expect(claimed._tag).toBe("Claimed")
+        const walk = statements.find((text) => /ORDER BY (f\.)?served/.test(text))
+        expect(walk, statements.join("\n")).toBeDefined()
+        yield* sql.unsafe("SET plan_cache_mode = force_generic_plan")
+        yield* sql.unsafe(`PREPARE wide_walk AS ${walk!}`)
+        // In a transaction rolled back: the parallel walk locks what it reads.
+        yield* sql.unsafe("BEGIN")
+        const rows = yield* sql.unsafe(`EXPLAIN (ANALYZE, COSTS OFF) EXECUTE wide_walk(${walkParams(walk!, Date.now(), 1).join(", ")})`)
+        yield* sql.unsafe("ROLLBACK")
+        const plan = rows.map((row) => String((row as Record<string, unknown>)["QUERY PLAN"]))
+        // Rows read: rows × loops of every scan of a table (a bitmap heap scan's index counted once, by its heap).
+        const read = (table: string) =>
+          plan.filter((line) => new RegExp(` on ${table} `).test(line) && !/Bitmap Index Scan/.test(line)).reduce((sum, line) => {
+            const actual = /actual time=\S+ rows=(\d+) loops=(\d+)/.exec(line)
+            return sum + (actual === null ? 0 : Number(actual[1]) * Number(actual[2]))
+          }, 0)
+        expect(read("relay_event"), plan.join("\n")).toBe(1)
+        // The walk's own flow, and the least eligible_at (one index entry): never every flow.
+        expect(read("relay_flow"), plan.join("\n")).toBeLessThanOrEqual(4)
+      }), { timeout: 60_000 })
+  }
 })

@@ -48,63 +48,49 @@ describePg("PostgreSQL: an idle claim", (url) => {
       expect(dueWalk.some((line) => !/never executed/.test(line))).toBe(true)
     }), { timeout: 60_000 })
 
-  it.scopedLive("reads the heads of the flows it takes only, on a store whose statistics are not gathered yet", () =>
-    Effect.gen(function*() {
-      const schema = yield* freshSchema(url)
-      const queue = yield* PgRelayQueue.make({ url: schema.url, maxConnections: 1 })
-      // Just filled, never analyzed: the planner expects few eligible flows (it once joined every
-      // eligible flow to its head and sorted them all to keep one).
-      yield* queue.enqueueBatch(Array.from({ length: 256 }, (_, i) => ({ eventId: `e${i}`, flowId: `f${i % 64}`, body: {} })))
-      const [claimed, statements] = yield* captureSql(queue.claim)
-      expect(claimed._tag).toBe("Claimed")
-      const walk = statements.find((text) => /ORDER BY (f\.)?served/.test(text))
-      expect(walk, statements.join("\n")).toBeDefined()
-      const sql = yield* PgClient.make({ url: Redacted.make(schema.url), maxConnections: 1 }).pipe(Effect.provide(Reactivity.layer))
-      // As the store's transactions plan it: once, for any values.
-      yield* sql.unsafe("SET plan_cache_mode = force_generic_plan")
-      yield* sql.unsafe(`PREPARE due_walk AS ${walk!}`)
-      const rows = yield* sql.unsafe(`EXPLAIN (ANALYZE, COSTS OFF) EXECUTE due_walk(${walkParams(walk!, Date.now(), 1).join(", ")})`)
-      const plan = rows.map((row) => String((row as Record<string, unknown>)["QUERY PLAN"]))
-      // Heads read: rows × loops of every scan of the event table.
-      const headsRead = plan.filter((line) => / on relay_event /.test(line)).reduce((sum, line) => {
-        const actual = /actual time=\S+ rows=(\d+) loops=(\d+)/.exec(line)
-        return sum + (actual === null ? 0 : Number(actual[1]) * Number(actual[2]))
-      }, 0)
-      expect(headsRead, plan.join("\n")).toBe(1)
-    }), { timeout: 60_000 })
-
-  for (const claims of ["exact", "parallel"] as const) {
-    it.scopedLive(`${claims} claims: with no groups and the group table never analyzed, a claim reads no flow but the ones it takes`, () =>
+  // Two states of a store's statistics: none yet (just filled), and what autovacuum leaves on a
+  // store without groups — its flow and event tables analyzed, its group table (never written)
+  // not, so that the planner guesses the group table's size. With none yet, an exact claim reads
+  // the flows due to sort them (but only the head it takes), and a parallel claim joins every due
+  // flow to its head (docs/postgres.md, "Claims without statistics"): those cases are not here.
+  const cases = [
+    { claims: "exact", state: "not gathered yet", analyze: [], flowsRead: Infinity },
+    { claims: "exact", state: "gathered on the flow and event tables only", analyze: ["ANALYZE relay_flow", "ANALYZE relay_event"], flowsRead: 4 },
+    { claims: "parallel", state: "gathered on the flow and event tables only", analyze: ["ANALYZE relay_flow", "ANALYZE relay_event"], flowsRead: 4 }
+  ] as const
+  for (const { analyze, claims, flowsRead, state } of cases) {
+    it.scopedLive(`${claims} claims, statistics ${state}: a claim reads the head it takes${flowsRead === Infinity ? "" : " and its flow"}, not every flow's`, () =>
       Effect.gen(function*() {
         const schema = yield* freshSchema(url)
         const queue = yield* PgRelayQueue.make({ url: schema.url, maxConnections: 1, claims })
+        // Without statistics the planner expects few eligible flows (it once joined every eligible
+        // flow to its head and sorted them all to keep one); with the group table's guessed, it
+        // joined every flow to its head before looking at the groups.
         const flows = 400
         yield* queue.enqueueBatch(Array.from({ length: 2 * flows }, (_, i) => ({ eventId: `e${i}`, flowId: `f${i % flows}`, body: {} })))
-        // What autovacuum does on a store without groups: the written tables are analyzed, the
-        // group table (never written) is not, and the planner guesses its size.
         const sql = yield* PgClient.make({ url: Redacted.make(schema.url), maxConnections: 1 }).pipe(Effect.provide(Reactivity.layer))
-        yield* sql.unsafe("ANALYZE relay_flow")
-        yield* sql.unsafe("ANALYZE relay_event")
+        for (const statement of analyze) yield* sql.unsafe(statement)
         const [claimed, statements] = yield* captureSql(queue.claim)
         expect(claimed._tag).toBe("Claimed")
         const walk = statements.find((text) => /ORDER BY (f\.)?served/.test(text))
         expect(walk, statements.join("\n")).toBeDefined()
+        // As the store's transactions plan it: once, for any values; rolled back, since the
+        // parallel walk locks what it reads.
         yield* sql.unsafe("SET plan_cache_mode = force_generic_plan")
-        yield* sql.unsafe(`PREPARE wide_walk AS ${walk!}`)
-        // In a transaction rolled back: the parallel walk locks what it reads.
+        yield* sql.unsafe(`PREPARE due_walk AS ${walk!}`)
         yield* sql.unsafe("BEGIN")
-        const rows = yield* sql.unsafe(`EXPLAIN (ANALYZE, COSTS OFF) EXECUTE wide_walk(${walkParams(walk!, Date.now(), 1).join(", ")})`)
+        const rows = yield* sql.unsafe(`EXPLAIN (ANALYZE, COSTS OFF) EXECUTE due_walk(${walkParams(walk!, Date.now(), 1).join(", ")})`)
         yield* sql.unsafe("ROLLBACK")
         const plan = rows.map((row) => String((row as Record<string, unknown>)["QUERY PLAN"]))
-        // Rows read: rows × loops of every scan of a table (a bitmap heap scan's index counted once, by its heap).
+        // Rows read from a table: rows × loops of every scan of it (a bitmap scan counted by its heap scan).
         const read = (table: string) =>
           plan.filter((line) => new RegExp(` on ${table} `).test(line) && !/Bitmap Index Scan/.test(line)).reduce((sum, line) => {
             const actual = /actual time=\S+ rows=(\d+) loops=(\d+)/.exec(line)
             return sum + (actual === null ? 0 : Number(actual[1]) * Number(actual[2]))
           }, 0)
         expect(read("relay_event"), plan.join("\n")).toBe(1)
-        // The walk's own flow, and the least eligible_at (one index entry): never every flow.
-        expect(read("relay_flow"), plan.join("\n")).toBeLessThanOrEqual(4)
+        // The walk's own flow and the least eligible_at: never every flow.
+        if (flowsRead !== Infinity) expect(read("relay_flow"), plan.join("\n")).toBeLessThanOrEqual(flowsRead)
       }), { timeout: 60_000 })
   }
 })

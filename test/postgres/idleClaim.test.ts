@@ -52,7 +52,7 @@ describePg("PostgreSQL: an idle claim", (url) => {
   // store without groups — its flow and event tables analyzed, its group table (never written)
   // not, so that the planner guesses the group table's size. With none yet, an exact claim reads
   // the flows due to sort them (but only the head it takes), and a parallel claim joins every due
-  // flow to its head (docs/postgres.md, "Claims without statistics"): those cases are not here.
+  // flow to its head (docs/postgres.md, "Claims whatever the statistics"): those cases are not here.
   const cases = [
     { claims: "exact", state: "not gathered yet", analyze: [], flowsRead: Infinity },
     { claims: "exact", state: "gathered on the flow and event tables only", analyze: ["ANALYZE relay_flow", "ANALYZE relay_event"], flowsRead: 4 },

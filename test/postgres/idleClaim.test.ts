@@ -56,9 +56,15 @@ describePg("PostgreSQL: an idle claim", (url) => {
   const cases = [
     { claims: "exact", state: "not gathered yet", analyze: [], flowsRead: Infinity },
     { claims: "exact", state: "gathered on the flow and event tables only", analyze: ["ANALYZE relay_flow", "ANALYZE relay_event"], flowsRead: 4 },
-    { claims: "parallel", state: "gathered on the flow and event tables only", analyze: ["ANALYZE relay_flow", "ANALYZE relay_event"], flowsRead: 4 }
+    { claims: "parallel", state: "gathered on the flow and event tables only", analyze: ["ANALYZE relay_flow", "ANALYZE relay_event"], flowsRead: 4 },
+    // Every flow in one of 40 groups: the groups' walk drives the rest (an exact claim read the
+    // whole event table here too before cc9a654). A parallel claim reads the group table and the
+    // first group's flows (its walk locks rows; docs/postgres.md): only its head is checked.
+    { claims: "exact", state: "gathered on every table, flows in groups", analyze: ["ANALYZE"], flowsRead: 4, groups: 40 },
+    { claims: "parallel", state: "gathered on every table, flows in groups", analyze: ["ANALYZE"], flowsRead: Infinity, groups: 40 }
   ] as const
-  for (const { analyze, claims, flowsRead, state } of cases) {
+  for (const { analyze, claims, flowsRead, state, ...rest } of cases) {
+    const groups = "groups" in rest ? rest.groups : 0
     it.scopedLive(`${claims} claims, statistics ${state}: a claim reads the head it takes${flowsRead === Infinity ? "" : " and its flow"}, not every flow's`, () =>
       Effect.gen(function*() {
         const schema = yield* freshSchema(url)
@@ -67,7 +73,12 @@ describePg("PostgreSQL: an idle claim", (url) => {
         // flow to its head and sorted them all to keep one); with the group table's guessed, it
         // joined every flow to its head before looking at the groups.
         const flows = 400
-        yield* queue.enqueueBatch(Array.from({ length: 2 * flows }, (_, i) => ({ eventId: `e${i}`, flowId: `f${i % flows}`, body: {} })))
+        yield* queue.enqueueBatch(Array.from({ length: 2 * flows }, (_, i) => ({
+          eventId: `e${i}`,
+          flowId: `f${i % flows}`,
+          body: {},
+          ...(groups === 0 ? {} : { group: `g${i % groups}` })
+        })))
         const sql = yield* PgClient.make({ url: Redacted.make(schema.url), maxConnections: 1 }).pipe(Effect.provide(Reactivity.layer))
         for (const statement of analyze) yield* sql.unsafe(statement)
         const [claimed, statements] = yield* captureSql(queue.claim)

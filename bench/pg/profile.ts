@@ -1,6 +1,6 @@
 /**
  * Where a PostgreSQL step's time goes, for diagnosis; not part of `npm run bench`. Fills a fresh
- * database with `events` over 64 flows (`--flows N`), then runs `steps` claim → settle pairs (or `claimBatch` →
+ * database with `events` over 64 flows (`--flows N`; with `--groups G`, flow k in group k mod G), then runs `steps` claim → settle pairs (or `claimBatch` →
  * `settleBatch` of `batch`; with `--exchange`, as the worker daemon does: one `settleAndClaim` per
  * step, settling what the step before claimed; with `--analyze`, after an ANALYZE of the filled store; with
  * `--analyze-written`, of its flow and event tables only, as autovacuum leaves a store that has no groups) on one connection and prints, per step: wall time,
@@ -35,6 +35,7 @@ const cpuProfile = argument("--cpu-profile")
 const phases = process.argv.includes("--phases")
 const unnamed = process.argv.includes("--unnamed")
 const flows = Number(argument("--flows") ?? 64)
+const groups = Number(argument("--groups") ?? 0)
 const base = argument("--url") ?? "postgres://postgres@127.0.0.1:5432/postgres"
 const database = `fair_relay_profile_${process.pid}`
 
@@ -137,7 +138,8 @@ try {
     const items = Array.from({ length: Math.min(1024, events - from) }, (_, i) => ({
       eventId: `e${String(from + i).padStart(8, "0")}`,
       flowId: `f${(from + i) % flows}`,
-      body: { n: from + i }
+      body: { n: from + i },
+      ...(groups > 0 ? { group: `g${((from + i) % flows) % groups}` } : {})
     }))
     await Effect.runPromise(queue.enqueueBatch(items))
   }

@@ -51,18 +51,18 @@ describePg("PostgreSQL: an idle claim", (url) => {
   // Three states of a store's statistics: none yet (just filled); what autovacuum leaves on a
   // store without groups — its flow and event tables analyzed, its group table (never written)
   // not, so that the planner guesses the group table's size; and every table analyzed, on a store
-  // whose flows are in groups. With none yet, an exact claim reads
-  // the flows due to sort them (but only the head it takes), and a parallel claim joins every due
-  // flow to its head (docs/postgres.md, "Claims whatever the statistics"): those cases are not here.
+  // whose flows are in groups. With none yet, a claim of either mode reads the flows due to sort
+  // them, but only the head it takes (docs/postgres.md, "Claims whatever the statistics").
   const cases = [
     { claims: "exact", state: "not gathered yet", analyze: [], flowsRead: Infinity, groups: 0 },
+    { claims: "parallel", state: "not gathered yet", analyze: [], flowsRead: Infinity, groups: 0 },
     { claims: "exact", state: "gathered on the flow and event tables only", analyze: ["ANALYZE relay_flow", "ANALYZE relay_event"], flowsRead: 4, groups: 0 },
     { claims: "parallel", state: "gathered on the flow and event tables only", analyze: ["ANALYZE relay_flow", "ANALYZE relay_event"], flowsRead: 4, groups: 0 },
     // Every flow in one of 40 groups: the groups' walk drives the rest (an exact claim read the
-    // whole event table here too before cc9a654). A parallel claim reads the group table and the
-    // first group's flows (its walk locks rows; docs/postgres.md): only its head is checked.
+    // whole event table here before cc9a654, a parallel claim joined every flow to its group
+    // before the parallel walk took the same shape).
     { claims: "exact", state: "gathered on every table, flows in groups", analyze: ["ANALYZE"], flowsRead: 4, groups: 40 },
-    { claims: "parallel", state: "gathered on every table, flows in groups", analyze: ["ANALYZE"], flowsRead: Infinity, groups: 40 }
+    { claims: "parallel", state: "gathered on every table, flows in groups", analyze: ["ANALYZE"], flowsRead: 4, groups: 40 }
   ] as const
   for (const { analyze, claims, flowsRead, groups, state } of cases) {
     it.scopedLive(`${claims} claims, statistics ${state}: a claim reads the head it takes${flowsRead === Infinity ? "" : " and its flow"}, not every flow's`, () =>

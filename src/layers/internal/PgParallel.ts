@@ -2,8 +2,9 @@
  * Parallel claims on PostgreSQL (`claims: "parallel"`): no store-wide lock. Each write locks the
  * flow rows it decides about, and only those:
  *
- * - a claim walks the turn index with `FOR UPDATE OF f, e SKIP LOCKED`: it takes the first flows in
- *   `(served, flow_id)` order that no other transaction holds, so two claims never pick one head;
+ * - a claim walks the turn index with `FOR UPDATE SKIP LOCKED` (`selectLockedCandidates`): it
+ *   takes the first groups, flows and heads in `(served, id)` order that no other transaction holds,
+ *   so two claims never pick one head;
  * - a settle or redrive locks the flows of its events (and the events) in `(flow_id, seq)` order,
  *   waiting for a claim of the same flow to commit and then reading what it wrote;
  * - an enqueue or weight change locks its flows in `flow_id` order, creating a placeholder row

@@ -307,32 +307,43 @@ export const selectCandidates = (store: Store) => {
 
 /**
  * The claim's choice on a store whose writers run side by side (PostgreSQL parallel claims): the
- * same parts as `selectCandidates`, each taking only rows no other transaction holds
- * (`SKIP LOCKED`) and locking them — a group's row with its flows, so two claims never charge one
- * group's turn at once. A row another writer changed after this statement's snapshot is read again
- * as it was committed when locked, and only conditions on the locked rows themselves are checked
- * again (not those inside subqueries): the flow's eligibility is stated on `f` for that reason.
+ * same walk as `selectCandidates`' PostgreSQL one — groups first, each group's flows, each flow's
+ * head, every part a LATERAL subquery — each part taking only rows no other transaction holds
+ * (`SKIP LOCKED`) and locking them as it reads them: a group's row with its flows, so two claims
+ * never charge one group's turn at once. Each part stops at its LIMIT counting only the rows it
+ * locked, so a claim reads and locks the groups and flows it may take, whatever the planner
+ * believes of the tables (joined before the LIMIT, it read every due flow's head on a store not
+ * yet analyzed, and every flow of a store of groups on every claim). A row another writer changed
+ * after the statement's snapshot is read again as it was committed when locked, and the part's
+ * own conditions are checked again on it: each part states the eligibility of the rows it locks.
+ * Every writer that holds a head also holds its flow, so a head is never found held once its
+ * flow is locked here.
  */
-export const selectLockedCandidates = (store: Store) => (now: number, limit: number) =>
-  Effect.flatMap(
-    store.exec(store.sql`WITH alone AS (SELECT ${store.sql.literal(candidateColumns)},
-          CAST(NULL AS BIGINT) AS g_served, CAST(NULL AS BIGINT) AS g_weight, CAST(NULL AS BIGINT) AS g_burst
-        FROM relay_flow f JOIN relay_event e ON e.flow_id = f.flow_id AND e.seq = f.head_seq
-        WHERE f.eligible_at IS NOT NULL AND f.group_id IS NULL AND +f.eligible_at <= ${now}
-        ORDER BY f.served, f.flow_id LIMIT ${walkLimit(store, now, limit)} FOR UPDATE OF f, e SKIP LOCKED),
-      grouped AS (SELECT ${store.sql.literal(candidateColumns)}, g.served AS g_served, g.weight AS g_weight, g.burst AS g_burst
-        FROM relay_group g
-          JOIN relay_flow f ON f.flow_id IN (SELECT flow_id FROM relay_flow
-            WHERE group_id = g.group_id AND eligible_at IS NOT NULL AND group_id IS NOT NULL AND +eligible_at <= ${now}
-            ORDER BY served, flow_id LIMIT ${limit})
-          JOIN relay_event e ON e.flow_id = f.flow_id AND e.seq = f.head_seq
-        WHERE g.group_id IN (SELECT group_id FROM relay_group
-          WHERE eligible_at IS NOT NULL AND +eligible_at <= ${now} ORDER BY served, group_id LIMIT ${walkLimit(store, now, limit)})
-          AND f.group_id = g.group_id AND f.eligible_at IS NOT NULL AND +f.eligible_at <= ${now}
-        FOR UPDATE OF g, f, e SKIP LOCKED)
-      SELECT * FROM alone UNION ALL SELECT * FROM grouped`),
-    decodeCandidates
+export const selectLockedCandidates = (store: Store) => {
+  const { sql } = store
+  const lockedHeadOf = sql.literal(
+    "CROSS JOIN LATERAL (SELECT * FROM relay_event WHERE flow_id = f.flow_id AND seq = f.head_seq FOR UPDATE SKIP LOCKED) AS e"
   )
+  return (now: number, limit: number) =>
+    Effect.flatMap(
+      store.exec(sql`SELECT ${sql.literal(candidateColumns)},
+          CAST(NULL AS BIGINT) AS g_served, CAST(NULL AS BIGINT) AS g_weight, CAST(NULL AS BIGINT) AS g_burst
+        FROM (SELECT * FROM relay_flow
+          WHERE eligible_at IS NOT NULL AND group_id IS NULL AND +eligible_at <= ${now}
+          ORDER BY served, flow_id LIMIT ${walkLimit(store, now, limit)} FOR UPDATE SKIP LOCKED) AS f
+        ${lockedHeadOf}
+      UNION ALL
+      SELECT ${sql.literal(candidateColumns)}, g.served AS g_served, g.weight AS g_weight, g.burst AS g_burst
+        FROM (SELECT group_id, served, weight, burst FROM relay_group
+            WHERE eligible_at IS NOT NULL AND +eligible_at <= ${now}
+            ORDER BY served, group_id LIMIT ${walkLimit(store, now, limit)} FOR UPDATE SKIP LOCKED) AS g
+          CROSS JOIN LATERAL (SELECT * FROM relay_flow
+            WHERE group_id = g.group_id AND eligible_at IS NOT NULL AND +eligible_at <= ${now}
+            ORDER BY served, flow_id LIMIT ${limit} FOR UPDATE SKIP LOCKED) AS f
+          ${lockedHeadOf}`),
+      decodeCandidates
+    )
+}
 
 /** Inserts group rows (in id order); `conflict` says what a row already stored gets instead. */
 export const insertGroups = (store: Store, records: ReadonlyArray<GroupRecord>, conflict: Fragment = store.sql.literal("")) => {

@@ -36,4 +36,4 @@ export const captureSql = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
  * limit, or the limit a walk gets when some head is due), else the time.
  */
 export const walkParams = (text: string, now: number, limit: number): Array<number> =>
-  text.split(/\?|\$\d+/).slice(0, -1).map((before) => (/(LIMIT|THEN)\s*$/.test(before) ? limit : now))
+  text.split(/\?|\$\d+/).slice(0, -1).map((before) => (/(LIMIT|THEN)\s*\+?\s*$/.test(before) ? limit : now))

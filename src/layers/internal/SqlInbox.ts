@@ -20,7 +20,7 @@ import type { ApplyResult, InboxBusiness, InboxPruneResult, InboxRetention, Inbo
 import * as Metrics from "../../services/Metrics.js"
 import { decodePruneOptions, PruneBatchSize } from "../../services/Retention.js"
 import type { PruneOptions } from "../../services/Retention.js"
-import { chunks, decodeRows, execWrite, idType, isolated, rowsTable, SqlInt } from "./Store.js"
+import { chunks, decodeRows, execWrite, idType, isolated, limitTo, rowsTable, SqlInt } from "./Store.js"
 import type { Store } from "./Store.js"
 
 
@@ -223,7 +223,7 @@ const service = (store: Store, business: InboxBusiness, retention: InboxRetentio
   const pruneBatch = (cutoff: number, size: number) =>
     store.write(Effect.gen(function*() {
       const due = yield* Effect.flatMap(
-        store.exec(sql`SELECT event_id, flow_id, seq FROM inbox_receipt WHERE received_at <= ${cutoff} ORDER BY received_at LIMIT ${size}`),
+        store.exec(sql`SELECT event_id, flow_id, seq FROM inbox_receipt WHERE received_at <= ${cutoff} ORDER BY received_at ${limitTo(sql, size)}`),
         dueRows
       )
       if (due.length === 0) return 0
@@ -248,7 +248,7 @@ const service = (store: Store, business: InboxBusiness, retention: InboxRetentio
         const cutoff = (yield* Clock.currentTimeMillis) - retention.receipts
         if (dryRun) {
           const [row] = yield* store.read(Effect.flatMap(
-            store.exec(sql`SELECT COUNT(*) AS n FROM (SELECT 1 AS one FROM inbox_receipt WHERE received_at <= ${cutoff} LIMIT ${limit}) AS due`),
+            store.exec(sql`SELECT COUNT(*) AS n FROM (SELECT 1 AS one FROM inbox_receipt WHERE received_at <= ${cutoff} ${limitTo(sql, limit)}) AS due`),
             countRows
           ))
           return { receipts: row?.n ?? 0, dryRun }

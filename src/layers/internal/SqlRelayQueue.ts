@@ -19,7 +19,7 @@ import * as RelayQueue from "../../services/RelayQueue.js"
 import type { Retention } from "../../services/Retention.js"
 import type { Fragment } from "@effect/sql/Statement"
 import * as Rows from "./QueueRows.js"
-import { chunks, execWrite, idType, isolated, rowsTable } from "./Store.js"
+import { chunks, execWrite, idType, isolated, limitTo, rowsTable } from "./Store.js"
 import type { Store } from "./Store.js"
 
 /** Embedded migrations of the queue store. */
@@ -286,7 +286,7 @@ export const selectCandidates = (store: Store) => {
           WHERE eligible_at IS NOT NULL AND +eligible_at <= ${now} ORDER BY served, group_id LIMIT ${walkLimit(store, now, limit)}) AS g
         JOIN relay_flow f ON f.flow_id IN (SELECT flow_id FROM relay_flow
           WHERE group_id = g.group_id AND eligible_at IS NOT NULL AND group_id IS NOT NULL AND +eligible_at <= ${now}
-          ORDER BY served, flow_id LIMIT ${limit})
+          ORDER BY served, flow_id ${limitTo(sql, limit)})
         JOIN relay_event e ON e.flow_id = f.flow_id AND e.seq = f.head_seq`
   // SQLite sets up the grouped part's subqueries even when it finds no group (~25 µs on a store
   // with none, more than the rest of a claim's reads): it runs only when some group has an
@@ -454,7 +454,7 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean } 
             ...(query.flowId === undefined ? [] : [sql`flow_id = ${query.flowId}`]),
             ...(query.afterEventId === undefined ? [] : [sql`event_id > ${query.afterEventId}`])
           ])
-        } ORDER BY event_id LIMIT ${query.limit}`),
+        } ORDER BY event_id ${limitTo(sql, query.limit)}`),
         events
       ),
     listFlows: (query: FlowQuery) => {
@@ -463,7 +463,7 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean } 
         query.order === "id"
           ? store.exec(sql`SELECT * FROM relay_flow WHERE ${
             sql.and([...group, ...(query.after === undefined ? [] : [sql`flow_id > ${query.after}`])])
-          } ORDER BY flow_id LIMIT ${query.limit}`)
+          } ORDER BY flow_id ${limitTo(sql, query.limit)}`)
           : store.exec(sql`SELECT * FROM relay_flow WHERE ${
             sql.and([
               ...group,
@@ -471,7 +471,7 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean } 
                 ? []
                 : [sql`(served > ${query.after.served} OR (served = ${query.after.served} AND flow_id > ${query.after.flowId}))`])
             ])
-          } ORDER BY served, flow_id LIMIT ${query.limit}`),
+          } ORDER BY served, flow_id ${limitTo(sql, query.limit)}`),
         flows
       )
     },
@@ -481,13 +481,13 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean } 
             (SELECT COUNT(*) FROM relay_flow f WHERE f.group_id = g.group_id) AS flows,
             (SELECT COUNT(*) FROM relay_flow f WHERE f.group_id = g.group_id AND f.head_seq IS NOT NULL) AS waiting
           FROM relay_group g WHERE ${query.after === undefined ? sql.literal("1 = 1") : sql`g.group_id > ${query.after}`}
-          ORDER BY g.group_id LIMIT ${query.limit}`),
+          ORDER BY g.group_id ${limitTo(sql, query.limit)}`),
         (rows) => Effect.map(Rows.decode.groupViews(rows), (decoded) => decoded.map(Rows.toGroupView))
       ),
     listAudit: (query) =>
       Effect.flatMap(
         store.exec(sql`SELECT * FROM relay_audit WHERE ${query.eventId === undefined ? sql.literal("1 = 1") : sql`event_id = ${query.eventId}`}
-          ORDER BY id ${query.limit === undefined ? sql.literal("") : sql`LIMIT ${query.limit}`}`),
+          ORDER BY id ${query.limit === undefined ? sql.literal("") : limitTo(sql, query.limit)}`),
         audit
       ),
     dump: Effect.all({
@@ -510,18 +510,18 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean } 
     pruneCandidates: (cutoff, limit) =>
       Effect.flatMap(
         store.exec(sql`SELECT event_id, flow_id, seq, state, acked_at, body FROM relay_event
-          WHERE state = 'acked' AND acked_at <= ${cutoff} ORDER BY acked_at LIMIT ${limit}`),
+          WHERE state = 'acked' AND acked_at <= ${cutoff} ORDER BY acked_at ${limitTo(sql, limit)}`),
         (rows) => Effect.map(Rows.decode.pruneCandidates(rows), (decoded) => decoded.map(Rows.toPruneCandidate))
       ),
     countPrunable: (eventCutoff, dedupCutoff, limit) =>
       Effect.all({
         events: eventCutoff === null ? Effect.succeed(0) : Effect.flatMap(
           store.exec(sql`SELECT NULL AS at, COUNT(*) AS n FROM (SELECT 1 AS one FROM relay_event
-            WHERE state = 'acked' AND acked_at <= ${eventCutoff} LIMIT ${limit}) AS due`),
+            WHERE state = 'acked' AND acked_at <= ${eventCutoff} ${limitTo(sql, limit)}) AS due`),
           (rows) => Effect.map(aggregates(rows), ([row]) => row?.n ?? 0)
         ),
         dedup: dedupCutoff === null ? Effect.succeed(0) : Effect.flatMap(
-          store.exec(sql`SELECT NULL AS at, COUNT(*) AS n FROM (SELECT 1 AS one FROM relay_pruned WHERE pruned_at <= ${dedupCutoff} LIMIT ${limit}) AS due`),
+          store.exec(sql`SELECT NULL AS at, COUNT(*) AS n FROM (SELECT 1 AS one FROM relay_pruned WHERE pruned_at <= ${dedupCutoff} ${limitTo(sql, limit)}) AS due`),
           (rows) => Effect.map(aggregates(rows), ([row]) => row?.n ?? 0)
         )
       }),
@@ -624,7 +624,7 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean } 
     deleteDedup: (cutoff, limit) =>
       Effect.map(
         store.exec(sql`DELETE FROM relay_pruned WHERE event_id IN (
-            SELECT event_id FROM relay_pruned WHERE pruned_at <= ${cutoff} ORDER BY pruned_at LIMIT ${limit}) RETURNING event_id`),
+            SELECT event_id FROM relay_pruned WHERE pruned_at <= ${cutoff} ORDER BY pruned_at ${limitTo(sql, limit)}) RETURNING event_id`),
         (rows) => rows.length
       )
   }

@@ -1,0 +1,48 @@
+/**
+ * What groups (tenants) cost a SQLite store's single steps: `steps` claim → settle pairs on a
+ * file store (synchronous NORMAL: the statements' cost, not the disk's) of `flows` flows with two
+ * events each, in `groups` groups (flow k in group k mod groups; 0: no groups), after 500 pairs of
+ * warm-up; prints pairs per second and this process's CPU per pair. For diagnosis and before /
+ * after comparisons; not part of `npm run bench`:
+ *
+ *   npx tsx bench/groups.ts [groups] [flows] [steps]     (defaults: 40 8000 4000)
+ */
+import { Effect } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { SqliteRelayQueue } from "../src/index.js"
+import { removeDb, workDir } from "./stores.js"
+
+const [groups, flows, steps] = [process.argv[2] ?? 40, process.argv[3] ?? 8000, process.argv[4] ?? 4000].map(Number) as [number, number, number]
+fs.mkdirSync(workDir, { recursive: true })
+const file = path.join(workDir, "groups.queue.db")
+removeDb(file)
+
+const program = Effect.gen(function*() {
+  const queue = yield* SqliteRelayQueue.make({ filename: file, synchronous: "normal", policy: { leaseTicks: 60_000 } })
+  const events = Array.from({ length: 2 * flows }, (_, i) => ({
+    eventId: `e${i}`,
+    flowId: `f${i % flows}`,
+    body: {},
+    ...(groups === 0 ? {} : { group: `g${i % flows % groups}` })
+  }))
+  for (let i = 0; i < events.length; i += 1_000) yield* queue.enqueueBatch(events.slice(i, i + 1_000))
+  const pairs = (n: number) =>
+    Effect.gen(function*() {
+      for (let i = 0; i < n; i++) {
+        const claimed = yield* queue.claim
+        if (claimed._tag !== "Claimed") return yield* Effect.dieMessage("nothing to claim: fewer steps, or more flows")
+        yield* queue.settle(claimed.token, { _tag: "Accepted" })
+      }
+    })
+  yield* pairs(500)
+  const [start, cpu] = [performance.now(), process.cpuUsage()]
+  yield* pairs(steps)
+  const [seconds, used] = [(performance.now() - start) / 1_000, process.cpuUsage(cpu)]
+  console.log(
+    `${groups} groups, ${flows} flows: ${(steps / seconds).toFixed(0)} claim + settle pairs/s, ` +
+      `CPU ${((used.user + used.system) / steps).toFixed(0)} µs per pair`
+  )
+})
+
+Effect.runPromise(Effect.scoped(program)).finally(() => removeDb(file))

@@ -338,7 +338,7 @@ export const selectLockedCandidates = (store: Store) => {
             WHERE eligible_at IS NOT NULL AND +eligible_at <= ${now}
             ORDER BY served, group_id LIMIT ${walkLimit(store, now, limit)} FOR UPDATE SKIP LOCKED) AS g
           CROSS JOIN LATERAL (SELECT * FROM relay_flow
-            WHERE group_id = g.group_id AND eligible_at IS NOT NULL AND +eligible_at <= ${now}
+            WHERE group_id = g.group_id AND eligible_at IS NOT NULL AND group_id IS NOT NULL AND +eligible_at <= ${now}
             ORDER BY served, flow_id LIMIT ${limit} FOR UPDATE SKIP LOCKED) AS f
           ${lockedHeadOf}`),
       decodeCandidates

@@ -1,11 +1,11 @@
 /**
- * What groups (tenants) cost a SQLite store's single steps: `steps` claim → settle pairs on a
- * file store (synchronous NORMAL: the statements' cost, not the disk's) of `flows` flows with two
+ * What groups (tenants) cost a SQLite store's steps: `steps` claim → settle pairs (with `batch`,
+ * `claimBatch(batch)` → `settleBatch` of what it claimed, `steps` events in all) on a file store (synchronous NORMAL: the statements' cost, not the disk's) of `flows` flows with two
  * events each, in `groups` groups (flow k in group k mod groups; 0: no groups), after 500 pairs of
  * warm-up; prints pairs per second and this process's CPU per pair. For diagnosis and before /
  * after comparisons; not part of `npm run bench`:
  *
- *   npx tsx bench/groups.ts [groups] [flows] [steps]     (defaults: 40 8000 4000)
+ *   npx tsx bench/groups.ts [groups] [flows] [steps] [batch]     (defaults: 40 8000 4000 1)
  */
 import { Effect } from "effect"
 import * as fs from "node:fs"
@@ -13,7 +13,8 @@ import * as path from "node:path"
 import { SqliteRelayQueue } from "../src/index.js"
 import { removeDb, workDir } from "./stores.js"
 
-const [groups, flows, steps] = [process.argv[2] ?? 40, process.argv[3] ?? 8000, process.argv[4] ?? 4000].map(Number) as [number, number, number]
+const [groups, flows, steps, batch] = [process.argv[2] ?? 40, process.argv[3] ?? 8000, process.argv[4] ?? 4000, process.argv[5] ?? 1]
+  .map(Number) as [number, number, number, number]
 fs.mkdirSync(workDir, { recursive: true })
 const file = path.join(workDir, "groups.queue.db")
 removeDb(file)
@@ -29,10 +30,16 @@ const program = Effect.gen(function*() {
   for (let i = 0; i < events.length; i += 1_000) yield* queue.enqueueBatch(events.slice(i, i + 1_000))
   const pairs = (n: number) =>
     Effect.gen(function*() {
-      for (let i = 0; i < n; i++) {
-        const claimed = yield* queue.claim
-        if (claimed._tag !== "Claimed") return yield* Effect.dieMessage("nothing to claim: fewer steps, or more flows")
-        yield* queue.settle(claimed.token, { _tag: "Accepted" })
+      for (let done = 0; done < n; done += batch) {
+        if (batch === 1) {
+          const claimed = yield* queue.claim
+          if (claimed._tag !== "Claimed") return yield* Effect.dieMessage("nothing to claim: fewer steps, or more flows")
+          yield* queue.settle(claimed.token, { _tag: "Accepted" })
+          continue
+        }
+        const claimed = yield* queue.claimBatch(batch)
+        if (claimed.length < batch) return yield* Effect.dieMessage("nothing to claim: fewer steps, or more flows")
+        yield* queue.settleBatch(claimed.map(({ token }) => ({ token, reply: { _tag: "Accepted" as const } })))
       }
     })
   yield* pairs(500)
@@ -40,8 +47,8 @@ const program = Effect.gen(function*() {
   yield* pairs(steps)
   const [seconds, used] = [(performance.now() - start) / 1_000, process.cpuUsage(cpu)]
   console.log(
-    `${groups} groups, ${flows} flows: ${(steps / seconds).toFixed(0)} claim + settle pairs/s, ` +
-      `CPU ${((used.user + used.system) / steps).toFixed(0)} µs per pair`
+    `${groups} groups, ${flows} flows, batches of ${batch}: ${(steps / seconds).toFixed(0)} events claimed and settled/s, ` +
+      `CPU ${((used.user + used.system) / steps).toFixed(0)} µs per event`
   )
 })
 

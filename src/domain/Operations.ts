@@ -300,6 +300,34 @@ export const rotate = <C extends Candidate>(candidates: ReadonlyArray<C>, limit:
 }
 
 /**
+ * Whether `rotate(candidates, limit, …)` takes what it would take from every eligible head, when
+ * each group offered only its first `perGroup` flows in turn order: a group that offered
+ * `perGroup` may have more, and the rotation would have come back to it for one more if it took
+ * all `perGroup` before the claim's last turn. A flow of no group is offered whole. Which turns
+ * the rotation takes does not depend on the ticket it starts from, only that it is above every
+ * turn offered.
+ */
+export const rotationComplete = (candidates: ReadonlyArray<Candidate>, limit: number, perGroup: number): boolean => {
+  if (perGroup >= limit) return true
+  const offered = new Map<string, number>()
+  let ticket = 0
+  for (const { flow, group } of candidates) {
+    ticket = Math.max(ticket, flow.served, group?.served ?? 0)
+    if (group !== undefined) offered.set(group.groupId, (offered.get(group.groupId) ?? 0) + 1)
+  }
+  const taken = new Map<string, number>()
+  const turns = rotate(candidates, limit, ticket)
+  for (let i = 0; i < turns.length; i++) {
+    const group = turns[i]!.candidate.group
+    if (group === undefined) continue
+    const count = (taken.get(group.groupId) ?? 0) + 1
+    taken.set(group.groupId, count)
+    if (count === perGroup && offered.get(group.groupId) === perGroup && i < limit - 1) return false
+  }
+  return true
+}
+
+/**
  * Claims up to `limit` of `candidates` (eligible heads, one per flow) in `rotate` order, each with
  * its own ticket. Returns undefined if a candidate is not eligible (the backend's cache is
  * inconsistent).

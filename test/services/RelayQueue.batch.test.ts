@@ -29,6 +29,22 @@ const seed = (w: World) =>
 
 const ids = (claims: ReadonlyArray<typeof Claimed.Type>) => claims.map((c) => c.event.eventId)
 
+// Flows in groups (tenants): `groups` groups of `flows` flows with two events each, the second
+// group of weight 3, and three flows of no group. A claim reads few flows of each group first and
+// walks again when the rotation may want more: with 3 groups a batch of 20 or 50 does; with 12,
+// a batch of 20 does not.
+const seedGroups = (w: World, groups: number, flows: number) =>
+  Effect.gen(function*() {
+    yield* w.queue.enqueueBatch(Array.from({ length: groups * flows * 2 }, (_, i) => ({
+      eventId: `G${i}`,
+      flowId: `t${i % groups}-f${Math.floor(i / groups) % flows}`,
+      group: `t${i % groups}`,
+      body: { delta: 1 }
+    })))
+    for (const flowId of ["s1", "s2", "s3"]) yield* w.queue.enqueue({ eventId: `${flowId}-1`, flowId, body: { delta: 1 } })
+    yield* w.queue.setGroupWeight({ groupId: "t1", weight: 3 })
+  })
+
 
 const suite = (backend: Backend) => {
   describe("claimBatch", () => {
@@ -48,6 +64,25 @@ const suite = (backend: Backend) => {
           const many = yield* batched.queue.claimBatch(n)
           expect(ids(many)).toEqual(one)
           expect(new Set(many.map((c) => c.event.flowId)).size).toBe(many.length)
+          expect(yield* batched.queue.snapshot).toEqual(yield* single.queue.snapshot)
+        }))
+    }
+
+    for (const [groups, flows, n] of [[3, 20, 9], [3, 20, 20], [3, 20, 50], [12, 3, 20]] as const) {
+      it.scoped(`with ${groups} groups of ${flows} flows, claimBatch(${n}) claims exactly what ${n} single claims would`, () =>
+        Effect.gen(function*() {
+          const single = yield* backend.world()
+          const batched = yield* backend.world()
+          yield* seedGroups(single, groups, flows)
+          yield* seedGroups(batched, groups, flows)
+          const one: Array<string> = []
+          for (let i = 0; i < n; i++) {
+            const outcome = yield* single.queue.claim
+            if (outcome._tag === "Claimed") one.push(outcome.event.eventId)
+          }
+          expect(one).toHaveLength(n)
+          const many = yield* batched.queue.claimBatch(n)
+          expect(ids(many)).toEqual(one)
           expect(yield* batched.queue.snapshot).toEqual(yield* single.queue.snapshot)
         }))
     }

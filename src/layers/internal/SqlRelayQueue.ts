@@ -9,7 +9,8 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Either, Schema } from "effect"
 import { InvalidInput, PolicyMismatch } from "../../domain/Errors.js"
 import type { FlowId } from "../../domain/Ids.js"
-import type { Head } from "../../domain/Operations.js"
+import { rotationComplete } from "../../domain/Operations.js"
+import type { Candidate, Head } from "../../domain/Operations.js"
 import { adoptStored, makePolicy, protocolOf, ProtocolSettings } from "../../domain/Policy.js"
 import type { PolicyInput, RelayPolicy } from "../../domain/Policy.js"
 import { compareIds } from "../../domain/Protocol.js"
@@ -234,10 +235,27 @@ const decodeCandidates = (rows: ReadonlyArray<unknown>) =>
 const walkLimit = (store: Store, now: number, limit: number) =>
   store.sql`CASE WHEN (SELECT MIN(eligible_at) FROM relay_flow WHERE eligible_at IS NOT NULL) <= ${now} THEN ${limit} ELSE 0 END`
 
+/** Flows a claim reads of each group before it knows whether it needs more (`byGroupsFirst`). */
+const FirstFlowsPerGroup = 8
+
+/**
+ * A claim of `limit` heads reads up to `limit` groups, and of each group at first only its first
+ * `FirstFlowsPerGroup` flows, not `limit` (a batch of 64 in 40 groups read 2,560 flows and their
+ * heads where it takes 64); it walks again with `limit` flows a group only when the rotation took
+ * every flow a group offered before its last turn (`Operations.rotationComplete`): with few groups,
+ * or a heavy one. Single claims and small batches walk once, as before.
+ */
+const byGroupsFirst = (walk: (now: number, limit: number, perGroup: number) => Effect.Effect<ReadonlyArray<Candidate>, SqlError>) =>
+(now: number, limit: number): Effect.Effect<ReadonlyArray<Candidate>, SqlError> => {
+  const perGroup = Math.min(limit, FirstFlowsPerGroup)
+  return perGroup === limit ? walk(now, limit, limit) : Effect.flatMap(walk(now, limit, perGroup), (candidates) =>
+    rotationComplete(candidates, limit, perGroup) ? Effect.succeed(candidates) : walk(now, limit, limit))
+}
+
 /**
  * What a claim of up to `limit` heads chooses from (`Operations.rotate` picks): the first `limit`
  * flows of no group whose head is eligible at `now`, in turn order, and the first `limit` groups
- * with an eligible head, each with its first `limit` such flows — every part an ordered index walk
+ * with an eligible head, each with its first such flows (`byGroupsFirst`) — every part an ordered index walk
  * that stops at `limit`, and none when no head is eligible (`walkLimit`). `+eligible_at` keeps
  * the planner on the turn indexes instead of the wake index (a range over every eligible flow,
  * then a sort). SQLite runs the two parts as two statements (the rows of their `UNION ALL`, in
@@ -272,37 +290,37 @@ export const selectCandidates = (store: Store) => {
   // store without groups never writes it, so autovacuum never analyzes it) the planner joined
   // every flow to its head before looking at the groups: a claim read the whole event table
   // (`test/postgres/idleClaim.test.ts`).
-  const groupedGroupsFirst = (now: number, limit: number) =>
+  const groupedGroupsFirst = (now: number, limit: number, perGroup: number) =>
     sql`SELECT ${sql.literal(candidateColumns)}, g.served AS g_served, g.weight AS g_weight, g.burst AS g_burst
       FROM (SELECT group_id, served, weight, burst FROM relay_group
           WHERE eligible_at IS NOT NULL AND +eligible_at <= ${now} ORDER BY served, group_id LIMIT ${walkLimit(store, now, limit)}) AS g
         CROSS JOIN LATERAL (SELECT * FROM relay_flow
           WHERE group_id = g.group_id AND eligible_at IS NOT NULL AND group_id IS NOT NULL AND +eligible_at <= ${now}
-          ORDER BY served, flow_id LIMIT ${limit}) AS f
+          ORDER BY served, flow_id LIMIT ${perGroup}) AS f
         ${headOf}`
-  const grouped = (now: number, limit: number) =>
+  const grouped = (now: number, limit: number, perGroup: number) =>
     sql`SELECT ${sql.literal(candidateColumns)}, g.served AS g_served, g.weight AS g_weight, g.burst AS g_burst
       FROM (SELECT group_id, served, weight, burst FROM relay_group
           WHERE eligible_at IS NOT NULL AND +eligible_at <= ${now} ORDER BY served, group_id LIMIT ${walkLimit(store, now, limit)}) AS g
         JOIN relay_flow f ON f.flow_id IN (SELECT flow_id FROM relay_flow
           WHERE group_id = g.group_id AND eligible_at IS NOT NULL AND group_id IS NOT NULL AND +eligible_at <= ${now}
-          ORDER BY served, flow_id ${limitTo(sql, limit)})
+          ORDER BY served, flow_id ${limitTo(sql, perGroup)})
         JOIN relay_event e ON e.flow_id = f.flow_id AND e.seq = f.head_seq`
   // SQLite sets up the grouped part's subqueries even when it finds no group (~25 µs on a store
   // with none, more than the rest of a claim's reads): it runs only when some group has an
   // eligible head or waits for one (the first entry of the turn index, if any).
   const anyGroup = sql<{ readonly any: number }>`SELECT EXISTS (SELECT 1 FROM relay_group WHERE eligible_at IS NOT NULL) AS any`
   const apart = sql.onDialectOrElse({ sqlite: () => true, orElse: () => false })
-  return (now: number, limit: number) =>
+  return byGroupsFirst((now, limit, perGroup) =>
     apart
       ? Effect.flatMap(
         Effect.zip(store.exec(alone(now, limit)), store.exec(anyGroup)),
         ([first, [groups]]) =>
           groups?.any !== 1
             ? decodeCandidates(first)
-            : Effect.flatMap(store.exec(grouped(now, limit)), (second) => decodeCandidates(second.length === 0 ? first : [...first, ...second]))
+            : Effect.flatMap(store.exec(grouped(now, limit, perGroup)), (second) => decodeCandidates(second.length === 0 ? first : [...first, ...second]))
       )
-      : Effect.flatMap(store.exec(sql`${aloneFlowsFirst(now, limit)} UNION ALL ${groupedGroupsFirst(now, limit)}`), decodeCandidates)
+      : Effect.flatMap(store.exec(sql`${aloneFlowsFirst(now, limit)} UNION ALL ${groupedGroupsFirst(now, limit, perGroup)}`), decodeCandidates))
 }
 
 /**
@@ -324,7 +342,7 @@ export const selectLockedCandidates = (store: Store) => {
   const lockedHeadOf = sql.literal(
     "CROSS JOIN LATERAL (SELECT * FROM relay_event WHERE flow_id = f.flow_id AND seq = f.head_seq FOR UPDATE SKIP LOCKED) AS e"
   )
-  return (now: number, limit: number) =>
+  return byGroupsFirst((now, limit, perGroup) =>
     Effect.flatMap(
       store.exec(sql`SELECT ${sql.literal(candidateColumns)},
           CAST(NULL AS BIGINT) AS g_served, CAST(NULL AS BIGINT) AS g_weight, CAST(NULL AS BIGINT) AS g_burst
@@ -339,10 +357,10 @@ export const selectLockedCandidates = (store: Store) => {
             ORDER BY served, group_id LIMIT ${walkLimit(store, now, limit)} FOR UPDATE SKIP LOCKED) AS g
           CROSS JOIN LATERAL (SELECT * FROM relay_flow
             WHERE group_id = g.group_id AND eligible_at IS NOT NULL AND group_id IS NOT NULL AND +eligible_at <= ${now}
-            ORDER BY served, flow_id LIMIT ${limit} FOR UPDATE SKIP LOCKED) AS f
+            ORDER BY served, flow_id LIMIT ${perGroup} FOR UPDATE SKIP LOCKED) AS f
           ${lockedHeadOf}`),
       decodeCandidates
-    )
+    ))
 }
 
 /** Inserts group rows (in id order); `conflict` says what a row already stored gets instead. */

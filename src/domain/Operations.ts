@@ -315,6 +315,7 @@ export const rotationComplete = (candidates: ReadonlyArray<Candidate>, limit: nu
     ticket = Math.max(ticket, flow.served, group?.served ?? 0)
     if (group !== undefined) offered.set(group.groupId, (offered.get(group.groupId) ?? 0) + 1)
   }
+  if (![...offered.values()].includes(perGroup)) return true
   const taken = new Map<string, number>()
   const turns = rotate(candidates, limit, ticket)
   for (let i = 0; i < turns.length; i++) {

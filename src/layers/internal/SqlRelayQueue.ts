@@ -255,13 +255,13 @@ const byGroupsFirst = (walk: (now: number, limit: number, perGroup: number) => E
 /**
  * What a claim of up to `limit` heads chooses from (`Operations.rotate` picks): the first `limit`
  * flows of no group whose head is eligible at `now`, in turn order, and the first `limit` groups
- * with an eligible head, each with its first such flows (`byGroupsFirst`) — every part an ordered index walk
- * that stops at `limit`, and none when no head is eligible (`walkLimit`). `+eligible_at` keeps
- * the planner on the turn indexes instead of the wake index (a range over every eligible flow,
- * then a sort). SQLite runs the two parts as two statements (the rows of their `UNION ALL`, in
- * the same order): as one compound statement it runs the first part as a co-routine, which costs
- * more than both statements apart (1.3 ms against 0.9 ms for 64 heads). PostgreSQL runs them as
- * one (one round trip).
+ * with an eligible head, each with its first such flows (`byGroupsFirst`) — every part an ordered
+ * index walk that stops at its LIMIT, and none when no head is eligible (`walkLimit`).
+ * `+eligible_at` keeps the planner on the turn indexes instead of the wake index (a range over
+ * every eligible flow, then a sort). SQLite runs the two parts as two statements (the rows of
+ * their `UNION ALL`, in the same order): as one compound statement it runs the first part as a
+ * co-routine, which costs more than both statements apart (1.3 ms against 0.9 ms for 64 heads).
+ * PostgreSQL runs them as one (one round trip).
  */
 export const selectCandidates = (store: Store) => {
   const { sql } = store

@@ -1,9 +1,10 @@
 /**
- * What groups (tenants) cost a SQLite store's steps: `steps` claim → settle pairs (with `batch`,
- * `claimBatch(batch)` → `settleBatch` of what it claimed, `steps` events in all) on a file store (synchronous NORMAL: the statements' cost, not the disk's) of `flows` flows with two
- * events each, in `groups` groups (flow k in group k mod groups; 0: no groups), after 500 pairs of
- * warm-up; prints pairs per second and this process's CPU per pair. For diagnosis and before /
- * after comparisons; not part of `npm run bench`:
+ * What groups (tenants) cost a SQLite store's steps: `steps` events claimed and settled on a file
+ * store (synchronous NORMAL: the statements' cost, not the disk's) of `flows` flows with two
+ * events each, in `groups` groups (flow k in group k mod groups; 0: no groups) — one `claim` →
+ * `settle` pair at a time, or with `batch` > 1 `claimBatch(batch)` → `settleBatch` — after 500
+ * events of warm-up; prints events per second and this process's CPU per event. For diagnosis
+ * and before / after comparisons; not part of `npm run bench`:
  *
  *   npx tsx bench/groups.ts [groups] [flows] [steps] [batch]     (defaults: 40 8000 4000 1)
  */

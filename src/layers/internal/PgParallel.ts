@@ -82,7 +82,17 @@ export const readClock = (store: Store) =>
 const DecidedOffset = 2 ** 40
 
 /** The writes of one parallel transaction over `base` (which keeps every statement it does not replace). */
-export const writes = (store: Store, base: QueueWrites) => (): QueueWrites => {
+export const writes = (store: Store, base: QueueWrites) => {
+  // The claim's walk is built once for the store, not once per transaction.
+  const lockedCandidates = SqlRelayQueue.selectLockedCandidates(store)
+  return (): QueueWrites => transactionWrites(store, base, lockedCandidates)
+}
+
+const transactionWrites = (
+  store: Store,
+  base: QueueWrites,
+  lockedCandidates: ReturnType<typeof SqlRelayQueue.selectLockedCandidates>
+): QueueWrites => {
   const { execLater, sql } = store
   // The clock this transaction read: tickets above its ticket were decided here and are drawn afresh.
   let seen: ClockRecord | undefined
@@ -117,7 +127,7 @@ export const writes = (store: Store, base: QueueWrites) => (): QueueWrites => {
     // the turns it decides (seen + 1, …) cannot be mistaken for one another transaction drew
     // after this one read the clock and stored on a flow this one then locked.
     clock: Effect.map(readClock(store), (clock) => (seen = { ...clock, ticket: clock.ticket + DecidedOffset })),
-    candidates: (now, limit) => Effect.map(SqlRelayQueue.selectLockedCandidates(store)(now, limit), hold),
+    candidates: (now, limit) => Effect.map(lockedCandidates(now, limit), hold),
     groups: (ids) =>
       Effect.tap(SqlRelayQueue.selectGroups(store, ids, sql.literal("FOR UPDATE OF g")), (rows) => {
         for (const row of rows) held.add(row.groupId)

@@ -210,12 +210,19 @@ const openOn = (
     // from 0.96 to 0.68 ms without it. A generic plan is made once per connection and made again
     // when the tables' statistics change. `SET LOCAL`: only the store's own transactions, never
     // the application's (an outbox enqueue runs in the application's transaction as it is).
-    const settings = [`SET LOCAL lock_timeout = ${lockTimeoutMillis}`, "SET LOCAL plan_cache_mode = force_generic_plan"]
-    const locked = transactions(sql, ["BEGIN", ...settings, `SELECT pg_advisory_xact_lock(hashtext(current_schema() || ${quote(`/${lockName}`)}))`])
+    // Both settings in one statement (`set_config(…, true)` is `SET LOCAL`), and the store's lock
+    // in the same one, taken once they hold (the settings are a subquery's row, made before the
+    // lock's row reads it): a write transaction opens with two statements where it took four.
+    const settings = `SELECT set_config('lock_timeout', '${lockTimeoutMillis}', true) AS lock_timeout, ` +
+      "set_config('plan_cache_mode', 'force_generic_plan', true) AS plan_cache_mode"
+    const locked = transactions(sql, [
+      "BEGIN",
+      `SELECT pg_advisory_xact_lock(hashtext(current_schema() || ${quote(`/${lockName}`)})) FROM (${settings} OFFSET 0) AS settings`
+    ])
     const hold = PgHeldWrites.holding(atCommit)
     const write = <A, E, R>(effect: Effect.Effect<A, E, R>) => statements(isolated(commitFailuresAsErrors(locked(hold(effect)))))
     // Without the store's lock: the statements lock the rows they change (parallel claims).
-    const rowLocked = transactions(sql, ["BEGIN", ...settings])
+    const rowLocked = transactions(sql, ["BEGIN", settings])
     const rowLockedWrite = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
       Effect.retry(statements(isolated(commitFailuresAsErrors(rowLocked(hold(effect))))), {
         times: 5,

@@ -113,6 +113,20 @@ interface TypeParsers {
   getTypeParser(oid: number, format: string): (value: string) => unknown
 }
 
+/** The columns of a prepared statement's rows: their names and how each is read. */
+interface Description {
+  readonly fields: ReadonlyArray<string>
+  readonly parsers: ReadonlyArray<(value: string) => unknown>
+}
+
+/**
+ * Each connection's descriptions of the rows of the statements it prepared, by name: a named
+ * statement's rows are described once per connection (its first Describe), not in every batch.
+ * A statement whose result would change (a migrated table) fails at the server (0A000) and is
+ * prepared afresh under a new name, described again.
+ */
+const descriptions = new WeakMap<object, Map<string, Description>>()
+
 /** Why a batch failed: the server's error, and the index of the statement it failed at. */
 interface Failure {
   readonly error: unknown
@@ -127,12 +141,16 @@ interface Failure {
  * besides a query (as pg-cursor does): `pg` hands it the connection when its turn comes and the
  * server's answers until ReadyForQuery. `pg` records nothing for it (it has no name): the batch
  * records each statement it prepared when the server confirms it (ParseComplete), so a batch that
- * fails leaves the connection's record exact.
+ * fails leaves the connection's record exact. A statement's rows are described (Describe, its
+ * RowDescription) only where the connection has no description of its name yet.
  */
 class Batch {
   private readonly answers: Array<ReadonlyArray<object>> = []
   private fields: ReadonlyArray<string> = []
   private parsers: ReadonlyArray<(value: string) => unknown> = []
+  // The statement whose description `fields` and `parsers` hold (-1: none yet).
+  private described = -1
+  private known: Map<string, Description> | undefined
   private rows: Array<object> = []
   private tag = ""
   private failed = false
@@ -152,6 +170,9 @@ class Batch {
   }
   submit(connection: Wire) {
     this.connection = connection
+    let known = descriptions.get(connection)
+    if (known === undefined) descriptions.set(connection, known = new Map())
+    this.known = known
     const parsing = new Set<string>()
     connection.stream.cork?.()
     try {
@@ -163,7 +184,7 @@ class Batch {
           if (name !== undefined) parsing.add(name)
         }
         connection.bind({ statement: name, values, valueMapper: prepareValue })
-        if (statement.rows) connection.describe({ type: "P", name: "" })
+        if (statement.rows && (name === undefined || !known.has(name))) connection.describe({ type: "P", name: "" })
         connection.execute({})
       }
       connection.sync()
@@ -178,9 +199,21 @@ class Batch {
   handleRowDescription(message: { readonly fields: ReadonlyArray<Field> }) {
     this.fields = message.fields.map((field) => field.name)
     this.parsers = message.fields.map((field) => this.types.getTypeParser(field.dataTypeID, field.format ?? "text"))
+    this.described = this.answers.length
+    const name = this.statements[this.described]?.name
+    if (name !== undefined) this.known?.set(name, { fields: this.fields, parsers: this.parsers })
   }
   handleDataRow(message: { readonly fields: ReadonlyArray<string | null> }) {
-    if (!this.statements[this.answers.length]?.rows) return
+    const at = this.answers.length
+    const statement = this.statements[at]
+    if (this.failed || !statement?.rows) return
+    if (this.described !== at) {
+      const description = statement.name === undefined ? undefined : this.known?.get(statement.name)
+      if (description === undefined) return this.handleError(new Error(`rows of a statement not described: ${statement.text}`))
+      this.fields = description.fields
+      this.parsers = description.parsers
+      this.described = at
+    }
     const row: Record<string, unknown> = {}
     for (let i = 0; i < message.fields.length; i++) {
       const value = message.fields[i]!

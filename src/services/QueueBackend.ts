@@ -54,6 +54,24 @@ export interface SettleRead {
   readonly next?: ReadonlyArray<EventRecord> | undefined
 }
 
+/**
+ * What a claim that follows a settle in one transaction chooses from, read before the settle's
+ * writes (`startClaimRead`).
+ */
+export interface ClaimRead {
+  /**
+   * The candidates at the read's `now` as stored before the settle: flows of no group
+   * `limit` + the settle's events deep (so that `limit` remain whatever it changes), and each
+   * group's first `perGroup` flows.
+   */
+  readonly candidates: ReadonlyArray<Candidate>
+  readonly perGroup: number
+  /** The flows of the settle's events, as stored before it. */
+  readonly flows: ReadonlyArray<FlowRecord>
+  /** The least `eligibleAt` after the read's `now`: a head that may be eligible when the claim decides. */
+  readonly dueAfter: number | null
+}
+
 /** Reads inside a transaction. */
 export interface QueueReads {
   /**
@@ -93,6 +111,16 @@ export interface QueueReads {
    */
   readonly startSettleRead?:
     | ((ids: ReadonlyArray<EventId>) => Effect.Effect<Effect.Effect<SettleRead, SqlError>, SqlError>)
+    | undefined
+  /**
+   * Optional: starts, with the settle's read (before the clock is read: one round trip for them),
+   * the read of what a claim that follows a settle of the events `ids` chooses from at `now` — so
+   * that the claim's writes can go with the settle's and COMMIT. Only for a store whose write
+   * lock is store-wide (nothing changes under the transaction but what it writes). The inner
+   * effect answers it.
+   */
+  readonly startClaimRead?:
+    | ((now: number, limit: number, ids: ReadonlyArray<EventId>) => Effect.Effect<Effect.Effect<ClaimRead, SqlError>, SqlError>)
     | undefined
   readonly flows: (ids: ReadonlyArray<FlowId>) => Effect.Effect<ReadonlyArray<FlowRecord>, SqlError>
   /** The named groups, each saying whether any of its flows has a head. */

@@ -405,13 +405,16 @@ export const make = (
       return added === 0 ? Effect.void : Effect.zipRight(Metric.incrementBy(Metrics.enqueued, added), wake.signal)
     }))
 
-  /** A claim's decision: up to `limit` eligible heads in turn order, or when to look again. */
-  const decideClaim = (limit: number): Decide<Decided, never> =>
+  /**
+   * A claim's decision: up to `limit` eligible heads in turn order, or when to look again; from
+   * `chosen` when given (the candidates the store holds at `now`), else read.
+   */
+  const decideClaim = (limit: number, chosen?: ReadonlyArray<Operations.Candidate>): Decide<Decided, never> =>
     (tx, clock, now) =>
       Effect.gen(function*() {
         // The candidates first (a backend answers none at once when no head is eligible): a claim
         // that finds heads reads once, an idle one reads again for when to wake.
-        const candidates = yield* tx.candidates(now, limit)
+        const candidates = chosen ?? (yield* tx.candidates(now, limit))
         if (candidates.length === 0) {
           const wakeAt = yield* tx.wakeAt
           if (wakeAt === null || wakeAt > now) return [claimed([], wakeAt ?? undefined), noChanges] as const
@@ -456,12 +459,16 @@ export const make = (
    * after each, where the backend reads them together) starts before the clock read, where the
    * backend can send both together.
    */
-  const stageSettle = (items: ReadonlyArray<readonly [Token, DeliveryReply]>): Staged<ReadonlyArray<SettleOutcome>, never> => (tx) => {
+  const stageSettle = (items: ReadonlyArray<readonly [Token, DeliveryReply]>): Staged<ReadonlyArray<SettleOutcome>, never> => (tx) =>
+    Effect.map(stageSettleRead(items, tx), (decide) => (tx, clock, now) => Effect.map(decide(tx, clock, now), ({ changes, outcomes }) => [outcomes, changes] as const))
+
+  /** `stageSettle`, whose decision also answers the events after its acked ones it read. */
+  const stageSettleRead = (items: ReadonlyArray<readonly [Token, DeliveryReply]>, tx: QueueWrites) => {
     const ids = unique(items.map(([token]) => token.eventId))
     const read: Effect.Effect<Effect.Effect<SettleRead, SqlError>, SqlError> = tx.startSettleRead !== undefined
       ? tx.startSettleRead(ids)
       : Effect.succeed(tx.eventsWithNext === undefined ? Effect.map(tx.events(ids), (events) => ({ events })) : tx.eventsWithNext(ids))
-    return Effect.map(read, (answer) => (tx, clock, now) =>
+    return Effect.map(read, (answer) => (tx: QueueWrites, clock: ClockRecord, now: number) =>
       Effect.gen(function*() {
         const draws = policy.jitter === "full" ? yield* Effect.forEach(items, () => Random.next) : []
         const { events, next } = yield* answer
@@ -470,8 +477,37 @@ export const make = (
         const successors = acked.length === 0
           ? []
           : next ?? (yield* tx.eventsAt(acked.map((e) => ({ flowId: e.flowId, seq: e.seq + 1 }))))
-        return [outcomes, Operations.settleChanges(changed, byKey(successors, Operations.positionKey), clock, stamps)] as const
+        const changes = Operations.settleChanges(changed, byKey(successors, Operations.positionKey), clock, stamps)
+        return { outcomes, changes, successors }
       }))
+  }
+
+  /**
+   * Starts, with a settle's read, the read of what the claim after it chooses from
+   * (`QueueReads.startClaimRead`), at the time before the transaction's first round trip; the
+   * inner effect answers the claim's candidates once the settle has decided at `now` — or
+   * undefined where that read cannot stand for one made after the settle's writes: a head may have
+   * become eligible since its time (or the time went back), the settle changed a flow of a group,
+   * or a group offered too few flows for the rotation (`Operations.rotationComplete`). The claim
+   * then reads as usual. Without `startClaimRead`, or on the store's clock, nothing is started.
+   */
+  const startClaimRead = (tx: QueueWrites, items: ReadonlyArray<readonly [Token, DeliveryReply]>, limit: number) => {
+    const { startClaimRead } = tx
+    if (startClaimRead === undefined || tx.now !== undefined) return Effect.succeed(undefined)
+    return Effect.flatMap(localTime, (readAt) =>
+      Effect.map(
+        startClaimRead(readAt, limit, unique(items.map(([token]) => token.eventId))),
+        (answer) => (changes: Changes, successors: ReadonlyArray<EventRecord>, now: number) =>
+          Effect.map(answer, (read): ReadonlyArray<Operations.Candidate> | undefined => {
+            if (now < readAt || (read.dueAfter !== null && read.dueAfter <= now)) return undefined
+            const flows = byKey(read.flows, (f): string => f.flowId)
+            // The settle's own records last: an event it changed may also be the one after another it settled.
+            const settled = Operations.settledCandidates(changes.heads, [...successors, ...changes.events], flows, now)
+            if (settled === undefined) return undefined
+            const candidates = Operations.candidatesAfterSettle(read.candidates, settled, limit)
+            return Operations.rotationComplete(candidates, limit, read.perGroup) ? candidates : undefined
+          })
+      ))
   }
 
   // An ack may expose the next head of its flow: sleeping workers look again.
@@ -501,15 +537,20 @@ export const make = (
     if (limit === 0) return Effect.map(settleAll(items), (outcomes) => ({ outcomes, claims: [] }))
     return writeStaged(
       (tx) =>
-        Effect.map(stageSettle(items)(tx), (decideSettle): Decide<readonly [ReadonlyArray<SettleOutcome>, Decided], never> => (tx, clock, now) =>
-          Effect.gen(function*() {
-            const [outcomes, settled] = yield* decideSettle(tx, clock, now)
-            // The settle's clock is stored once, with the claim's (which starts from it): the
-            // claim reads no clock from the store, and a clock row written twice is a row version more.
-            yield* store(tx, { ...settled, clock: undefined })
-            const [decided, changes] = yield* decideClaim(limit)(tx, settled.clock ?? clock, now)
-            return [[outcomes, decided] as const, { ...changes, clock: changes.clock ?? settled.clock }] as const
-          })),
+        Effect.zipWith(
+          stageSettleRead(items, tx),
+          startClaimRead(tx, items, limit),
+          (decideSettle, claimRead): Decide<readonly [ReadonlyArray<SettleOutcome>, Decided], never> => (tx, clock, now) =>
+            Effect.gen(function*() {
+              const { changes: settled, outcomes, successors } = yield* decideSettle(tx, clock, now)
+              // The settle's clock is stored once, with the claim's (which starts from it): the
+              // claim reads no clock from the store, and a clock row written twice is a row version more.
+              yield* store(tx, { ...settled, clock: undefined })
+              const chosen = claimRead === undefined ? undefined : yield* claimRead(settled, successors, now)
+              const [decided, changes] = yield* decideClaim(limit, chosen)(tx, settled.clock ?? clock, now)
+              return [[outcomes, decided] as const, { ...changes, clock: changes.clock ?? settled.clock }] as const
+            })
+        ),
       [settleFaults, claimFaults]
     ).pipe(
       Effect.tap(([outcomes, decided]) => Effect.zipRight(countSettles(outcomes), countClaims(decided))),

@@ -136,6 +136,8 @@ const transactionWrites = (
     // for, and a successor appended meanwhile would be missed. A settle reads them in the statement
     // after the locks (`startSettleRead`), anything else with `eventsAt`.
     eventsWithNext: undefined,
+    // Rows this transaction does not hold may change under it: a claim reads after the settle.
+    startClaimRead: undefined,
     events: (ids) => (ids.length === 0 ? Effect.succeed([]) : Effect.flatMap(store.exec(lockedEvents(ids)), decodeEvents)),
     // A settle's locked read goes with its clock read, and so does the read of the event after
     // each: a statement of its own after the locks, so its snapshot sees every successor committed

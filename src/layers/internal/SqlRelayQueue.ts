@@ -8,14 +8,14 @@ import { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Either, Schema } from "effect"
 import { InvalidInput, PolicyMismatch } from "../../domain/Errors.js"
-import type { FlowId } from "../../domain/Ids.js"
+import type { EventId, FlowId } from "../../domain/Ids.js"
 import { rotationComplete } from "../../domain/Operations.js"
 import type { Candidate, Head } from "../../domain/Operations.js"
 import { adoptStored, makePolicy, protocolOf, ProtocolSettings } from "../../domain/Policy.js"
 import type { PolicyInput, RelayPolicy } from "../../domain/Policy.js"
 import { compareIds } from "../../domain/Protocol.js"
 import type { EventRecord, FlowRecord, GroupRecord } from "../../domain/Records.js"
-import type { EventQuery, FlowQuery, Position, QueueBackend, QueueWrites } from "../../services/QueueBackend.js"
+import type { ClaimRead, EventQuery, FlowQuery, Position, QueueBackend, QueueWrites } from "../../services/QueueBackend.js"
 import * as RelayQueue from "../../services/RelayQueue.js"
 import type { Retention } from "../../services/Retention.js"
 import type { Fragment } from "@effect/sql/Statement"
@@ -271,33 +271,6 @@ export const selectCandidates = (store: Store) => {
         FROM relay_flow f JOIN relay_event e ON e.flow_id = f.flow_id AND e.seq = f.head_seq
         WHERE f.eligible_at IS NOT NULL AND f.group_id IS NULL AND +f.eligible_at <= ${now}
         ORDER BY f.served, f.flow_id LIMIT ${walkLimit(store, now, limit)}`
-  // PostgreSQL: the flows first, then their heads, each head by its key. Joined before the
-  // LIMIT, a planner that expects few eligible flows (statistics not yet gathered on a store just
-  // filled) read every eligible flow's head and sorted them all to keep one (~110 µs a claim with
-  // 64 flows; ~10 µs with the statistics). The heads are read by a LATERAL subquery the planner
-  // cannot flatten (OFFSET 0), so whatever it believes of the tables' sizes, it reads the heads of
-  // the flows it keeps, one index search each, and never joins the whole event table.
-  const headOf = sql.literal("CROSS JOIN LATERAL (SELECT * FROM relay_event WHERE flow_id = f.flow_id AND seq = f.head_seq OFFSET 0) AS e")
-  const aloneFlowsFirst = (now: number, limit: number) =>
-    sql`SELECT ${sql.literal(candidateColumns)},
-          CAST(NULL AS BIGINT) AS g_served, CAST(NULL AS BIGINT) AS g_weight, CAST(NULL AS BIGINT) AS g_burst
-        FROM (SELECT * FROM relay_flow
-          WHERE eligible_at IS NOT NULL AND group_id IS NULL AND +eligible_at <= ${now}
-          ORDER BY served, flow_id LIMIT ${walkLimit(store, now, limit)}) AS f
-        ${headOf}`
-  // The groups first, then each group's flows, then their heads: LATERAL subqueries, so the
-  // groups' walk drives the rest. Written as joins, with no statistics on the group table (a
-  // store without groups never writes it, so autovacuum never analyzes it) the planner joined
-  // every flow to its head before looking at the groups: a claim read the whole event table
-  // (`test/postgres/idleClaim.test.ts`).
-  const groupedGroupsFirst = (now: number, limit: number, perGroup: number) =>
-    sql`SELECT ${sql.literal(candidateColumns)}, g.served AS g_served, g.weight AS g_weight, g.burst AS g_burst
-      FROM (SELECT group_id, served, weight, burst FROM relay_group
-          WHERE eligible_at IS NOT NULL AND +eligible_at <= ${now} ORDER BY served, group_id LIMIT ${walkLimit(store, now, limit)}) AS g
-        CROSS JOIN LATERAL (SELECT * FROM relay_flow
-          WHERE group_id = g.group_id AND eligible_at IS NOT NULL AND group_id IS NOT NULL AND +eligible_at <= ${now}
-          ORDER BY served, flow_id LIMIT ${perGroup}) AS f
-        ${headOf}`
   const grouped = (now: number, limit: number, perGroup: number) =>
     sql`SELECT ${sql.literal(candidateColumns)}, g.served AS g_served, g.weight AS g_weight, g.burst AS g_burst
       FROM (SELECT group_id, served, weight, burst FROM relay_group
@@ -320,7 +293,72 @@ export const selectCandidates = (store: Store) => {
             ? decodeCandidates(first)
             : Effect.flatMap(store.exec(grouped(now, limit, perGroup)), (second) => decodeCandidates(second.length === 0 ? first : [...first, ...second]))
       )
-      : Effect.flatMap(store.exec(sql`${aloneFlowsFirst(now, limit)} UNION ALL ${groupedGroupsFirst(now, limit, perGroup)}`), decodeCandidates))
+      : Effect.flatMap(store.exec(walkTogether(store, now, limit, limit, perGroup)), decodeCandidates))
+}
+
+/**
+ * The PostgreSQL walk as one statement: the first `alone` flows of no group whose head is
+ * eligible at `now`, and the first `limit` groups with each group's first `perGroup` such flows.
+ * The flows first, then their heads, each head by its key. Joined before the LIMIT, a planner that
+ * expects few eligible flows (statistics not yet gathered on a store just filled) read every
+ * eligible flow's head and sorted them all to keep one (~110 µs a claim with 64 flows; ~10 µs with
+ * the statistics). The heads are read by a LATERAL subquery the planner cannot flatten (OFFSET 0),
+ * so whatever it believes of the tables' sizes, it reads the heads of the flows it keeps, one index
+ * search each, and never joins the whole event table. The groups first, then each group's flows,
+ * then their heads: LATERAL subqueries, so the groups' walk drives the rest. Written as joins, with
+ * no statistics on the group table (a store without groups never writes it, so autovacuum never
+ * analyzes it) the planner joined every flow to its head before looking at the groups: a claim
+ * read the whole event table (`test/postgres/idleClaim.test.ts`).
+ */
+const walkTogether = (store: Store, now: number, alone: number, limit: number, perGroup: number) => {
+  const { sql } = store
+  const headOf = sql.literal("CROSS JOIN LATERAL (SELECT * FROM relay_event WHERE flow_id = f.flow_id AND seq = f.head_seq OFFSET 0) AS e")
+  return sql`SELECT ${sql.literal(candidateColumns)},
+          CAST(NULL AS BIGINT) AS g_served, CAST(NULL AS BIGINT) AS g_weight, CAST(NULL AS BIGINT) AS g_burst
+        FROM (SELECT * FROM relay_flow
+          WHERE eligible_at IS NOT NULL AND group_id IS NULL AND +eligible_at <= ${now}
+          ORDER BY served, flow_id LIMIT ${walkLimit(store, now, alone)}) AS f
+        ${headOf}
+      UNION ALL
+      SELECT ${sql.literal(candidateColumns)}, g.served AS g_served, g.weight AS g_weight, g.burst AS g_burst
+      FROM (SELECT group_id, served, weight, burst FROM relay_group
+          WHERE eligible_at IS NOT NULL AND +eligible_at <= ${now} ORDER BY served, group_id LIMIT ${walkLimit(store, now, limit)}) AS g
+        CROSS JOIN LATERAL (SELECT * FROM relay_flow
+          WHERE group_id = g.group_id AND eligible_at IS NOT NULL AND group_id IS NOT NULL AND +eligible_at <= ${now}
+          ORDER BY served, flow_id LIMIT ${perGroup}) AS f
+        ${headOf}`
+}
+
+/**
+ * `ClaimRead` on a store that holds statements (PostgreSQL, exact claims), one held read sent with
+ * the settle's: the walk at `now` with the flows of no group `limit` + `ids` deep (`settled` 0),
+ * the flows of the events `ids` as rows of the same shape without a head (`settled` 1), and on
+ * every row — on a row of its own when there is none of those — the least `eligible_at` after `now`.
+ */
+const claimRead = (store: Store, execLater: NonNullable<Store["execLater"]>) =>
+(now: number, limit: number, ids: ReadonlyArray<EventId>): Effect.Effect<Effect.Effect<ClaimRead, SqlError>, SqlError> => {
+  const { sql } = store
+  const perGroup = Math.min(limit, FirstFlowsPerGroup)
+  const read = sql<{ readonly settled: number | null; readonly flow_id: string | null; readonly due_after: unknown }>`
+    SELECT w.*, d.due_after FROM (SELECT MIN(eligible_at) AS due_after FROM relay_flow WHERE eligible_at > ${now}) AS d
+    LEFT JOIN LATERAL (
+      SELECT 0 AS settled, c.* FROM (${walkTogether(store, now, limit + ids.length, limit, perGroup)}) AS c
+      UNION ALL
+      SELECT 1 AS settled, f.flow_id, f.seq, f.served, f.head_seq, f.eligible_at, f.weight, f.burst, f.group_id,
+        NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+      FROM relay_flow f WHERE f.flow_id IN (SELECT flow_id FROM relay_event WHERE event_id IN ${sql.in(ids)})
+    ) AS w ON true`
+  return Effect.map(execLater(read), (answer) =>
+    Effect.flatMap(answer, (rows) => {
+      const walked = rows.filter((row) => row.settled === 0)
+      const settled = rows.filter((row) => row.settled === 1)
+      return Effect.zipWith(decodeCandidates(walked), flows(settled), (candidates, flows): ClaimRead => ({
+        candidates,
+        perGroup,
+        flows,
+        dueAfter: rows[0]?.due_after === null || rows[0] === undefined ? null : Number(rows[0].due_after)
+      }))
+    }))
 }
 
 /**
@@ -442,6 +480,7 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean } 
       ids.length === 0
         ? Effect.succeed(Effect.succeed({ events: [], next: [] }))
         : Effect.map(execLater(withNext(ids)), (rows) => Effect.flatMap(rows, splitNext)),
+    startClaimRead: execLater === undefined ? undefined : claimRead(store, execLater),
     identities: (ids) =>
       ids.length === 0 ? Effect.succeed([]) : Effect.flatMap(
         store.exec(sql`SELECT event_id, flow_id, seq, body, NULL AS body_hash FROM relay_event WHERE event_id IN ${sql.in(ids)}

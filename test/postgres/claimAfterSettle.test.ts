@@ -1,0 +1,133 @@
+/**
+ * Exact claims: `settleAndClaim`'s claim chooses from a walk sent with the settle's read, before
+ * the settle's writes and at the time read before the transaction's first round trip — and walks
+ * again after the writes, at the decision's time, wherever that walk could differ from one made
+ * then: a flow the settle changed is in a group, or a head became eligible between the two times,
+ * or the time went back. Each case here claims what a claim after the settle claims.
+ */
+import { it } from "@effect/vitest"
+import { Clock, Effect } from "effect"
+import { expect } from "vitest"
+import { PgRelayQueue } from "../../src/index.js"
+import type { RelayQueueService } from "../../src/index.js"
+import { StatementLog } from "../../src/layers/internal/Store.js"
+import { freshSchema } from "../support/backends.js"
+import { describePg } from "./support.js"
+
+/** `effect`'s result and how many round trips it made. */
+const counted = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.gen(function*() {
+    let trips = 0
+    const result = yield* Effect.provideService(effect, StatementLog, { record: undefined, roundTrip: () => trips++ })
+    return [result, trips] as const
+  })
+
+/**
+ * A clock the test sets: `currentTimeMillis` answers each of `script` once, in order, then `time`
+ * (the queue reads its time there; spans and the rest read the system's).
+ */
+const scriptedClock = () => {
+  const state = { time: 0, script: [] as Array<number> }
+  const millis = () => state.script.shift() ?? state.time
+  const clock: Clock.Clock = {
+    [Clock.ClockTypeId]: Clock.ClockTypeId,
+    unsafeCurrentTimeMillis: () => Date.now(),
+    currentTimeMillis: Effect.sync(millis),
+    unsafeCurrentTimeNanos: () => process.hrtime.bigint(),
+    currentTimeNanos: Effect.sync(() => process.hrtime.bigint()),
+    sleep: (duration) => Effect.sleep(duration).pipe(Effect.withClock(Clock.make()))
+  }
+  return { state, clock }
+}
+
+const open = (url: string, policy?: { readonly leaseTicks: number }) =>
+  Effect.flatMap(freshSchema(url), (schema) => PgRelayQueue.make({ url: schema.url, maxConnections: 1, claims: "exact", ...(policy === undefined ? {} : { policy }) }))
+
+const claimOne = (queue: RelayQueueService) =>
+  Effect.flatMap(queue.claimUpTo(1), ({ claims: [claimed] }) => (claimed === undefined ? Effect.dieMessage("expected a claim") : Effect.succeed(claimed)))
+
+describePg("PostgreSQL exact claims: settleAndClaim's walk before the settle's writes", (url) => {
+  it.scopedLive("a settled flow of no group: two round trips, and the claim takes what a claim after the settle takes", () =>
+    Effect.gen(function*() {
+      // Two stores, the same events: one settles and claims in one transaction, the other in two.
+      const [together, apart] = [yield* open(url), yield* open(url)]
+      const events = [
+        ...[1, 2].map((i) => ({ eventId: `A${i}`, flowId: "A", body: {} })),
+        { eventId: "B1", flowId: "B", body: {} },
+        { eventId: "C1", flowId: "C", body: {} }
+      ]
+      for (const queue of [together, apart]) yield* queue.enqueueBatch(events)
+      // A1 then B1 claimed; A1 acked, B1 retried later: A2 comes after C1 (a claim moves its flow
+      // behind every other), and B waits for its backoff.
+      const [a1, b1] = [yield* claimOne(together), yield* claimOne(together)]
+      yield* claimOne(apart)
+      yield* claimOne(apart)
+      const [result, trips] = yield* counted(together.settleAndClaim([{ token: a1.token, reply: { _tag: "Accepted" } }, { token: b1.token, reply: { _tag: "Retry", reason: "later" } }], 2))
+      const settled = yield* apart.settleBatch([{ token: a1.token, reply: { _tag: "Accepted" } }, { token: b1.token, reply: { _tag: "Retry", reason: "later" } }])
+      const { claims } = yield* apart.claimUpTo(2)
+      expect(trips).toBe(2)
+      expect(result.outcomes.map((o) => o._tag)).toEqual(settled.map((o) => o._tag))
+      expect(result.outcomes.map((o) => o._tag)).toEqual(["Acked", "RetryScheduled"])
+      expect(result.claims.map((c) => c.event.eventId)).toEqual(claims.map((c) => c.event.eventId))
+      expect(result.claims.map((c) => c.event.eventId)).toEqual(["C1", "A2"])
+    }))
+
+  it.scopedLive("a settled flow of a group: the claim walks again after the settle's writes, and takes what a claim after the settle takes", () =>
+    Effect.gen(function*() {
+      const [together, apart] = [yield* open(url), yield* open(url)]
+      const events = [
+        ...[1, 2].map((i) => ({ eventId: `A${i}`, flowId: "A", group: "g", body: {} })),
+        { eventId: "B1", flowId: "B", group: "g", body: {} },
+        { eventId: "C1", flowId: "C", body: {} }
+      ]
+      for (const queue of [together, apart]) yield* queue.enqueueBatch(events)
+      const a1 = yield* claimOne(together)
+      yield* claimOne(apart)
+      const [result, trips] = yield* counted(together.settleAndClaim([{ token: a1.token, reply: { _tag: "Accepted" } }], 2))
+      yield* apart.settle(a1.token, { _tag: "Accepted" })
+      const { claims } = yield* apart.claimUpTo(2)
+      expect(trips).toBe(3)
+      expect(result.outcomes).toEqual([{ _tag: "Acked" }])
+      expect(result.claims.map((c) => c.event.eventId)).toEqual(claims.map((c) => c.event.eventId))
+    }))
+
+  it.scopedLive("a head that became eligible between the walk's time and the decision's is claimed in its turn", () =>
+    Effect.gen(function*() {
+      const { clock, state } = scriptedClock()
+      const queue = yield* open(url, { leaseTicks: 1_000 })
+      yield* Effect.gen(function*() {
+        // R first in turn, then S. At 0, R1 is claimed (its lease ends at 1,000), at 600 S1 (1,600).
+        yield* queue.enqueue({ eventId: "R1", flowId: "R", body: {} })
+        yield* queue.enqueueBatch([{ eventId: "S1", flowId: "S", body: {} }, { eventId: "S2", flowId: "S", body: {} }])
+        yield* claimOne(queue)
+        state.time = 600
+        const s1 = yield* claimOne(queue)
+        // The walk's time 700 (R1 still leased), the decision's 1,500: R1 is eligible again, and R
+        // (claimed before S) comes before S.
+        state.script.push(700, 1_500)
+        state.time = 1_500
+        const result = yield* queue.settleAndClaim([{ token: s1.token, reply: { _tag: "Accepted" } }], 1)
+        expect(result.outcomes).toEqual([{ _tag: "Acked" }])
+        expect(result.claims.map((c) => c.event.eventId)).toEqual(["R1"])
+      }).pipe(Effect.withClock(clock))
+    }))
+
+  it.scopedLive("a time that went back between the walk's and the decision's: the claim takes only what is eligible at the decision's", () =>
+    Effect.gen(function*() {
+      const { clock, state } = scriptedClock()
+      const queue = yield* open(url, { leaseTicks: 1_000 })
+      yield* Effect.gen(function*() {
+        // R first in turn, then S. At 0, R1 is claimed (its lease ends at 1,000), at 600 S1 (1,600).
+        yield* queue.enqueue({ eventId: "R1", flowId: "R", body: {} })
+        yield* queue.enqueueBatch([{ eventId: "S1", flowId: "S", body: {} }, { eventId: "S2", flowId: "S", body: {} }])
+        yield* claimOne(queue)
+        state.time = 600
+        const s1 = yield* claimOne(queue)
+        // The walk's time 1,500 (R1's lease over), the decision's 700: R1 is still leased then.
+        state.script.push(1_500, 700)
+        state.time = 700
+        const result = yield* queue.settleAndClaim([{ token: s1.token, reply: { _tag: "Accepted" } }], 1)
+        expect(result.claims.map((c) => c.event.eventId)).toEqual(["S2"])
+      }).pipe(Effect.withClock(clock))
+    }))
+})

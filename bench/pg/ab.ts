@@ -1,13 +1,13 @@
 /**
  * This tree's PostgreSQL daemon step against another checkout's, in one process: two fresh
  * databases with the same backlog (`flows` flows), then blocks of `steps` exact `settleAndClaim`
- * steps (one settle, one claim, as the worker daemon sends them) taken by each in turn, the order
+ * steps (`batch` settles and a claim of `batch`, as the worker daemon sends them; default 1) taken by each in turn, the order
  * of the pair alternating, so that what the machine does meanwhile falls on both alike. Prints
  * each side's wall and CPU per step (median and mean over the blocks) and in how many blocks this
  * tree was faster. For before/after comparisons on a noisy machine; not part of `npm run bench`.
  *
  *   git worktree add /tmp/base <commit> && ln -s "$PWD/node_modules" /tmp/base/node_modules
- *   npx tsx bench/pg/ab.ts /tmp/base [blocks 30] [steps 150] [flows 2000] [--url postgres://…/postgres]
+ *   npx tsx bench/pg/ab.ts /tmp/base [blocks 30] [steps 150] [flows 2000] [batch 1] [--url postgres://…/postgres]
  *
  * With `--url` through `bench/pg/latency.mjs`, the database is a network hop away.
  */
@@ -21,7 +21,7 @@ import * as Here from "../../src/layers/PgRelayQueue.js"
 const args = process.argv.slice(2)
 const urlAt = args.indexOf("--url")
 const base = urlAt === -1 ? "postgres://postgres@127.0.0.1:5432/postgres" : args[urlAt + 1]!
-const [other, blocks = "30", steps = "150", flows = "2000"] = args.filter((_, i) => i !== urlAt && i !== urlAt + 1)
+const [other, blocks = "30", steps = "150", flows = "2000", batch = "1"] = urlAt === -1 ? args : args.filter((_, i) => i !== urlAt && i !== urlAt + 1)
 if (other === undefined) throw new Error("usage: npx tsx bench/pg/ab.ts OTHER_CHECKOUT [blocks] [steps] [flows] [--url URL]")
 const There = (await import(pathToFileURL(path.resolve(other, "src/layers/PgRelayQueue.ts")).href)) as typeof Here
 
@@ -45,7 +45,7 @@ try {
     const queue: RelayQueueService = await Effect.runPromise(
       Scope.extend(make({ url, maxConnections: 1, policy: { leaseTicks: "60 seconds" }, claims: "exact" }), scope)
     )
-    const events = Number(blocks) * Number(steps) + 200
+    const events = (Number(blocks) * Number(steps) + 200) * Number(batch)
     for (let from = 0; from < events; from += 1024) {
       const items = Array.from({ length: Math.min(1024, events - from) }, (_, i) => ({
         eventId: `e${String(from + i).padStart(8, "0")}`,
@@ -61,7 +61,7 @@ try {
     await client.end()
     let held: ReadonlyArray<{ readonly token: { readonly eventId: string; readonly generation: number } }> = []
     const step = Effect.flatMap(
-      Effect.suspend(() => queue.settleAndClaim(held.map((c) => ({ token: c.token, reply: { _tag: "Accepted" as const } })), 1)),
+      Effect.suspend(() => queue.settleAndClaim(held.map((c) => ({ token: c.token, reply: { _tag: "Accepted" as const } })), Number(batch))),
       ({ claims }) => (claims.length === 0 ? Effect.dieMessage("idle") : Effect.sync(() => void (held = claims)))
     )
     await Effect.runPromise(Effect.repeatN(step, 100))
@@ -81,7 +81,7 @@ try {
   const mean = (xs: ReadonlyArray<number>) => xs.reduce((a, b) => a + b, 0) / xs.length
   for (const side of sides) {
     console.log(
-      `${side.name}: wall per step median ${median(side.wall).toFixed(3)} ms, mean ${mean(side.wall).toFixed(3)} ms (${(1000 / mean(side.wall)).toFixed(0)} events/s); ` +
+      `${side.name}: wall per step median ${median(side.wall).toFixed(3)} ms, mean ${mean(side.wall).toFixed(3)} ms (${(1000 * Number(batch) / mean(side.wall)).toFixed(0)} events/s); ` +
         `client CPU per step median ${median(side.cpu).toFixed(3)} ms`
     )
   }

@@ -1,13 +1,13 @@
 /**
  * This tree's PostgreSQL daemon step against another checkout's, in one process: two fresh
- * databases with the same backlog (`flows` flows), then blocks of `steps` exact `settleAndClaim`
+ * databases with the same backlog (`flows` flows), then blocks of `steps` `settleAndClaim` (exact claims; parallel with `--parallel`)
  * steps (`batch` settles and a claim of `batch`, as the worker daemon sends them; default 1) taken by each in turn, the order
  * of the pair alternating, so that what the machine does meanwhile falls on both alike. Prints
  * each side's wall and CPU per step (median and mean over the blocks) and in how many blocks this
  * tree was faster. For before/after comparisons on a noisy machine; not part of `npm run bench`.
  *
  *   git worktree add /tmp/base <commit> && ln -s "$PWD/node_modules" /tmp/base/node_modules
- *   npx tsx bench/pg/ab.ts /tmp/base [blocks 30] [steps 150] [flows 2000] [batch 1] [--url postgres://…/postgres]
+ *   npx tsx bench/pg/ab.ts /tmp/base [blocks 30] [steps 150] [flows 2000] [batch 1] [--url postgres://…/postgres] [--parallel]
  *
  * With `--url` through `bench/pg/latency.mjs`, the database is a network hop away.
  */
@@ -18,7 +18,8 @@ import pg from "pg"
 import type { RelayQueueService } from "../../src/index.js"
 import * as Here from "../../src/layers/PgRelayQueue.js"
 
-const args = process.argv.slice(2)
+const parallel = process.argv.includes("--parallel")
+const args = process.argv.slice(2).filter((arg) => arg !== "--parallel")
 const urlAt = args.indexOf("--url")
 const base = urlAt === -1 ? "postgres://postgres@127.0.0.1:5432/postgres" : args[urlAt + 1]!
 const [other, blocks = "30", steps = "150", flows = "2000", batch = "1"] = urlAt === -1 ? args : args.filter((_, i) => i !== urlAt && i !== urlAt + 1)
@@ -43,7 +44,7 @@ try {
     await admin.query(`CREATE DATABASE ${database}`)
     const url = base.replace(/\/[^/]*$/, `/${database}`)
     const queue: RelayQueueService = await Effect.runPromise(
-      Scope.extend(make({ url, maxConnections: 1, policy: { leaseTicks: "60 seconds" }, claims: "exact" }), scope)
+      Scope.extend(make({ url, maxConnections: 1, policy: { leaseTicks: "60 seconds" }, claims: parallel ? "parallel" : "exact" }), scope)
     )
     const events = (Number(blocks) * Number(steps) + 200) * Number(batch)
     for (let from = 0; from < events; from += 1024) {

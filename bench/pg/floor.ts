@@ -18,7 +18,12 @@
  * before it sent its statements in batches). `rounds: 3` sends each statement as soon as nothing
  * it needs is still awaited (`pg`'s pipeline mode): BEGIN … clock read and the held event
  * together, the ack and the walk together, the claim and COMMIT together — the fewest round trips
- * these statements allow when the client decides (3 per step), as our store's batches do.
+ * these statements allow when the client decides (3 per step), as our store's batches did until
+ * `0dd37d6`. `rounds: 2` sends the walk with the held event as our store now does (the walk at the
+ * time taken before the step, one flow deeper, the held flow's turn read with its event): the
+ * claim is the first of the walked flows other than the held one and the held flow's next head, in
+ * turn order; the ack, the claim and COMMIT go together. It makes none of the store's checks that
+ * the walk could have missed a head (none can in this workload: every head is due before it runs).
  */
 import pg from "pg"
 
@@ -57,6 +62,15 @@ const text = {
     WHERE e.event_id = $1`,
   ack: `WITH acked AS (UPDATE relay_event SET state = 'acked', lease_until = NULL, acked_at = $2 WHERE event_id = $1)
     UPDATE relay_flow SET head_seq = $3, eligible_at = $4 WHERE flow_id = $5`,
+  heldWithTurn: `SELECT 0 AS next, f.served, f.weight, f.burst, e.* FROM relay_event e JOIN relay_flow f ON f.flow_id = e.flow_id
+      WHERE e.event_id = $1
+    UNION ALL SELECT 1 AS next, f.served, f.weight, f.burst, n.* FROM relay_event e
+      JOIN relay_event n ON n.flow_id = e.flow_id AND n.seq = e.seq + 1 JOIN relay_flow f ON f.flow_id = e.flow_id
+    WHERE e.event_id = $1`,
+  walkTwo: `SELECT f.served, f.weight, f.burst, e.* FROM (SELECT * FROM relay_flow
+      WHERE eligible_at IS NOT NULL AND group_id IS NULL AND +eligible_at <= $1 ORDER BY served, flow_id
+      LIMIT CASE WHEN (SELECT MIN(eligible_at) FROM relay_flow WHERE eligible_at IS NOT NULL) <= $1 THEN 2 ELSE 0 END) AS f
+    JOIN relay_event e ON e.flow_id = f.flow_id AND e.seq = f.head_seq`,
   walk: `SELECT f.served, f.weight, f.burst, e.* FROM (SELECT * FROM relay_flow
       WHERE eligible_at IS NOT NULL AND group_id IS NULL AND +eligible_at <= $1 ORDER BY served, flow_id
       LIMIT CASE WHEN (SELECT MIN(eligible_at) FROM relay_flow WHERE eligible_at IS NOT NULL) <= $1 THEN 1 ELSE 0 END) AS f
@@ -74,9 +88,9 @@ const eligibleAt = (row: EventRow | undefined): number | null =>
   row === undefined ? null : row.state === "ready" ? Number(row.next_at) : row.state === "inflight" ? Number(row.lease_until) : null
 
 /** A floor worker on `client` (made with `pipeline: true`): `step` settles what it holds and claims the next head. */
-export const floorWorker = (client: pg.Client, options: { readonly rounds: 3 | 5; readonly leaseMs: number }) => {
+export const floorWorker = (client: pg.Client, options: { readonly rounds: 2 | 3 | 5; readonly leaseMs: number }) => {
   let held: Claimed | undefined
-  const pipelined = options.rounds === 3
+  const pipelined = options.rounds !== 5
 
   // Queries sent ahead fail with the one before them: each is awaited or its failure ignored.
   const send = <R extends pg.QueryResultRow>(query: string | pg.QueryConfig): Promise<pg.QueryResult<R>> => {
@@ -85,7 +99,83 @@ export const floorWorker = (client: pg.Client, options: { readonly rounds: 3 | 5
     return sent
   }
 
+  /** The claim of `head` at `now` (its event, its flow's turn, the clock): the statement and what it claims. */
+  const claimOf = (head: Candidate | undefined, now: number, ticketBefore: number): readonly [pg.QueryConfig, Claimed | undefined] => {
+    if (head === undefined) return [named("tick", [now]), undefined]
+    const ticket = ticketBefore + 1
+    const fresh = Number(head.burst) + 1 >= Number(head.weight)
+    const generation = Number(head.generation) + 1
+    return [
+      named("claim", [
+        now,
+        ticket,
+        now + options.leaseMs,
+        generation,
+        Number(head.attempts) + 1,
+        Number(head.lifetime_attempts) + 1,
+        head.event_id,
+        fresh ? ticket : Number(head.served),
+        fresh ? 0 : Number(head.burst) + 1,
+        head.flow_id
+      ]),
+      { eventId: head.event_id, flowId: head.flow_id, seq: Number(head.seq), generation }
+    ]
+  }
+
+  /** The last statement and COMMIT, one round trip; what the step claimed. */
+  const commit = async (last: pg.QueryConfig, claimed: Claimed | undefined) => {
+    const written = send(last)
+    const committed = send("COMMIT")
+    await written
+    const { command } = await committed
+    if (command !== "COMMIT") throw new Error(`floor: COMMIT answered ${command}`)
+    held = claimed
+    return claimed
+  }
+
+  /** The held event's row checked: inflight, the token's generation, its lease not over. */
+  const checked = (token: Claimed, event: EventRow | undefined, now: number) => {
+    if (event === undefined || event.state !== "inflight" || Number(event.generation) !== token.generation) {
+      throw new Error(`floor: ${token.eventId} is stale`)
+    }
+    if (event.lease_until === null || now >= Number(event.lease_until)) throw new Error(`floor: ${token.eventId} expired`)
+  }
+
+  /** `rounds: 2`: the walk with the held event; the ack, the claim and COMMIT together. */
+  const stepAhead = async (): Promise<Claimed | undefined> => {
+    const token = held
+    const walkedAt = Date.now()
+    const begun = send<{ tick: string; ticket: string }>(`${text.begin}; ${text.clock}`)
+    const heldRead = token === undefined ? undefined : send<Candidate & { readonly next: number }>(named("heldWithTurn", [token.eventId]))
+    const walked = send<Candidate>(named("walkTwo", [walkedAt]))
+    try {
+      const results = (await begun) as unknown as ReadonlyArray<pg.QueryResult<{ tick: string; ticket: string }>>
+      const clock = results[results.length - 1]!.rows[0]!
+      const now = Math.max(Number(clock.tick), Date.now())
+      let candidates = (await walked).rows
+      let ack: pg.QueryConfig | undefined
+      if (token !== undefined) {
+        const rows = (await heldRead!).rows
+        const event = rows.find((row) => Number(row.next) === 0)
+        const next = rows.find((row) => Number(row.next) === 1)
+        checked(token, event, now)
+        ack = named("ack", [token.eventId, now, next === undefined ? null : Number(next.seq), eligibleAt(next), token.flowId])
+        candidates = candidates.filter((c) => c.flow_id !== token.flowId)
+        if (next !== undefined && (eligibleAt(next) ?? Infinity) <= now) candidates.push(next)
+      }
+      const [head] = candidates.sort((a, b) => Number(a.served) - Number(b.served) || (a.flow_id < b.flow_id ? -1 : a.flow_id > b.flow_id ? 1 : 0))
+      const [last, claimed] = claimOf(head, now, Number(clock.ticket))
+      if (ack !== undefined) send(ack)
+      return await commit(last, claimed)
+    } catch (error) {
+      held = undefined
+      await client.query("ROLLBACK").catch(() => undefined)
+      throw error
+    }
+  }
+
   const step = async (): Promise<Claimed | undefined> => {
+    if (options.rounds === 2) return stepAhead()
     const token = held
     // Round trip 1: BEGIN … lock and the clock read (one query); with 3 rounds, the held event too.
     const begun = send<{ tick: string; ticket: string }>(`${text.begin}; ${text.clock}`)
@@ -99,10 +189,7 @@ export const floorWorker = (client: pg.Client, options: { readonly rounds: 3 | 5
         const rows = (await (heldRead ?? send<EventRow>(named("held", [token.eventId])))).rows
         const event = rows.find((row) => Number(row.next) === 0)
         const next = rows.find((row) => Number(row.next) === 1)
-        if (event === undefined || event.state !== "inflight" || Number(event.generation) !== token.generation) {
-          throw new Error(`floor: ${token.eventId} is stale`)
-        }
-        if (event.lease_until === null || now >= Number(event.lease_until)) throw new Error(`floor: ${token.eventId} expired`)
+        checked(token, event, now)
         ack = send(named("ack", [token.eventId, now, next === undefined ? null : Number(next.seq), eligibleAt(next), token.flowId]))
         // With 5 rounds the ack is a round trip of its own.
         if (!pipelined) await ack
@@ -111,36 +198,9 @@ export const floorWorker = (client: pg.Client, options: { readonly rounds: 3 | 5
       const walked = send<Candidate>(named("walk", [now]))
       await ack
       const [head] = (await walked).rows
-      let claimed: Claimed | undefined
-      let last: pg.QueryConfig
-      if (head === undefined) {
-        last = named("tick", [now])
-      } else {
-        const ticket = Number(clock.ticket) + 1
-        const fresh = Number(head.burst) + 1 >= Number(head.weight)
-        const generation = Number(head.generation) + 1
-        claimed = { eventId: head.event_id, flowId: head.flow_id, seq: Number(head.seq), generation }
-        last = named("claim", [
-          now,
-          ticket,
-          now + options.leaseMs,
-          generation,
-          Number(head.attempts) + 1,
-          Number(head.lifetime_attempts) + 1,
-          head.event_id,
-          fresh ? ticket : Number(head.served),
-          fresh ? 0 : Number(head.burst) + 1,
-          head.flow_id
-        ])
-      }
+      const [last, claimed] = claimOf(head, now, Number(clock.ticket))
       // The last statement and COMMIT: one round trip in both forms (ours sends them together too).
-      const written = send(last)
-      const committed = send("COMMIT")
-      await written
-      const { command } = await committed
-      if (command !== "COMMIT") throw new Error(`floor: COMMIT answered ${command}`)
-      held = claimed
-      return claimed
+      return await commit(last, claimed)
     } catch (error) {
       held = undefined
       await client.query("ROLLBACK").catch(() => undefined)

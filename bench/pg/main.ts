@@ -140,7 +140,7 @@ const describeKind = (kind: Kind, batchSize: number) =>
     : kind === "floor-single"
     ? "floor: our statements, raw pg, one round trip each (5)"
     : kind === "floor-pipelined-single"
-    ? "floor: the same pipelined, 3 round trips (as ours)"
+    ? "floor: the same pipelined, 2 round trips (as ours)"
     : kind === "pg-boss"
     ? "pg-boss, key_strict_fifo queue + singletonKey"
     : "graphile-worker, queue_name per flow"

@@ -7,7 +7,7 @@
  * this process's CPU, the server backends' CPU, and the statements sent (by text, most frequent first).
  *
  *   npx tsx bench/pg/profile.ts [--parallel] [--exchange] [--batch N] [--steps N] [--analyze] [--url postgres://…/db] [--cpu-profile FILE]
- *   npx tsx bench/pg/profile.ts --floor 5|3 …   the same steps by the floor (bench/pg/floor.ts) instead of the library
+ *   npx tsx bench/pg/profile.ts --floor 5|3|2 …   the same steps by the floor (bench/pg/floor.ts) instead of the library
  *   npx tsx bench/pg/profile.ts --unnamed …   the store opened with `preparedStatements: false` (every statement parsed where it runs)
  *   npx tsx bench/pg/profile.ts --exchange --phases …   also this process's CPU per step between its round trips:
  *     from the step's start to its first batch, each batch from sending to its ReadyForQuery (serializing,
@@ -156,7 +156,7 @@ try {
     ? undefined
     : new pg.Client({ connectionString: url, pipeline: true } as pg.ClientConfig)
   await floorClient?.connect()
-  const floor = floorClient === undefined ? undefined : floorWorker(floorClient, { rounds: floorRounds === "3" ? 3 : 5, leaseMs: 60_000 })
+  const floor = floorClient === undefined ? undefined : floorWorker(floorClient, { rounds: floorRounds === "3" ? 3 : floorRounds === "2" ? 2 : 5, leaseMs: 60_000 })
   const step = floor !== undefined
     ? Effect.flatMap(Effect.promise(() => floor.step()), (claimed) => (claimed === undefined ? Effect.dieMessage("idle") : Effect.void))
     : exchange

@@ -91,43 +91,38 @@ describePg("PostgreSQL exact claims: settleAndClaim's walk before the settle's w
       expect(result.claims.map((c) => c.event.eventId)).toEqual(claims.map((c) => c.event.eventId))
     }))
 
-  it.scopedLive("a head that became eligible between the walk's time and the decision's is claimed in its turn", () =>
+  /**
+   * R first in turn, then S: at 0 R1 is claimed (its lease ends at 1,000), at 600 S1 (1,600); then
+   * S1 is acked and one head claimed in one transaction, the walk's time `walkAt` and the
+   * decision's `decideAt`: the claimed event's id.
+   */
+  const settleAt = (walkAt: number, decideAt: number) =>
     Effect.gen(function*() {
       const { clock, state } = scriptedClock()
       const queue = yield* open(url, { leaseTicks: 1_000 })
-      yield* Effect.gen(function*() {
-        // R first in turn, then S. At 0, R1 is claimed (its lease ends at 1,000), at 600 S1 (1,600).
+      return yield* Effect.gen(function*() {
         yield* queue.enqueue({ eventId: "R1", flowId: "R", body: {} })
         yield* queue.enqueueBatch([{ eventId: "S1", flowId: "S", body: {} }, { eventId: "S2", flowId: "S", body: {} }])
         yield* claimOne(queue)
         state.time = 600
         const s1 = yield* claimOne(queue)
-        // The walk's time 700 (R1 still leased), the decision's 1,500: R1 is eligible again, and R
-        // (claimed before S) comes before S.
-        state.script.push(700, 1_500)
-        state.time = 1_500
+        state.script.push(walkAt, decideAt)
+        state.time = decideAt
         const result = yield* queue.settleAndClaim([{ token: s1.token, reply: { _tag: "Accepted" } }], 1)
         expect(result.outcomes).toEqual([{ _tag: "Acked" }])
-        expect(result.claims.map((c) => c.event.eventId)).toEqual(["R1"])
+        return result.claims.map((c) => c.event.eventId)
       }).pipe(Effect.withClock(clock))
+    })
+
+  it.scopedLive("a head that became eligible between the walk's time and the decision's is claimed in its turn", () =>
+    Effect.gen(function*() {
+      // At 700 R1 is still leased; at 1,500 it is eligible again, and R (claimed before S) comes before S.
+      expect(yield* settleAt(700, 1_500)).toEqual(["R1"])
     }))
 
   it.scopedLive("a time that went back between the walk's and the decision's: the claim takes only what is eligible at the decision's", () =>
     Effect.gen(function*() {
-      const { clock, state } = scriptedClock()
-      const queue = yield* open(url, { leaseTicks: 1_000 })
-      yield* Effect.gen(function*() {
-        // R first in turn, then S. At 0, R1 is claimed (its lease ends at 1,000), at 600 S1 (1,600).
-        yield* queue.enqueue({ eventId: "R1", flowId: "R", body: {} })
-        yield* queue.enqueueBatch([{ eventId: "S1", flowId: "S", body: {} }, { eventId: "S2", flowId: "S", body: {} }])
-        yield* claimOne(queue)
-        state.time = 600
-        const s1 = yield* claimOne(queue)
-        // The walk's time 1,500 (R1's lease over), the decision's 700: R1 is still leased then.
-        state.script.push(1_500, 700)
-        state.time = 700
-        const result = yield* queue.settleAndClaim([{ token: s1.token, reply: { _tag: "Accepted" } }], 1)
-        expect(result.claims.map((c) => c.event.eventId)).toEqual(["S2"])
-      }).pipe(Effect.withClock(clock))
+      // At 1,500 R1's lease is over; at 700 it is still leased.
+      expect(yield* settleAt(1_500, 700)).toEqual(["S2"])
     }))
 })

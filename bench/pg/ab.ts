@@ -9,7 +9,9 @@
  *   git worktree add /tmp/base <commit> && ln -s "$PWD/node_modules" /tmp/base/node_modules
  *   npx tsx bench/pg/ab.ts /tmp/base [blocks 30] [steps 150] [flows 2000] [batch 1] [--url postgres://…/postgres] [--parallel]
  *
- * With `--url` through `bench/pg/latency.mjs`, the database is a network hop away.
+ * With `--url` through `bench/pg/latency.mjs`, the database is a network hop away. The side
+ * opened second (this tree) measured ~3 % slower with the same code on both sides (0.970 single
+ * steps, 0.967 batches of 64, a second worktree of one commit): compare against that.
  */
 import { Effect, Exit, Scope } from "effect"
 import * as path from "node:path"

@@ -284,6 +284,7 @@ export const selectCandidates = (store: Store) => {
   // eligible head or waits for one (the first entry of the turn index, if any).
   const anyGroup = sql<{ readonly any: number }>`SELECT EXISTS (SELECT 1 FROM relay_group WHERE eligible_at IS NOT NULL) AS any`
   const apart = sql.onDialectOrElse({ sqlite: () => true, orElse: () => false })
+  const together = walkTogether(store, false)
   return byGroupsFirst((now, limit, perGroup) =>
     apart
       ? Effect.flatMap(
@@ -293,7 +294,7 @@ export const selectCandidates = (store: Store) => {
             ? decodeCandidates(first)
             : Effect.flatMap(store.exec(grouped(now, limit, perGroup)), (second) => decodeCandidates(second.length === 0 ? first : [...first, ...second]))
       )
-      : Effect.flatMap(store.exec(walkTogether(store, now, limit, limit, perGroup)), decodeCandidates))
+      : Effect.flatMap(store.exec(together(now, limit, limit, perGroup)), decodeCandidates))
 }
 
 /**
@@ -308,24 +309,31 @@ export const selectCandidates = (store: Store) => {
  * then their heads: LATERAL subqueries, so the groups' walk drives the rest. Written as joins, with
  * no statistics on the group table (a store without groups never writes it, so autovacuum never
  * analyzes it) the planner joined every flow to its head before looking at the groups: a claim
- * read the whole event table (`test/postgres/idleClaim.test.ts`).
+ * read the whole event table (`test/postgres/idleClaim.test.ts`). With `lock` (parallel claims,
+ * `selectLockedCandidates`), each part locks the rows it reads and skips those another holds; a
+ * locking subquery is never flattened either. Made once per store.
  */
-const walkTogether = (store: Store, now: number, alone: number, limit: number, perGroup: number) => {
+const walkTogether = (store: Store, lock: boolean) => {
   const { sql } = store
-  const headOf = sql.literal("CROSS JOIN LATERAL (SELECT * FROM relay_event WHERE flow_id = f.flow_id AND seq = f.head_seq OFFSET 0) AS e")
-  return sql`SELECT ${sql.literal(candidateColumns)},
+  const locking = sql.literal(lock ? "FOR UPDATE SKIP LOCKED" : "")
+  const headOf = sql.literal(
+    `CROSS JOIN LATERAL (SELECT * FROM relay_event WHERE flow_id = f.flow_id AND seq = f.head_seq ${lock ? "FOR UPDATE SKIP LOCKED" : "OFFSET 0"}) AS e`
+  )
+  return (now: number, alone: number, limit: number, perGroup: number) =>
+    sql`SELECT ${sql.literal(candidateColumns)},
           CAST(NULL AS BIGINT) AS g_served, CAST(NULL AS BIGINT) AS g_weight, CAST(NULL AS BIGINT) AS g_burst
         FROM (SELECT * FROM relay_flow
           WHERE eligible_at IS NOT NULL AND group_id IS NULL AND +eligible_at <= ${now}
-          ORDER BY served, flow_id LIMIT ${walkLimit(store, now, alone)}) AS f
+          ORDER BY served, flow_id LIMIT ${walkLimit(store, now, alone)} ${locking}) AS f
         ${headOf}
       UNION ALL
       SELECT ${sql.literal(candidateColumns)}, g.served AS g_served, g.weight AS g_weight, g.burst AS g_burst
       FROM (SELECT group_id, served, weight, burst FROM relay_group
-          WHERE eligible_at IS NOT NULL AND +eligible_at <= ${now} ORDER BY served, group_id LIMIT ${walkLimit(store, now, limit)}) AS g
+          WHERE eligible_at IS NOT NULL AND +eligible_at <= ${now}
+          ORDER BY served, group_id LIMIT ${walkLimit(store, now, limit)} ${locking}) AS g
         CROSS JOIN LATERAL (SELECT * FROM relay_flow
           WHERE group_id = g.group_id AND eligible_at IS NOT NULL AND group_id IS NOT NULL AND +eligible_at <= ${now}
-          ORDER BY served, flow_id LIMIT ${perGroup}) AS f
+          ORDER BY served, flow_id LIMIT ${perGroup} ${locking}) AS f
         ${headOf}`
 }
 
@@ -335,30 +343,33 @@ const walkTogether = (store: Store, now: number, alone: number, limit: number, p
  * the flows of the events `ids` as rows of the same shape without a head (`settled` 1), and on
  * every row — on a row of its own when there is none of those — the least `eligible_at` after `now`.
  */
-const claimRead = (store: Store, execLater: NonNullable<Store["execLater"]>) =>
-(now: number, limit: number, ids: ReadonlyArray<EventId>): Effect.Effect<Effect.Effect<ClaimRead, SqlError>, SqlError> => {
+const claimRead = (store: Store, execLater: NonNullable<Store["execLater"]>) => {
   const { sql } = store
-  const perGroup = Math.min(limit, FirstFlowsPerGroup)
-  const read = sql<{ readonly settled: number | null; readonly flow_id: string | null; readonly due_after: unknown }>`
-    SELECT w.*, d.due_after FROM (SELECT MIN(eligible_at) AS due_after FROM relay_flow WHERE eligible_at > ${now}) AS d
-    LEFT JOIN LATERAL (
-      SELECT 0 AS settled, c.* FROM (${walkTogether(store, now, limit + ids.length, limit, perGroup)}) AS c
-      UNION ALL
-      SELECT 1 AS settled, f.flow_id, f.seq, f.served, f.head_seq, f.eligible_at, f.weight, f.burst, f.group_id,
-        NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
-      FROM relay_flow f WHERE f.flow_id IN (SELECT flow_id FROM relay_event WHERE event_id IN ${sql.in(ids)})
-    ) AS w ON true`
-  return Effect.map(execLater(read), (answer) =>
-    Effect.flatMap(answer, (rows) => {
-      const walked = rows.filter((row) => row.settled === 0)
-      const settled = rows.filter((row) => row.settled === 1)
-      return Effect.zipWith(decodeCandidates(walked), flows(settled), (candidates, flows): ClaimRead => ({
-        candidates,
-        perGroup,
-        flows,
-        dueAfter: rows[0]?.due_after === null || rows[0] === undefined ? null : Number(rows[0].due_after)
+  const walk = walkTogether(store, false)
+  return (now: number, limit: number, ids: ReadonlyArray<EventId>): Effect.Effect<Effect.Effect<ClaimRead, SqlError>, SqlError> => {
+    const perGroup = Math.min(limit, FirstFlowsPerGroup)
+    const read = sql<{ readonly settled: number | null; readonly flow_id: string | null; readonly due_after: unknown }>`
+      SELECT w.*, d.due_after FROM (SELECT MIN(eligible_at) AS due_after FROM relay_flow WHERE eligible_at > ${now}) AS d
+      LEFT JOIN LATERAL (
+        SELECT 0 AS settled, c.* FROM (${walk(now, limit + ids.length, limit, perGroup)}) AS c
+        UNION ALL
+        SELECT 1 AS settled, f.flow_id, f.seq, f.served, f.head_seq, f.eligible_at, f.weight, f.burst, f.group_id,
+          NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+        FROM relay_flow f WHERE f.flow_id IN (SELECT flow_id FROM relay_event WHERE event_id IN ${sql.in(ids)})
+      ) AS w ON true`
+    return Effect.map(execLater(read), (answer) =>
+      Effect.flatMap(answer, (rows) => {
+        const walked = rows.filter((row) => row.settled === 0)
+        const settled = rows.filter((row) => row.settled === 1)
+        const due = rows[0]?.due_after
+        return Effect.zipWith(decodeCandidates(walked), flows(settled), (candidates, flows): ClaimRead => ({
+          candidates,
+          perGroup,
+          flows,
+          dueAfter: due === null || due === undefined ? null : Number(due)
+        }))
       }))
-    }))
+  }
 }
 
 /**
@@ -376,29 +387,8 @@ const claimRead = (store: Store, execLater: NonNullable<Store["execLater"]>) =>
  * flow is locked here.
  */
 export const selectLockedCandidates = (store: Store) => {
-  const { sql } = store
-  const lockedHeadOf = sql.literal(
-    "CROSS JOIN LATERAL (SELECT * FROM relay_event WHERE flow_id = f.flow_id AND seq = f.head_seq FOR UPDATE SKIP LOCKED) AS e"
-  )
-  return byGroupsFirst((now, limit, perGroup) =>
-    Effect.flatMap(
-      store.exec(sql`SELECT ${sql.literal(candidateColumns)},
-          CAST(NULL AS BIGINT) AS g_served, CAST(NULL AS BIGINT) AS g_weight, CAST(NULL AS BIGINT) AS g_burst
-        FROM (SELECT * FROM relay_flow
-          WHERE eligible_at IS NOT NULL AND group_id IS NULL AND +eligible_at <= ${now}
-          ORDER BY served, flow_id LIMIT ${walkLimit(store, now, limit)} FOR UPDATE SKIP LOCKED) AS f
-        ${lockedHeadOf}
-      UNION ALL
-      SELECT ${sql.literal(candidateColumns)}, g.served AS g_served, g.weight AS g_weight, g.burst AS g_burst
-        FROM (SELECT group_id, served, weight, burst FROM relay_group
-            WHERE eligible_at IS NOT NULL AND +eligible_at <= ${now}
-            ORDER BY served, group_id LIMIT ${walkLimit(store, now, limit)} FOR UPDATE SKIP LOCKED) AS g
-          CROSS JOIN LATERAL (SELECT * FROM relay_flow
-            WHERE group_id = g.group_id AND eligible_at IS NOT NULL AND group_id IS NOT NULL AND +eligible_at <= ${now}
-            ORDER BY served, flow_id LIMIT ${perGroup} FOR UPDATE SKIP LOCKED) AS f
-          ${lockedHeadOf}`),
-      decodeCandidates
-    ))
+  const walk = walkTogether(store, true)
+  return byGroupsFirst((now, limit, perGroup) => Effect.flatMap(store.exec(walk(now, limit, limit, perGroup)), decodeCandidates))
 }
 
 /** Inserts group rows (in id order); `conflict` says what a row already stored gets instead. */

@@ -133,12 +133,37 @@ export const floorWorker = (client: pg.Client, options: { readonly rounds: 2 | 3
     return claimed
   }
 
-  /** The held event's row checked: inflight, the token's generation, its lease not over. */
-  const checked = (token: Claimed, event: EventRow | undefined, now: number) => {
+  /** BEGIN … clock read answered: the clock, and the step's time (never before the stored tick). */
+  const opened = async (begun: Promise<pg.QueryResult<{ tick: string; ticket: string }>>) => {
+    const results = (await begun) as unknown as ReadonlyArray<pg.QueryResult<{ tick: string; ticket: string }>>
+    const clock = results[results.length - 1]!.rows[0]!
+    return { ticket: Number(clock.ticket), now: Math.max(Number(clock.tick), Date.now()) }
+  }
+
+  /**
+   * The held event's rows (itself and the event after it) checked — inflight, the token's
+   * generation, its lease not over — and its ack with the flow's new head; the event after it.
+   */
+  const acking = <R extends EventRow>(token: Claimed, rows: ReadonlyArray<R>, now: number) => {
+    const event = rows.find((row) => Number(row.next) === 0)
+    const next = rows.find((row) => Number(row.next) === 1)
     if (event === undefined || event.state !== "inflight" || Number(event.generation) !== token.generation) {
       throw new Error(`floor: ${token.eventId} is stale`)
     }
     if (event.lease_until === null || now >= Number(event.lease_until)) throw new Error(`floor: ${token.eventId} expired`)
+    const ack = named("ack", [token.eventId, now, next === undefined ? null : Number(next.seq), eligibleAt(next), token.flowId])
+    return { ack, next }
+  }
+
+  /** `work`'s claim; on any failure the transaction is rolled back and nothing is held. */
+  const inTransaction = async (work: () => Promise<Claimed | undefined>): Promise<Claimed | undefined> => {
+    try {
+      return await work()
+    } catch (error) {
+      held = undefined
+      await client.query("ROLLBACK").catch(() => undefined)
+      throw error
+    }
   }
 
   /** `rounds: 2`: the walk with the held event; the ack, the claim and COMMIT together. */
@@ -148,30 +173,19 @@ export const floorWorker = (client: pg.Client, options: { readonly rounds: 2 | 3
     const begun = send<{ tick: string; ticket: string }>(`${text.begin}; ${text.clock}`)
     const heldRead = token === undefined ? undefined : send<Candidate & { readonly next: number }>(named("heldWithTurn", [token.eventId]))
     const walked = send<Candidate>(named("walkTwo", [walkedAt]))
-    try {
-      const results = (await begun) as unknown as ReadonlyArray<pg.QueryResult<{ tick: string; ticket: string }>>
-      const clock = results[results.length - 1]!.rows[0]!
-      const now = Math.max(Number(clock.tick), Date.now())
+    return inTransaction(async () => {
+      const { now, ticket } = await opened(begun)
       let candidates = (await walked).rows
-      let ack: pg.QueryConfig | undefined
       if (token !== undefined) {
-        const rows = (await heldRead!).rows
-        const event = rows.find((row) => Number(row.next) === 0)
-        const next = rows.find((row) => Number(row.next) === 1)
-        checked(token, event, now)
-        ack = named("ack", [token.eventId, now, next === undefined ? null : Number(next.seq), eligibleAt(next), token.flowId])
+        const { ack, next } = acking(token, (await heldRead!).rows, now)
+        send(ack)
         candidates = candidates.filter((c) => c.flow_id !== token.flowId)
         if (next !== undefined && (eligibleAt(next) ?? Infinity) <= now) candidates.push(next)
       }
       const [head] = candidates.sort((a, b) => Number(a.served) - Number(b.served) || (a.flow_id < b.flow_id ? -1 : a.flow_id > b.flow_id ? 1 : 0))
-      const [last, claimed] = claimOf(head, now, Number(clock.ticket))
-      if (ack !== undefined) send(ack)
-      return await commit(last, claimed)
-    } catch (error) {
-      held = undefined
-      await client.query("ROLLBACK").catch(() => undefined)
-      throw error
-    }
+      const [last, claimed] = claimOf(head, now, ticket)
+      return commit(last, claimed)
+    })
   }
 
   const step = async (): Promise<Claimed | undefined> => {
@@ -180,17 +194,11 @@ export const floorWorker = (client: pg.Client, options: { readonly rounds: 2 | 3
     // Round trip 1: BEGIN … lock and the clock read (one query); with 3 rounds, the held event too.
     const begun = send<{ tick: string; ticket: string }>(`${text.begin}; ${text.clock}`)
     const heldRead = token !== undefined && pipelined ? send<EventRow>(named("held", [token.eventId])) : undefined
-    try {
-      const results = (await begun) as unknown as ReadonlyArray<pg.QueryResult<{ tick: string; ticket: string }>>
-      const clock = results[results.length - 1]!.rows[0]!
-      const now = Math.max(Number(clock.tick), Date.now())
+    return inTransaction(async () => {
+      const { now, ticket } = await opened(begun)
       let ack: Promise<unknown> = Promise.resolve()
       if (token !== undefined) {
-        const rows = (await (heldRead ?? send<EventRow>(named("held", [token.eventId])))).rows
-        const event = rows.find((row) => Number(row.next) === 0)
-        const next = rows.find((row) => Number(row.next) === 1)
-        checked(token, event, now)
-        ack = send(named("ack", [token.eventId, now, next === undefined ? null : Number(next.seq), eligibleAt(next), token.flowId]))
+        ack = send(acking(token, (await (heldRead ?? send<EventRow>(named("held", [token.eventId])))).rows, now).ack)
         // With 5 rounds the ack is a round trip of its own.
         if (!pipelined) await ack
       }
@@ -198,14 +206,10 @@ export const floorWorker = (client: pg.Client, options: { readonly rounds: 2 | 3
       const walked = send<Candidate>(named("walk", [now]))
       await ack
       const [head] = (await walked).rows
-      const [last, claimed] = claimOf(head, now, Number(clock.ticket))
+      const [last, claimed] = claimOf(head, now, ticket)
       // The last statement and COMMIT: one round trip in both forms (ours sends them together too).
-      return await commit(last, claimed)
-    } catch (error) {
-      held = undefined
-      await client.query("ROLLBACK").catch(() => undefined)
-      throw error
-    }
+      return commit(last, claimed)
+    })
   }
   return { step }
 }

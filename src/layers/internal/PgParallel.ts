@@ -11,9 +11,11 @@
  *   (`served = -1`, no head, never a candidate) for a new flow so that two enqueues of one new
  *   flow queue on its row instead of both inserting it;
  * - turns come from the sequence `relay_ticket` (non-transactional: no hot row): an operation decides
- *   tickets seen + 1 … seen + n (seen: 2^40 above the last ticket drawn when it read the clock, so
- *   above any ticket another transaction can store meanwhile), draws n from the sequence when it
- *   stores the clock, and its flows take them in the same order;
+ *   turns 2^52 + 1 … 2^52 + n (above any ticket the sequence will draw, so above any ticket
+ *   another transaction can store meanwhile); when it stores the clock it draws n tickets, in a
+ *   statement held for its writes (`fair_relay.turns`, a setting of the transaction), and its
+ *   flows' and groups' rows take them in the same order as their statements store them — no round
+ *   trip of its own;
  * - the tick (the time high-water mark) moves forward only when no other transaction is moving it.
  *
  * Locks are always taken in one order (claims wait for nothing; the others lock flows by id), so
@@ -78,8 +80,18 @@ export const readClock = (store: Store) =>
     (rows) => Effect.map(Rows.decode.clock(rows), (decoded) => decoded[0]!)
   )
 
-/** How far above the sequence's last value a write's own turns are decided (2^40 draws). */
-const DecidedOffset = 2 ** 40
+/**
+ * The ticket a write's turns are decided above: 2^52, above any ticket the sequence will draw
+ * (~4.5 × 10^15), with room below 2^53 (exact integers) for any batch's turns.
+ */
+const Decided = 2 ** 52
+
+/**
+ * A flow's or group's `served` as a parallel write stores it (`SqlRelayQueue.writes`'s `turn`): a
+ * turn decided in the transaction (above `Decided`) is the ticket drawn for it, the k-th decided
+ * the k-th drawn (`fair_relay.turns`, see `setClock`); a turn already stored is kept.
+ */
+export const turn = `CASE WHEN v.served > ${Decided} THEN (string_to_array(current_setting('fair_relay.turns', true), ',')::bigint[])[v.served - ${Decided}] ELSE v.served END`
 
 /** The writes of one parallel transaction over `base` (which keeps every statement it does not replace). */
 export const writes = (store: Store, base: QueueWrites) => {
@@ -94,12 +106,10 @@ const transactionWrites = (
   lockedCandidates: ReturnType<typeof SqlRelayQueue.selectLockedCandidates>
 ): QueueWrites => {
   const { execLater, sql } = store
-  // The clock this transaction read: tickets above its ticket were decided here and are drawn afresh.
+  // The clock this transaction read, its ticket `Decided`: tickets above it were decided here.
   let seen: ClockRecord | undefined
   // The clock as this transaction last stored it (an operation that settles and then claims stores it twice).
   let stored: ClockRecord | undefined
-  // The tickets drawn for this transaction's turns seen + 1, seen + 2, …, in order.
-  let drawn: ReadonlyArray<number> = []
   // After `lockStore`, the clock is written as decided (a reset may move the tick back).
   let exclusive = false
   // Groups this transaction holds locked: it may change them. A group it did not find is new here,
@@ -124,9 +134,9 @@ const transactionWrites = (
   return {
     ...base,
     // The ticket handed to the decision is far above every ticket drawn so far (or while it runs):
-    // the turns it decides (seen + 1, …) cannot be mistaken for one another transaction drew
+    // the turns it decides (`Decided` + 1, …) cannot be mistaken for one another transaction drew
     // after this one read the clock and stored on a flow this one then locked.
-    clock: Effect.map(readClock(store), (clock) => (seen = { ...clock, ticket: clock.ticket + DecidedOffset })),
+    clock: Effect.map(readClock(store), (clock) => (seen = { ...clock, ticket: Decided })),
     candidates: (now, limit) => Effect.map(lockedCandidates(now, limit), hold),
     groups: (ids) =>
       Effect.tap(SqlRelayQueue.selectGroups(store, ids, sql.literal("FOR UPDATE OF g")), (rows) => {
@@ -172,27 +182,19 @@ const transactionWrites = (
           : undefined
         if (tick !== undefined) yield* execWrite(store, tick)
         if (count <= 0) return
-        // The draw touches only the sequence: the held tick goes in front of it (one round trip).
-        const rows = yield* store.exec(sql`SELECT nextval('relay_ticket') AS n FROM generate_series(1, ${count})`)
-        // Later draws are above earlier ones: the turns stay in the order they were decided.
-        drawn = [...drawn, ...rows.map((row) => Number((row as { readonly n: unknown }).n)).sort((a, b) => a - b)]
+        // The draw goes with the writes that store its tickets (`turn`), in front of them, and
+        // adds to the transaction's list: later draws are above earlier ones, and the turns stay
+        // in the order they were decided. A rolled-back transaction's tickets are not given back.
+        yield* execWrite(store, sql`SELECT set_config('fair_relay.turns', concat_ws(',',
+            NULLIF(current_setting('fair_relay.turns', true), ''),
+            (SELECT string_agg(n::text, ',' ORDER BY n) FROM (SELECT nextval('relay_ticket') AS n FROM generate_series(1, ${count})) AS drawn)),
+          true)`)
       }),
-    putFlows: (records) => Effect.flatMap(drawnTurns(records), base.putFlows),
     putGroups: (records) =>
-      Effect.flatMap(drawnTurns(records), (turns) =>
-        Effect.zipRight(
-          base.putGroups(turns.filter((group) => held.has(group.groupId))),
-          SqlRelayQueue.insertGroups(store, turns.filter((group) => !held.has(group.groupId)))
-        ))
-  }
-  // A turn this operation decided (above the ticket it read) is the ticket drawn in its place.
-  function drawnTurns<T extends { readonly served: number }>(records: ReadonlyArray<T>) {
-    const after = seen?.ticket ?? Infinity
-    if (records.every((turn) => turn.served <= after)) return Effect.succeed(records)
-    const turns = records.map((turn) => (turn.served <= after ? turn : { ...turn, served: drawn[turn.served - after - 1] ?? NaN }))
-    return turns.some((turn) => Number.isNaN(turn.served))
-      ? Effect.dieMessage("a parallel write stored a turn it drew no ticket for")
-      : Effect.succeed(turns)
+      Effect.zipRight(
+        base.putGroups(records.filter((group) => held.has(group.groupId))),
+        SqlRelayQueue.insertGroups(store, records.filter((group) => !held.has(group.groupId)), undefined, turn)
+      )
   }
 }
 
@@ -209,6 +211,6 @@ export const decodeMode = (value: unknown): Either.Either<ClaimMode | undefined,
  */
 export const backend = (store: Store, rowLockedWrite: Store["write"] = store.write): QueueBackend => {
   const parallel: Store = { ...store, write: rowLockedWrite }
-  const base: QueueWrites = { ...SqlRelayQueue.writes(parallel, { lockGroups: true }), clock: readClock(parallel) }
+  const base: QueueWrites = { ...SqlRelayQueue.writes(parallel, { lockGroups: true, turn }), clock: readClock(parallel) }
   return SqlRelayQueue.backend(parallel, base, writes(parallel, base))
 }

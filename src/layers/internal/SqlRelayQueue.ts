@@ -391,12 +391,18 @@ export const selectLockedCandidates = (store: Store) => {
   return byGroupsFirst((now, limit, perGroup) => Effect.flatMap(store.exec(walk(now, limit, limit, perGroup)), decodeCandidates))
 }
 
-/** Inserts group rows (in id order); `conflict` says what a row already stored gets instead. */
-export const insertGroups = (store: Store, records: ReadonlyArray<GroupRecord>, conflict: Fragment = store.sql.literal("")) => {
+/**
+ * The columns of rows `v` as a write stores them: `turn`, the expression of the `served` it
+ * stores (a backend may decide turns that its statement maps to what it drew: `PgParallel`).
+ */
+const selectColumns = (columns: ReadonlyArray<string>, turn: string) => columns.map((c) => (c === "served" ? turn : `v.${c}`)).join(", ")
+
+/** Inserts group rows (in id order); `conflict` says what a row already stored gets instead; `turn`, see `writes`. */
+export const insertGroups = (store: Store, records: ReadonlyArray<GroupRecord>, conflict: Fragment = store.sql.literal(""), turn = "v.served") => {
   const { sql } = store
   return bulk([...records].sort((a, b) => compareIds(a.groupId, b.groupId)), groupColumns.length, (records) =>
     execWrite(store, sql`INSERT INTO relay_group (${sql.literal(groupColumns.join(", "))})
-      SELECT ${sql.literal(groupColumns.map((c) => `v.${c}`).join(", "))}
+      SELECT ${sql.literal(selectColumns(groupColumns, turn))}
       FROM ${rowsTable(sql, "relay_group", groupColumns, records.map(Rows.groupRow))} WHERE true ${conflict}`))
 }
 
@@ -440,11 +446,13 @@ const refreshGroupsWhere = (store: Store, which: Fragment, lock: boolean) => {
  * The queue's reads and writes over an opened SQL store, each one statement (a write of grouped
  * flows adds one that keeps their groups' `eligible_at`, and one that locks those groups first
  * when writers run side by side, `lockGroups`; on a backend that holds writes, a head update adds
- * them whatever the groups, found in SQL).
+ * them whatever the groups, found in SQL). `turn`: the SQL expression of the `served` a flow or
+ * group row `v` is stored with (default: as decided, `v.served`).
  */
-export const writes = (store: Store, options: { readonly lockGroups?: boolean } = {}): QueueWrites => {
+export const writes = (store: Store, options: { readonly lockGroups?: boolean; readonly turn?: string } = {}): QueueWrites => {
   const { execLater, sql } = store
   const lockGroups = options.lockGroups ?? false
+  const turn = options.turn ?? "v.served"
   const withNext = (ids: ReadonlyArray<string>) =>
     sql`SELECT 0 AS next, e.* FROM relay_event e WHERE e.event_id IN ${sql.in(ids)}
       UNION ALL SELECT 1 AS next, n.* FROM relay_event e JOIN relay_event n ON n.flow_id = e.flow_id AND n.seq = e.seq + 1
@@ -600,14 +608,15 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean } 
           WHERE relay_event.event_id = v.event_id`)
       )
     },
-    putGroups: (records) => insertGroups(store, records, sql`ON CONFLICT (group_id) DO UPDATE SET served = excluded.served, weight = excluded.weight, burst = excluded.burst`),
+    putGroups: (records) =>
+      insertGroups(store, records, sql`ON CONFLICT (group_id) DO UPDATE SET served = excluded.served, weight = excluded.weight, burst = excluded.burst`, turn),
     putFlows: (records: ReadonlyArray<FlowRecord>) =>
       Effect.zipRight(
         bulk(records, flowColumns.length, (records) => {
           // `WHERE true` tells SQLite's parser that ON CONFLICT belongs to the INSERT, not a join.
-          const rows = records.length === 1
+          const rows = records.length === 1 && options.turn === undefined
             ? sql`VALUES ${sql.in(valuesOf(Rows.flowRow(records[0]!), flowColumns))}`
-            : sql`SELECT ${sql.literal(flowColumns.map((c) => `v.${c}`).join(", "))}
+            : sql`SELECT ${sql.literal(selectColumns(flowColumns, turn))}
               FROM ${rowsTable(sql, "relay_flow", flowColumns, records.map(Rows.flowRow))} WHERE true`
           return execWrite(store, sql`INSERT INTO relay_flow (${sql.literal(flowColumns.join(", "))}) ${rows}
             ON CONFLICT (flow_id) DO UPDATE SET seq = excluded.seq, served = excluded.served, head_seq = excluded.head_seq,

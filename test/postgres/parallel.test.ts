@@ -10,13 +10,14 @@
  *   a flow's head becomes eligible (its previous event acked), at most (F − 1) + (W − 1) claims of
  *   other flows are made before it is claimed, F flows of weight 1 (each other flow at most once,
  *   plus the claims already in flight when it became eligible). With exact claims the same
- *   measurement is at most F − 1.
+ *   measurement is at most F − 1. Measured with workers that claim and settle in two
+ *   transactions, and with workers that settle and claim in one, as the worker daemon does.
  * - The store keeps the mode it was created with.
  */
 import { it } from "@effect/vitest"
 import { Effect, Fiber, Metric } from "effect"
 import { expect } from "vitest"
-import type { RelayQueueService } from "../../src/index.js"
+import type { RelayQueueService, Token } from "../../src/index.js"
 import { Metrics, PgRelayQueue } from "../../src/index.js"
 import { freshSchema } from "../support/backends.js"
 import { describePg, holdInTransaction } from "./support.js"
@@ -96,9 +97,16 @@ describePg("PostgreSQL: parallel claims", (url) => {
   const Flows = 16
   const PerFlow = 25
 
-  it.scopedLive.each(["exact", "parallel"] as const)(
-    `claims %s: with ${Workers} workers, a flow that became eligible waits for at most (F − 1) + (W − 1) other claims`,
-    (mode) =>
+  // Each worker claims and settles in two transactions, or as the worker daemon does: settles what
+  // it holds and claims the next in one (`settleAndClaim`, whose walk goes with the settle's read).
+  it.scopedLive.each([
+    ["exact", "claim, settle"],
+    ["parallel", "claim, settle"],
+    ["exact", "settleAndClaim"],
+    ["parallel", "settleAndClaim"]
+  ] as const)(
+    `claims %s, %s: with ${Workers} workers, a flow that became eligible waits for at most (F − 1) + (W − 1) other claims`,
+    ([mode, steps]) =>
       Effect.gen(function*() {
         const schema = yield* freshSchema(url)
         const s = `"${schema.name}"`
@@ -137,7 +145,14 @@ describePg("PostgreSQL: parallel claims", (url) => {
               : outcome.wakeAt !== undefined && outcome.wakeAt <= Date.now() + 1
               ? Effect.suspend(() => work(queue))
               : Effect.void)
-        yield* Effect.forEach(workers, work, { concurrency: "unbounded", discard: true })
+        const exchange = (queue: RelayQueueService, held: ReadonlyArray<Token>): Effect.Effect<void, unknown> =>
+          Effect.flatMap(queue.settleAndClaim(held.map((token) => ({ token, reply: { _tag: "Accepted" } })), 1), ({ claims, wakeAt }) =>
+            claims.length > 0
+              ? exchange(queue, claims.map((c) => c.token))
+              : wakeAt !== undefined && wakeAt <= Date.now() + 1
+              ? Effect.suspend(() => exchange(queue, []))
+              : Effect.void)
+        yield* Effect.forEach(workers, (queue) => (steps === "settleAndClaim" ? exchange(queue, []) : work(queue)), { concurrency: "unbounded", discard: true })
         const final = yield* setup.snapshot
         expect(final.events.filter((e) => e.state !== "acked")).toEqual([])
 
@@ -161,7 +176,7 @@ describePg("PostgreSQL: parallel claims", (url) => {
         }
         const bound = mode === "exact" ? Flows - 1 : Flows - 1 + Workers - 1
         const worst = Math.max(...waits)
-        console.log(`fairness (${mode}, ${Workers} workers, ${Flows} flows): ${waits.length} waits measured, longest ${worst} claims (bound ${bound})`)
+        console.log(`fairness (${mode}, ${steps}, ${Workers} workers, ${Flows} flows): ${waits.length} waits measured, longest ${worst} claims (bound ${bound})`)
         expect(waits.length).toBeGreaterThan(PerFlow * Flows / 2)
         expect(worst).toBeLessThanOrEqual(bound)
       }),

@@ -55,8 +55,8 @@ export interface SettleRead {
 }
 
 /**
- * What a claim that follows a settle in one transaction chooses from, read before the settle's
- * writes (`startClaimRead`).
+ * What a claim chooses from, read before the clock read: a claim alone, or one that follows a
+ * settle in one transaction, read before the settle's writes (`startClaimRead`).
  */
 export interface ClaimRead {
   /**
@@ -115,9 +115,9 @@ export interface QueueReads {
   /**
    * Optional: starts, with the settle's read (before the clock is read: one round trip for them),
    * the read of what a claim that follows a settle of the events `ids` chooses from at `now` — so
-   * that the claim's writes can go with the settle's and COMMIT. Only for a store whose write
-   * lock is store-wide (nothing changes under the transaction but what it writes). The inner
-   * effect answers it.
+   * that the claim's writes can go with the settle's and COMMIT; for a claim alone (no `ids`),
+   * with the clock read. Only for a store whose write lock is store-wide (nothing changes under
+   * the transaction but what it writes). The inner effect answers it.
    */
   readonly startClaimRead?:
     | ((now: number, limit: number, ids: ReadonlyArray<EventId>) => Effect.Effect<Effect.Effect<ClaimRead, SqlError>, SqlError>)

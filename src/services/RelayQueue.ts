@@ -410,16 +410,17 @@ export const make = (
 
   /**
    * A claim's decision: up to `limit` eligible heads in turn order, or when to look again; from
-   * `chosen` when given (the candidates the store holds at `now`), else read.
+   * `chosen` when given (the candidates the store holds at `now`), else read — and when none is
+   * eligible, from `wakeAt` when given (the least `eligibleAt` the store holds, null: none), else read.
    */
-  const decideClaim = (limit: number, chosen?: ReadonlyArray<Operations.Candidate>): Decide<Decided, never> =>
+  const decideClaim = (limit: number, chosen?: ReadonlyArray<Operations.Candidate>, known?: number | null): Decide<Decided, never> =>
     (tx, clock, now) =>
       Effect.gen(function*() {
         // The candidates first (a backend answers none at once when no head is eligible): a claim
         // that finds heads reads once, an idle one reads again for when to wake.
         const candidates = chosen ?? (yield* tx.candidates(now, limit))
         if (candidates.length === 0) {
-          const wakeAt = yield* tx.wakeAt
+          const wakeAt = known !== undefined ? known : yield* tx.wakeAt
           if (wakeAt === null || wakeAt > now) return [claimed([], wakeAt ?? undefined), noChanges] as const
           // Heads are eligible but other writers hold every one of them (a backend that claims in
           // parallel): not idle — try again at once rather than after the poll interval.
@@ -442,8 +443,16 @@ export const make = (
 
   const claimBatchOf = ({ claims, wakeAt }: Decided): ClaimBatch => (wakeAt === undefined ? { claims } : { claims, wakeAt })
 
+  // A claim's walk goes with the clock read where the store can send them together (`startClaimRead`).
   const claimUpTo = (limit: number): Effect.Effect<ClaimBatch, ClockRegressed | SqlError> =>
-    write(decideClaim(limit), [claimFaults]).pipe(Effect.tap(countClaims), Effect.map(claimBatchOf))
+    writeStaged(
+      (tx) =>
+        Effect.map(startClaimRead(tx, [], limit), (claimRead): Decide<Decided, never> =>
+          claimRead === undefined ? decideClaim(limit) : (tx, clock, now) =>
+            Effect.flatMap(claimRead(noChanges, [], now), (early) =>
+              early === undefined ? decideClaim(limit)(tx, clock, now) : decideClaim(limit, early.candidates, early.dueAfter)(tx, clock, now))),
+      [claimFaults]
+    ).pipe(Effect.tap(countClaims), Effect.map(claimBatchOf))
 
   const claim: Effect.Effect<ClaimOutcome, ClockRegressed | SqlError> = claimUpTo(1).pipe(
     Effect.map(({ claims, wakeAt }): ClaimOutcome => claims[0] ?? (wakeAt === undefined ? { _tag: "Idle" } : { _tag: "Idle", wakeAt })),
@@ -486,16 +495,18 @@ export const make = (
   }
 
   /**
-   * Starts, with a settle's read, the read of what the claim after it chooses from
-   * (`QueueReads.startClaimRead`), at the time before the transaction's first round trip; the
-   * inner effect answers the claim's candidates once the settle has decided at `now` — or
-   * undefined where that read cannot stand for one made after the settle's writes: a head may have
-   * become eligible since its time (or the time went back), the settle changed a flow of a group,
-   * or a group offered too few flows for the rotation (`Operations.rotationComplete`). The claim
-   * then reads as usual. Without `startClaimRead`, on the store's clock, or for a batch (more than
-   * `ClaimReadAhead` settles and claims together), nothing is started: a batch's round trip is
-   * shared by its events, and its early walk reads as many flows more as it settles — a batch of
-   * 64 ran 5 % slower with it (`bench/pg/ab.ts`).
+   * Starts, with a settle's read (or for a claim alone, `items` empty, with the clock read), the
+   * read of what the claim chooses from (`QueueReads.startClaimRead`), at the time before the
+   * transaction's first round trip; the inner effect answers the claim's candidates once the
+   * settle has decided at `now`, with the least `eligibleAt` the store held after that time (when
+   * to wake a claim alone that finds none) — or undefined where that read cannot stand for one
+   * made after the settle's writes: a head may have become eligible since its time (or the time
+   * went back), the settle changed a flow of a group, or a group offered too few flows for the
+   * rotation (`Operations.rotationComplete`). The claim then reads as usual. Without
+   * `startClaimRead`, on the store's clock, or for a batch (more than `ClaimReadAhead` settles and
+   * claims together), nothing is started: a batch's round trip is shared by its events, and its
+   * early walk reads as many flows more as it settles — a batch of 64 ran 5 % slower with it
+   * (`bench/pg/ab.ts`).
    */
   const startClaimRead = (tx: QueueWrites, items: ReadonlyArray<readonly [Token, DeliveryReply]>, limit: number) => {
     const { startClaimRead } = tx
@@ -504,14 +515,14 @@ export const make = (
       Effect.map(
         startClaimRead(readAt, limit, unique(items.map(([token]) => token.eventId))),
         (answer) => (changes: Changes, successors: ReadonlyArray<EventRecord>, now: number) =>
-          Effect.map(answer, (read): ReadonlyArray<Operations.Candidate> | undefined => {
+          Effect.map(answer, (read): { readonly candidates: ReadonlyArray<Operations.Candidate>; readonly dueAfter: number | null } | undefined => {
             if (now < readAt || (read.dueAfter !== null && read.dueAfter <= now)) return undefined
             const flows = byKey(read.flows, (f): string => f.flowId)
             // The settle's own records last: an event it changed may also be the one after another it settled.
             const settled = Operations.settledCandidates(changes.heads, [...successors, ...changes.events], flows, now)
             if (settled === undefined) return undefined
             const candidates = Operations.candidatesAfterSettle(read.candidates, settled, limit)
-            return Operations.rotationComplete(candidates, limit, read.perGroup) ? candidates : undefined
+            return Operations.rotationComplete(candidates, limit, read.perGroup) ? { candidates, dueAfter: read.dueAfter } : undefined
           })
       ))
   }
@@ -552,8 +563,9 @@ export const make = (
               // The settle's clock is stored once, with the claim's (which starts from it): the
               // claim reads no clock from the store, and a clock row written twice is a row version more.
               yield* store(tx, { ...settled, clock: undefined })
-              const chosen = claimRead === undefined ? undefined : yield* claimRead(settled, successors, now)
-              const [decided, changes] = yield* decideClaim(limit, chosen)(tx, settled.clock ?? clock, now)
+              // Idle after the settle, the claim reads when to wake: the settle changed what it would be.
+              const early = claimRead === undefined ? undefined : yield* claimRead(settled, successors, now)
+              const [decided, changes] = yield* decideClaim(limit, early?.candidates)(tx, settled.clock ?? clock, now)
               return [[outcomes, decided] as const, { ...changes, clock: changes.clock ?? settled.clock }] as const
             })
         ),

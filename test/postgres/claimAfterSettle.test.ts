@@ -3,7 +3,8 @@
  * the settle's writes and at the time read before the transaction's first round trip — and walks
  * again after the writes, at the decision's time, wherever that walk could differ from one made
  * then: a flow the settle changed is in a group, or a head became eligible between the two times,
- * or the time went back. Each case here claims what a claim after the settle claims.
+ * or the time went back. Each case here claims what a claim after the settle claims. A claim
+ * alone sends its walk with the clock read, under the same guards.
  */
 import { it } from "@effect/vitest"
 import { Clock, Effect } from "effect"
@@ -46,7 +47,7 @@ const open = (url: string, policy?: { readonly leaseTicks: number }) =>
 const claimOne = (queue: RelayQueueService) =>
   Effect.flatMap(queue.claimUpTo(1), ({ claims: [claimed] }) => (claimed === undefined ? Effect.dieMessage("expected a claim") : Effect.succeed(claimed)))
 
-describePg("PostgreSQL exact claims: settleAndClaim's walk before the settle's writes", (url) => {
+describePg("PostgreSQL exact claims: the claim's walk sent early (settleAndClaim: before the settle's writes; a claim alone: with the clock read)", (url) => {
   it.scopedLive("a settled flow of no group: two round trips, and the claim takes what a claim after the settle takes", () =>
     Effect.gen(function*() {
       // Two stores, the same events: one settles and claims in one transaction, the other in two.
@@ -124,5 +125,43 @@ describePg("PostgreSQL exact claims: settleAndClaim's walk before the settle's w
     Effect.gen(function*() {
       // At 1,500 R1's lease is over; at 700 it is still leased.
       expect(yield* settleAt(1_500, 700)).toEqual(["S2"])
+    }))
+
+  /**
+   * A claim alone, after R1 was claimed at 0 (its lease ends at 1,000) and S1 at 600 (1,600), the
+   * walk's time `walkAt` and the decision's `decideAt`: what it claimed, when it says to look again,
+   * and its round trips.
+   */
+  const claimAt = (walkAt: number, decideAt: number) =>
+    Effect.gen(function*() {
+      const { clock, state } = scriptedClock()
+      const queue = yield* open(url, { leaseTicks: 1_000 })
+      return yield* Effect.gen(function*() {
+        yield* queue.enqueue({ eventId: "R1", flowId: "R", body: {} })
+        yield* queue.enqueueBatch([{ eventId: "S1", flowId: "S", body: {} }, { eventId: "S2", flowId: "S", body: {} }])
+        yield* claimOne(queue)
+        state.time = 600
+        yield* claimOne(queue)
+        state.script.push(walkAt, decideAt)
+        state.time = decideAt
+        const [{ claims, wakeAt }, trips] = yield* counted(queue.claimUpTo(1))
+        return { claimed: claims.map((c) => c.event.eventId), wakeAt, trips }
+      }).pipe(Effect.withClock(clock))
+    })
+
+  it.scopedLive("a claim alone: its walk goes with the clock read; idle, it says when the next head is due without another read", () =>
+    Effect.gen(function*() {
+      // At 700 both heads are leased: R1's lease ends first. One round trip, and COMMIT.
+      expect(yield* claimAt(700, 700)).toEqual({ claimed: [], wakeAt: 1_000, trips: 2 })
+      // At 1,200 R1 is eligible again: the walk found it; its writes go with COMMIT.
+      expect(yield* claimAt(1_200, 1_200)).toEqual({ claimed: ["R1"], wakeAt: undefined, trips: 2 })
+    }))
+
+  it.scopedLive("a claim alone whose head became eligible between the walk's time and the decision's, or whose time went back: it walks again at the decision's", () =>
+    Effect.gen(function*() {
+      // Walked at 700 (R1 leased), decided at 1,200: R1 is claimed, by a walk at 1,200.
+      expect(yield* claimAt(700, 1_200)).toEqual({ claimed: ["R1"], wakeAt: undefined, trips: 3 })
+      // Walked at 1,200 (R1 eligible), decided at 700: nothing is eligible; R1 is due at 1,000.
+      expect(yield* claimAt(1_200, 700)).toMatchObject({ claimed: [], wakeAt: 1_000 })
     }))
 })

@@ -339,7 +339,8 @@ const walkTogether = (store: Store, lock: boolean) => {
 
 /**
  * `ClaimRead` on a store that holds statements (PostgreSQL, exact claims), one held read sent with
- * the settle's: the walk at `now` with the flows of no group `limit` + `ids` deep (`settled` 0),
+ * the settle's (or, for a claim alone, with the clock read): the walk at `now` with the flows of
+ * no group `limit` + `ids` deep (`settled` 0),
  * the flows of the events `ids` as rows of the same shape without a head (`settled` 1), and on
  * every row — on a row of its own when there is none of those — the least `eligible_at` after `now`.
  */
@@ -348,14 +349,16 @@ const claimRead = (store: Store, execLater: NonNullable<Store["execLater"]>) => 
   const walk = walkTogether(store, false)
   return (now: number, limit: number, ids: ReadonlyArray<EventId>): Effect.Effect<Effect.Effect<ClaimRead, SqlError>, SqlError> => {
     const perGroup = Math.min(limit, FirstFlowsPerGroup)
+    // A claim with no settle before it reads no flows of settled events.
+    const settledFlows = ids.length === 0 ? sql.literal("") : sql`UNION ALL
+        SELECT 1 AS settled, f.flow_id, f.seq, f.served, f.head_seq, f.eligible_at, f.weight, f.burst, f.group_id,
+          NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+        FROM relay_flow f WHERE f.flow_id IN (SELECT flow_id FROM relay_event WHERE event_id IN ${sql.in(ids)})`
     const read = sql<{ readonly settled: number | null; readonly flow_id: string | null; readonly due_after: unknown }>`
       SELECT w.*, d.due_after FROM (SELECT MIN(eligible_at) AS due_after FROM relay_flow WHERE eligible_at > ${now}) AS d
       LEFT JOIN LATERAL (
         SELECT 0 AS settled, c.* FROM (${walk(now, limit + ids.length, limit, perGroup)}) AS c
-        UNION ALL
-        SELECT 1 AS settled, f.flow_id, f.seq, f.served, f.head_seq, f.eligible_at, f.weight, f.burst, f.group_id,
-          NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
-        FROM relay_flow f WHERE f.flow_id IN (SELECT flow_id FROM relay_event WHERE event_id IN ${sql.in(ids)})
+        ${settledFlows}
       ) AS w ON true`
     return Effect.map(execLater(read), (answer) =>
       Effect.flatMap(answer, (rows) => {

@@ -411,16 +411,16 @@ export const make = (
   /**
    * A claim's decision: up to `limit` eligible heads in turn order, or when to look again; from
    * `chosen` when given (the candidates the store holds at `now`), else read — and when none is
-   * eligible, from `wakeAt` when given (the least `eligibleAt` the store holds, null: none), else read.
+   * eligible, from `due` when given (the least `eligibleAt` the store holds, null: none), else read.
    */
-  const decideClaim = (limit: number, chosen?: ReadonlyArray<Operations.Candidate>, known?: number | null): Decide<Decided, never> =>
+  const decideClaim = (limit: number, chosen?: ReadonlyArray<Operations.Candidate>, due?: number | null): Decide<Decided, never> =>
     (tx, clock, now) =>
       Effect.gen(function*() {
         // The candidates first (a backend answers none at once when no head is eligible): a claim
         // that finds heads reads once, an idle one reads again for when to wake.
         const candidates = chosen ?? (yield* tx.candidates(now, limit))
         if (candidates.length === 0) {
-          const wakeAt = known !== undefined ? known : yield* tx.wakeAt
+          const wakeAt = due !== undefined ? due : yield* tx.wakeAt
           if (wakeAt === null || wakeAt > now) return [claimed([], wakeAt ?? undefined), noChanges] as const
           // Heads are eligible but other writers hold every one of them (a backend that claims in
           // parallel): not idle — try again at once rather than after the poll interval.
@@ -449,8 +449,7 @@ export const make = (
       (tx) =>
         Effect.map(startClaimRead(tx, [], limit), (claimRead): Decide<Decided, never> =>
           claimRead === undefined ? decideClaim(limit) : (tx, clock, now) =>
-            Effect.flatMap(claimRead(noChanges, [], now), (early) =>
-              early === undefined ? decideClaim(limit)(tx, clock, now) : decideClaim(limit, early.candidates, early.dueAfter)(tx, clock, now))),
+            Effect.flatMap(claimRead(noChanges, [], now), (early) => decideClaim(limit, early?.candidates, early?.dueAfter)(tx, clock, now))),
       [claimFaults]
     ).pipe(Effect.tap(countClaims), Effect.map(claimBatchOf))
 

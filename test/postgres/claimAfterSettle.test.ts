@@ -11,6 +11,7 @@ import { Clock, Effect } from "effect"
 import { expect } from "vitest"
 import { PgRelayQueue } from "../../src/index.js"
 import type { RelayQueueService } from "../../src/index.js"
+import type { Claimed } from "../../src/domain/Outcomes.js"
 import { StatementLog } from "../../src/layers/internal/Store.js"
 import { freshSchema } from "../support/backends.js"
 import { describePg } from "./support.js"
@@ -94,10 +95,9 @@ describePg("PostgreSQL exact claims: the claim's walk sent early (settleAndClaim
 
   /**
    * R first in turn, then S: at 0 R1 is claimed (its lease ends at 1,000), at 600 S1 (1,600); then
-   * S1 is acked and one head claimed in one transaction, the walk's time `walkAt` and the
-   * decision's `decideAt`: the claimed event's id.
+   * `step` (given S1's claim) runs with the walk's time `walkAt` and the decision's `decideAt`.
    */
-  const settleAt = (walkAt: number, decideAt: number) =>
+  const atTimes = <A, E>(walkAt: number, decideAt: number, step: (queue: RelayQueueService, s1: typeof Claimed.Type) => Effect.Effect<A, E>) =>
     Effect.gen(function*() {
       const { clock, state } = scriptedClock()
       const queue = yield* open(url, { leaseTicks: 1_000 })
@@ -109,11 +109,17 @@ describePg("PostgreSQL exact claims: the claim's walk sent early (settleAndClaim
         const s1 = yield* claimOne(queue)
         state.script.push(walkAt, decideAt)
         state.time = decideAt
-        const result = yield* queue.settleAndClaim([{ token: s1.token, reply: { _tag: "Accepted" } }], 1)
-        expect(result.outcomes).toEqual([{ _tag: "Acked" }])
-        return result.claims.map((c) => c.event.eventId)
+        return yield* step(queue, s1)
       }).pipe(Effect.withClock(clock))
     })
+
+  /** S1 acked and one head claimed in one transaction (`atTimes`): the claimed event's id. */
+  const settleAt = (walkAt: number, decideAt: number) =>
+    atTimes(walkAt, decideAt, (queue, s1) =>
+      Effect.map(queue.settleAndClaim([{ token: s1.token, reply: { _tag: "Accepted" } }], 1), (result) => {
+        expect(result.outcomes).toEqual([{ _tag: "Acked" }])
+        return result.claims.map((c) => c.event.eventId)
+      }))
 
   it.scopedLive("a head that became eligible between the walk's time and the decision's is claimed in its turn", () =>
     Effect.gen(function*() {
@@ -127,27 +133,10 @@ describePg("PostgreSQL exact claims: the claim's walk sent early (settleAndClaim
       expect(yield* settleAt(1_500, 700)).toEqual(["S2"])
     }))
 
-  /**
-   * A claim alone, after R1 was claimed at 0 (its lease ends at 1,000) and S1 at 600 (1,600), the
-   * walk's time `walkAt` and the decision's `decideAt`: what it claimed, when it says to look again,
-   * and its round trips.
-   */
+  /** A claim alone (`atTimes`): what it claimed, when it says to look again, and its round trips. */
   const claimAt = (walkAt: number, decideAt: number) =>
-    Effect.gen(function*() {
-      const { clock, state } = scriptedClock()
-      const queue = yield* open(url, { leaseTicks: 1_000 })
-      return yield* Effect.gen(function*() {
-        yield* queue.enqueue({ eventId: "R1", flowId: "R", body: {} })
-        yield* queue.enqueueBatch([{ eventId: "S1", flowId: "S", body: {} }, { eventId: "S2", flowId: "S", body: {} }])
-        yield* claimOne(queue)
-        state.time = 600
-        yield* claimOne(queue)
-        state.script.push(walkAt, decideAt)
-        state.time = decideAt
-        const [{ claims, wakeAt }, trips] = yield* counted(queue.claimUpTo(1))
-        return { claimed: claims.map((c) => c.event.eventId), wakeAt, trips }
-      }).pipe(Effect.withClock(clock))
-    })
+    atTimes(walkAt, decideAt, (queue) =>
+      Effect.map(counted(queue.claimUpTo(1)), ([{ claims, wakeAt }, trips]) => ({ claimed: claims.map((c) => c.event.eventId), wakeAt, trips })))
 
   it.scopedLive("a claim alone: its walk goes with the clock read; idle, it says when the next head is due without another read", () =>
     Effect.gen(function*() {

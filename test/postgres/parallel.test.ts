@@ -98,7 +98,8 @@ describePg("PostgreSQL: parallel claims", (url) => {
   const PerFlow = 25
 
   // Each worker claims and settles in two transactions, or as the worker daemon does: settles what
-  // it holds and claims the next in one (`settleAndClaim`, whose walk goes with the settle's read).
+  // it holds and claims the next in one (`settleAndClaim`; with exact claims its walk goes with the
+  // settle's read, and a claim's alone with its clock read).
   it.scopedLive.each([
     ["exact", "claim, settle"],
     ["parallel", "claim, settle"],

@@ -146,7 +146,9 @@ const transactionWrites = (
     // for, and a successor appended meanwhile would be missed. A settle reads them in the statement
     // after the locks (`startSettleRead`), anything else with `eventsAt`.
     eventsWithNext: undefined,
-    // Rows this transaction does not hold may change under it: a claim reads after the settle.
+    // Rows this transaction does not hold may change under it: a claim reads after the settle (a
+    // walk sent with the settle's read, `limit` + its events deep, would lock flows it does not
+    // claim, and other claims pass them over: docs/postgres.md, "The fairness bound").
     startClaimRead: undefined,
     events: (ids) => (ids.length === 0 ? Effect.succeed([]) : Effect.flatMap(store.exec(lockedEvents(ids)), decodeEvents)),
     // A settle's locked read goes with its clock read, and so does the read of the event after

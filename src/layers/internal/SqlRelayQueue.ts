@@ -456,6 +456,8 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean; r
   const { execLater, sql } = store
   const lockGroups = options.lockGroups ?? false
   const turn = options.turn ?? "v.served"
+  // The flows' stored columns, read from rows `v`: written once for the store, not per write.
+  const flowValues = sql.literal(selectColumns(flowColumns, turn))
   const withNext = (ids: ReadonlyArray<string>) =>
     sql`SELECT 0 AS next, e.* FROM relay_event e WHERE e.event_id IN ${sql.in(ids)}
       UNION ALL SELECT 1 AS next, n.* FROM relay_event e JOIN relay_event n ON n.flow_id = e.flow_id AND n.seq = e.seq + 1
@@ -619,7 +621,7 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean; r
           // `WHERE true` tells SQLite's parser that ON CONFLICT belongs to the INSERT, not a join.
           const rows = records.length === 1 && options.turn === undefined
             ? sql`VALUES ${sql.in(valuesOf(Rows.flowRow(records[0]!), flowColumns))}`
-            : sql`SELECT ${sql.literal(selectColumns(flowColumns, turn))}
+            : sql`SELECT ${flowValues}
               FROM ${rowsTable(sql, "relay_flow", flowColumns, records.map(Rows.flowRow))} WHERE true`
           return execWrite(store, sql`INSERT INTO relay_flow (${sql.literal(flowColumns.join(", "))}) ${rows}
             ON CONFLICT (flow_id) DO UPDATE SET seq = excluded.seq, served = excluded.served, head_seq = excluded.head_seq,

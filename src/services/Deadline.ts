@@ -9,8 +9,13 @@
  * `Effect.timeout`: an effect that ends by itself after the deadline but before the interruption
  * lands (in an uninterruptible part) gives its own exit — a reply that came is used — and the
  * effect's changes to fiber refs stay in its own fiber.
+ *
+ * The delivery's log annotations and its duration come with it (`timed`): where the effect has a
+ * fiber of its own, they are set on that fiber and read off the clock around it, where
+ * `Effect.annotateLogs` and `Effect.timed` around it would cost the worker some thirty runtime
+ * steps per delivery.
  */
-import { Cause, Clock, Duration, Effect, Exit, Fiber } from "effect"
+import { Cause, Clock, Duration, Effect, Exit, Fiber, FiberRef, HashMap } from "effect"
 
 /** Clocks whose `sleep` is a real timer of that length: the default one, and those registered. */
 const realTime = new WeakSet<Clock.Clock>([Effect.runSync(Effect.clock)])
@@ -23,15 +28,34 @@ export const sleepsInRealTime = (clock: Clock.Clock): void => {
 /** The longest delay a JavaScript timer takes; a longer deadline is `Effect.timeout`'s (which never fires). */
 const maxTimerMillis = 2 ** 31 - 1
 
-/** `self`, failing with a `TimeoutException` if it has not ended `duration` after it starts. */
-export const timeout = <A, E, R>(self: Effect.Effect<A, E, R>, duration: Duration.Duration): Effect.Effect<A, E | Cause.TimeoutException, R> =>
+/** `annotations` added to a fiber's log annotations, as `Effect.annotateLogs` adds them. */
+const annotated = (current: HashMap.HashMap<string, unknown>, annotations: Readonly<Record<string, unknown>>) => {
+  let out = current
+  for (const key in annotations) out = HashMap.set(out, key, annotations[key])
+  return out
+}
+
+/**
+ * `self` with `annotations` on its logs, and how long it took with its value; failing with a
+ * `TimeoutException` if it has not ended `duration` after it starts.
+ */
+export const timed = <A, E, R>(
+  self: Effect.Effect<A, E, R>,
+  duration: Duration.Duration,
+  annotations: Readonly<Record<string, unknown>> = {}
+): Effect.Effect<readonly [Duration.Duration, A], E | Cause.TimeoutException, R> =>
   Effect.clockWith((clock) => {
     const millis = Duration.toMillis(duration)
-    if (!realTime.has(clock) || !(millis <= maxTimerMillis)) return Effect.timeout(self, duration)
+    if (!realTime.has(clock) || !(millis <= maxTimerMillis)) {
+      return Effect.timed(Effect.timeout(Effect.annotateLogs(self, annotations), duration))
+    }
+    // The annotations are set on the effect's own fiber, which ends with it: nothing to put back.
+    const own = Effect.zipRight(FiberRef.update(FiberRef.currentLogAnnotations, (current) => annotated(current, annotations)), self)
     return Effect.fiberIdWith((caller) =>
-      Effect.uninterruptibleMask((restore) =>
-        Effect.flatMap(Effect.fork(restore(self)), (fiber) =>
-          restore(Effect.async<A, E | Cause.TimeoutException>((resume) => {
+      Effect.uninterruptibleMask((restore) => {
+        const start = clock.unsafeCurrentTimeNanos()
+        return Effect.flatMap(Effect.fork(restore(own)), (fiber) =>
+          restore(Effect.async<readonly [Duration.Duration, A], E | Cause.TimeoutException>((resume) => {
             let late = false
             const timer = setTimeout(() => {
               late = true
@@ -42,7 +66,7 @@ export const timeout = <A, E, R>(self: Effect.Effect<A, E, R>, duration: Duratio
               resume(
                 late && Exit.isInterrupted(exit)
                   ? Effect.fail(new Cause.TimeoutException(`Operation timed out after '${Duration.format(duration)}'`))
-                  : exit
+                  : Exit.map(exit, (value) => [Duration.nanos(clock.unsafeCurrentTimeNanos() - start), value] as const)
               )
             }
             fiber.addObserver(ended)
@@ -54,6 +78,6 @@ export const timeout = <A, E, R>(self: Effect.Effect<A, E, R>, duration: Duratio
             })
           }))
         )
-      )
+      })
     )
   })

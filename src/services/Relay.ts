@@ -239,15 +239,16 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
    */
   const orRetry = (timeout: Duration.Duration, annotations: Record<string, unknown>, deliveries = 1) =>
   <A>(delivery: Effect.Effect<A, DeliveryFailed>, retry: (reply: DeliveryReply) => A): Effect.Effect<A> =>
-    Deadline.timeout(delivery, timeout).pipe(
-      Effect.timed,
+    Deadline.timed(delivery, timeout, annotations).pipe(
       // The metrics count deliveries: each delivery of a batch waited as long as the batch.
-      Effect.tap(([elapsed]) =>
-        deliveries === 1
-          ? Metric.update(Metrics.deliveryLatency, Duration.toMillis(elapsed))
-          : Effect.repeatN(Metric.update(Metrics.deliveryLatency, Duration.toMillis(elapsed)), deliveries - 1)
+      Effect.flatMap(([elapsed, reply]) =>
+        Effect.as(
+          deliveries === 1
+            ? Metric.update(Metrics.deliveryLatency, Duration.toMillis(elapsed))
+            : Effect.repeatN(Metric.update(Metrics.deliveryLatency, Duration.toMillis(elapsed)), deliveries - 1),
+          reply
+        )
       ),
-      Effect.map(([, reply]) => reply),
       Effect.catchAllCause((cause): Effect.Effect<A> => {
         if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
         const failure = Cause.squash(cause)
@@ -255,11 +256,11 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
           ? `delivery timeout after ${Duration.format(timeout)}`
           : `transport: ${failure instanceof Error ? failure.message : String(failure)}`
         return Effect.logWarning("delivery got no reply; settling as Retry", cause).pipe(
+          Effect.annotateLogs(annotations),
           Effect.zipRight(Metric.incrementBy(Metrics.deliveryFailures, deliveries)),
           Effect.as(retry({ _tag: "Retry", reason }))
         )
-      }),
-      Effect.annotateLogs(annotations)
+      })
     )
 
   const deliverOrRetry = (claimed: typeof Claimed.Type, timeout: Duration.Duration) =>
@@ -312,6 +313,9 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
       const send: Lane["send"] = (claims) => Effect.zipRight(Metric.update(groupCommitSizeOf.deliver, claims.length), sendAll(claims))
       return Effect.succeed({ fibers: 1, heads: workers, lane: { send, exchange: sharedExchange } })
     }
+    // One worker has no one to share a transaction with: its exchanges go straight to the queue,
+    // without the gathering fiber's two hand-offs per exchange.
+    if (workers === 1) return Effect.succeed({ fibers: 1, heads: 1, lane: { send: sendAll, exchange: sharedExchange } })
     // Group commit: each worker delivers on its own; the exchanges N workers make at once are one transaction.
     return Effect.map(Coalesce.make(exchangeAll, workers), (exchange) => ({ fibers: workers, heads: 1, lane: { send: sendAll, exchange } }))
   }

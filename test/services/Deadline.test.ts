@@ -1,11 +1,13 @@
 /**
- * The worker's delivery timeout (`Deadline.timeout`): under a clock that sleeps in real time (the
+ * The worker's delivery timeout (`Deadline.timed`): under a clock that sleeps in real time (the
  * default one, a `TickClock`) one forked fiber and a timer; under any other (`TestClock`)
  * `Effect.timeout`. The same outcomes either way. The real-time cases use deadlines of a few
- * milliseconds against effects that never end, or that end at once: no timing is asserted.
+ * milliseconds against effects that never end, or that end at once: no timing is asserted (the
+ * duration it measures is checked under `TestClock` only). The log annotations it is given are on
+ * the effect's logs, and only there.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Cause, Deferred, Duration, Effect, Exit, Fiber, Ref, TestClock } from "effect"
+import { Cause, Deferred, Duration, Effect, Exit, Fiber, HashMap, Logger, Ref, TestClock } from "effect"
 import * as Deadline from "../../src/services/Deadline.js"
 import * as TickClock from "../../src/services/TickClock.js"
 
@@ -19,25 +21,40 @@ const hanging = Effect.gen(function*() {
   return { effect, interrupted }
 })
 
+/** `Deadline.timed`'s value alone. */
+const timeout = <A, E, R>(self: Effect.Effect<A, E, R>, duration: Duration.Duration) =>
+  Effect.map(Deadline.timed(self, duration), ([, value]) => value)
+
+/** The annotations of the logs `effect` writes, in order, each as an object. */
+const loggedAnnotations = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.gen(function*() {
+    const seen: Array<Record<string, unknown>> = []
+    const logger = Logger.make(({ annotations }) => {
+      seen.push(Object.fromEntries(HashMap.toEntries(annotations)))
+    })
+    yield* Effect.provide(effect, Logger.replace(Logger.defaultLogger, logger))
+    return seen
+  })
+
 const isTimeout = (exit: Exit.Exit<unknown, unknown>) =>
   Exit.isFailure(exit) && Cause.isFailType(exit.cause) && Cause.isTimeoutException(exit.cause.error)
 
-describe("Deadline.timeout under the default clock", () => {
+describe("Deadline.timed under the default clock", () => {
   it.live("an effect that ends in time gives its value, its failure or its defect", () =>
     Effect.gen(function*() {
-      expect(yield* Deadline.timeout(Effect.succeed(7), long)).toBe(7)
-      const failed = yield* Effect.exit(Deadline.timeout(Effect.fail("no"), long))
+      expect(yield* timeout(Effect.succeed(7), long)).toBe(7)
+      const failed = yield* Effect.exit(timeout(Effect.fail("no"), long))
       expect(failed).toStrictEqual(Exit.fail("no"))
-      const died = yield* Effect.exit(Deadline.timeout(Effect.die("boom"), long))
+      const died = yield* Effect.exit(timeout(Effect.die("boom"), long))
       expect(Exit.isFailure(died) && Cause.isDie(died.cause)).toBe(true)
       // An effect that waits before it ends (an async boundary) too.
-      expect(yield* Deadline.timeout(Effect.as(Effect.sleep("1 millis"), "later"), long)).toBe("later")
+      expect(yield* timeout(Effect.as(Effect.sleep("1 millis"), "later"), long)).toBe("later")
     }))
 
   it.live("past the deadline the effect is interrupted before the TimeoutException comes back", () =>
     Effect.gen(function*() {
       const { effect, interrupted } = yield* hanging
-      const exit = yield* Effect.exit(Deadline.timeout(effect, short))
+      const exit = yield* Effect.exit(timeout(effect, short))
       expect(isTimeout(exit)).toBe(true)
       expect(yield* Ref.get(interrupted)).toBe(true)
     }))
@@ -49,7 +66,7 @@ describe("Deadline.timeout under the default clock", () => {
       const effect = Effect.zipRight(Deferred.succeed(started, undefined), Effect.never).pipe(
         Effect.onInterrupt(() => Effect.zipRight(Effect.sleep("5 millis"), Ref.set(finalized, true)))
       )
-      const fiber = yield* Effect.fork(Deadline.timeout(effect, long))
+      const fiber = yield* Effect.fork(timeout(effect, long))
       yield* Deferred.await(started)
       const exit = yield* Fiber.interrupt(fiber)
       expect(Exit.isInterrupted(exit)).toBe(true)
@@ -58,17 +75,17 @@ describe("Deadline.timeout under the default clock", () => {
 
   it.live("an effect interrupted from inside before the deadline is not a timeout", () =>
     Effect.gen(function*() {
-      const exit = yield* Effect.exit(Deadline.timeout(Effect.interrupt, long))
+      const exit = yield* Effect.exit(timeout(Effect.interrupt, long))
       expect(Exit.isInterrupted(exit)).toBe(true)
       expect(isTimeout(exit)).toBe(false)
     }))
 })
 
-describe("Deadline.timeout under other clocks", () => {
+describe("Deadline.timed under other clocks", () => {
   it.live("a TickClock sleeps in real time: its deadline is a timer too", () =>
     Effect.gen(function*() {
       const { effect, interrupted } = yield* hanging
-      const exit = yield* TickClock.at(0)(Effect.exit(Deadline.timeout(effect, short)))
+      const exit = yield* TickClock.at(0)(Effect.exit(timeout(effect, short)))
       expect(isTimeout(exit)).toBe(true)
       expect(yield* Ref.get(interrupted)).toBe(true)
     }))
@@ -76,12 +93,53 @@ describe("Deadline.timeout under other clocks", () => {
   it.effect("under TestClock it is Effect.timeout: the deadline passes when the test moves the clock", () =>
     Effect.gen(function*() {
       const { effect, interrupted } = yield* hanging
-      const fiber = yield* Effect.fork(Effect.exit(Deadline.timeout(effect, long)))
+      const fiber = yield* Effect.fork(Effect.exit(timeout(effect, long)))
       yield* TestClock.adjust(Duration.seconds(29))
       expect(yield* Ref.get(interrupted)).toBe(false)
       yield* TestClock.adjust(Duration.seconds(1))
       const exit = yield* Fiber.join(fiber)
       expect(isTimeout(exit)).toBe(true)
       expect(yield* Ref.get(interrupted)).toBe(true)
+    }))
+})
+
+describe("Deadline.timed: annotations and duration", () => {
+  const annotations = { eventId: "e-1", flowId: "f-1" }
+  /** Logs inside the effect, then once after it in the caller. */
+  const logInsideThenAfter = (run: <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.Effect<unknown, unknown, R>) =>
+    loggedAnnotations(
+      Effect.zipRight(
+        Effect.annotateLogs(run(Effect.logInfo("inside")), { worker: 0 }),
+        Effect.logInfo("after")
+      )
+    )
+
+  it.live("under the default clock: the effect's logs carry them (with the caller's), the caller's later logs do not", () =>
+    Effect.gen(function*() {
+      const seen = yield* logInsideThenAfter((self) => Deadline.timed(self, long, annotations))
+      expect(seen).toStrictEqual([{ worker: 0, eventId: "e-1", flowId: "f-1" }, {}])
+    }))
+
+  it.live("a failure or a timeout leaves the caller's annotations as they were", () =>
+    Effect.gen(function*() {
+      const seen = yield* loggedAnnotations(
+        Effect.gen(function*() {
+          yield* Effect.exit(Deadline.timed(Effect.zipRight(Effect.logInfo("failing"), Effect.fail("no")), long, annotations))
+          yield* Effect.exit(Deadline.timed(Effect.zipRight(Effect.logInfo("hanging"), Effect.never), short, annotations))
+          yield* Effect.logInfo("after")
+        })
+      )
+      expect(seen).toStrictEqual([annotations, annotations, {}])
+    }))
+
+  it.effect("under TestClock: the same annotations, and the duration is the time the clock moved", () =>
+    Effect.gen(function*() {
+      const seen = yield* logInsideThenAfter((self) => Deadline.timed(self, long, annotations))
+      expect(seen).toStrictEqual([{ worker: 0, eventId: "e-1", flowId: "f-1" }, {}])
+      const fiber = yield* Effect.fork(Deadline.timed(Effect.as(Effect.sleep(Duration.seconds(5)), "done"), long, annotations))
+      yield* TestClock.adjust(Duration.seconds(5))
+      const [elapsed, value] = yield* Fiber.join(fiber)
+      expect(value).toBe("done")
+      expect(Duration.toMillis(elapsed)).toBe(5_000)
     }))
 })

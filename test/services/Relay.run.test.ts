@@ -4,7 +4,7 @@
  * Time is TestClock's: nothing here waits on the wall clock.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { ConfigProvider, Deferred, Duration, Effect, Fiber, Layer, Metric, Random, Ref, TestClock } from "effect"
+import { ConfigProvider, Deferred, Duration, Effect, Fiber, HashMap, Layer, Logger, Metric, Random, Ref, TestClock } from "effect"
 import * as SqliteInbox from "../../src/layers/SqliteInbox.js"
 import { seedPolicy } from "../../src/domain/Policy.js"
 import * as SqliteRelayQueue from "../../src/layers/SqliteRelayQueue.js"
@@ -240,6 +240,44 @@ describe("Relay.run", () => {
         expect(b1).toMatchObject({ state: "quarantined", reason: "transport: boom", attempts: 1 })
       }).pipe(Effect.provide(context))
     }))
+
+  /**
+   * The transport logs inside each delivery; flow A's delivery fails. Both the transport's log and
+   * the worker's warning carry the worker, the event and its flow. The worker's delivery has a
+   * fiber of its own under a real-time clock and runs under `Effect.timeout` under TestClock.
+   */
+  const annotatedLogs = (pause: Effect.Effect<void>) => Effect.gen(function*() {
+    const context = yield* setup((delivery, inbox) =>
+      Effect.zipRight(
+        Effect.logInfo(`delivering ${delivery.eventId}`),
+        delivery.flowId === "A" ? Effect.fail(new DeliveryFailed({ eventId: delivery.eventId, message: "refused", cause: null })) : inbox
+      ), { ...production, retryBudget: 1 })
+    const seen: Array<{ readonly message: string; readonly annotations: Record<string, unknown> }> = []
+    const logger = Logger.make(({ annotations, message }) => {
+      seen.push({ message: String(message), annotations: Object.fromEntries(HashMap.toEntries(annotations)) })
+    })
+    yield* Effect.gen(function*() {
+      const queue = yield* RelayQueue
+      yield* queue.enqueue({ eventId: "A1", flowId: "A", body: { delta: 1 } })
+      yield* queue.enqueue({ eventId: "B1", flowId: "B", body: { delta: 1 } })
+      const running = yield* Effect.fork((yield* Relay).run(quick).pipe(Effect.provide(Logger.replace(Logger.defaultLogger, logger))))
+      const settled = queue.snapshot.pipe(Effect.map(({ events }) => events.filter((e) => e.state === "acked" || e.state === "quarantined").length))
+      for (let i = 0; i < 500 && (yield* settled) < 2; i++) yield* pause
+      yield* Fiber.interrupt(running)
+    }).pipe(Effect.provide(context))
+    const annotationsOf = (message: string) => seen.find((log) => log.message.includes(message))?.annotations
+    expect(annotationsOf("delivering A1")).toMatchObject({ worker: 0, eventId: "A1", flowId: "A" })
+    expect(annotationsOf("delivering B1")).toMatchObject({ worker: 0, eventId: "B1", flowId: "B" })
+    expect(annotationsOf("delivery got no reply")).toMatchObject({ worker: 0, eventId: "A1", flowId: "A" })
+    // The event's annotations stay with its delivery: the worker's own logs after it have none.
+    expect(annotationsOf("relay stopped")).not.toHaveProperty("eventId")
+  })
+
+  it.scoped("a delivery's logs and the worker's warning carry the worker, the event and its flow (TestClock)", () =>
+    annotatedLogs(Effect.yieldNow()))
+
+  it.live("a delivery's logs and the worker's warning carry the worker, the event and its flow (the default clock)", () =>
+    Effect.scoped(annotatedLogs(Effect.sleep("1 millis"))))
 
   it.scoped("a batch worker counts every delivery of a batch in the delivery metrics, failed or answered", () =>
     Effect.gen(function*() {

@@ -172,10 +172,10 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
   /** One `settleAndClaim` carrying several single steps' settles and claims, counted as a group commit. */
   const sharedExchange = ({ limit, settles }: Exchange) =>
     Effect.zipRight(
-      Effect.zipRight(
-        settles.length > 0 ? Metric.update(groupCommitSizeOf.settle, settles.length) : Effect.void,
-        limit > 0 ? Metric.update(groupCommitSizeOf.claim, limit) : Effect.void
-      ),
+      Metrics.record((update) => {
+        if (settles.length > 0) update(groupCommitSizeOf.settle, settles.length)
+        if (limit > 0) update(groupCommitSizeOf.claim, limit)
+      }),
       queue.settleAndClaim(settles, limit)
     )
 
@@ -243,9 +243,9 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
       // The metrics count deliveries: each delivery of a batch waited as long as the batch.
       Effect.flatMap(([elapsed, reply]) =>
         Effect.as(
-          deliveries === 1
-            ? Metric.update(Metrics.deliveryLatency, Duration.toMillis(elapsed))
-            : Effect.repeatN(Metric.update(Metrics.deliveryLatency, Duration.toMillis(elapsed)), deliveries - 1),
+          Metrics.record((update) => {
+            for (let i = 0; i < deliveries; i++) update(Metrics.deliveryLatency, Duration.toMillis(elapsed))
+          }),
           reply
         )
       ),
@@ -310,7 +310,7 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
       return Effect.succeed({ fibers: workers, heads: batchSize, lane: { send: sendAll, exchange } })
     }
     if (transport.deliverBatch !== undefined) {
-      const send: Lane["send"] = (claims) => Effect.zipRight(Metric.update(groupCommitSizeOf.deliver, claims.length), sendAll(claims))
+      const send: Lane["send"] = (claims) => Effect.zipRight(Metrics.record((update) => update(groupCommitSizeOf.deliver, claims.length)), sendAll(claims))
       return Effect.succeed({ fibers: 1, heads: workers, lane: { send, exchange: sharedExchange } })
     }
     // One worker has no one to share a transaction with: its exchanges go straight to the queue,

@@ -265,13 +265,15 @@ const makeWake = () => {
       })
     })
   const watch = Effect.sync(() => after(signals))
+  const unsafeSignal = () => {
+    signals++
+    const woken = waiters
+    waiters = []
+    for (const resume of woken) resume()
+  }
   return {
-    signal: Effect.sync(() => {
-      signals++
-      const woken = waiters
-      waiters = []
-      for (const resume of woken) resume()
-    }),
+    unsafeSignal,
+    signal: Effect.sync(unsafeSignal),
     watch,
     await: Effect.flatten(watch)
   }
@@ -405,7 +407,11 @@ export const make = (
         return [decided.right.results, decided.right.changes] as const
       }), [], true).pipe(Effect.tap((results) => {
       const added = results.filter((r) => r._tag === "Enqueued").length
-      return added === 0 ? Effect.void : Effect.zipRight(Metric.incrementBy(Metrics.enqueued, added), wake.signal)
+      if (added === 0) return Effect.void
+      return Metrics.record((update) => {
+        update(Metrics.enqueued, added)
+        wake.unsafeSignal()
+      })
     }))
 
   /**
@@ -433,13 +439,11 @@ export const make = (
         return [claimed(decided.claims, undefined, groups), decided.changes] as const
       })
 
-  const countClaims = ({ claims, groups }: Decided) =>
-    claims.length === 0
-      ? Metric.increment(Metrics.idleClaims)
-      : Effect.zipRight(
-        Metric.incrementBy(Metrics.claims, claims.length),
-        groups.length === 0 ? Effect.void : Metrics.countGroupClaims(groups)
-      )
+  const countClaims = (update: Metrics.Update, { claims, groups }: Decided) => {
+    if (claims.length === 0) return update(Metrics.idleClaims, 1)
+    update(Metrics.claims, claims.length)
+    if (groups.length > 0) Metrics.countGroupClaims(update, groups)
+  }
 
   const claimBatchOf = ({ claims, wakeAt }: Decided): ClaimBatch => (wakeAt === undefined ? { claims } : { claims, wakeAt })
 
@@ -451,7 +455,7 @@ export const make = (
           claimRead === undefined ? decideClaim(limit) : (tx, clock, now) =>
             Effect.flatMap(claimRead(noChanges, [], now), (early) => decideClaim(limit, early?.candidates, early?.dueAfter)(tx, clock, now))),
       [claimFaults]
-    ).pipe(Effect.tap(countClaims), Effect.map(claimBatchOf))
+    ).pipe(Effect.tap((decided) => Metrics.record((update) => countClaims(update, decided))), Effect.map(claimBatchOf))
 
   const claim: Effect.Effect<ClaimOutcome, ClockRegressed | SqlError> = claimUpTo(1).pipe(
     Effect.map(({ claims, wakeAt }): ClaimOutcome => claims[0] ?? (wakeAt === undefined ? { _tag: "Idle" } : { _tag: "Idle", wakeAt })),
@@ -527,17 +531,16 @@ export const make = (
   }
 
   // An ack may expose the next head of its flow: sleeping workers look again.
-  const countSettles = (outcomes: ReadonlyArray<SettleOutcome>) => {
+  const countSettles = (update: Metrics.Update, outcomes: ReadonlyArray<SettleOutcome>) => {
     // One update per kind of outcome (a single settle has one), not one per outcome.
     const byTag = new Map<SettleOutcome["_tag"], number>()
     for (const outcome of outcomes) byTag.set(outcome._tag, (byTag.get(outcome._tag) ?? 0) + 1)
-    let counted: Effect.Effect<void> = byTag.has("Acked") ? wake.signal : Effect.void
-    for (const [tag, n] of byTag) counted = Effect.zipRight(Metric.incrementBy(Metrics.settlesByOutcome[tag], n), counted)
-    return counted
+    for (const [tag, n] of byTag) update(Metrics.settlesByOutcome[tag], n)
+    if (byTag.has("Acked")) wake.unsafeSignal()
   }
 
   const settleAll = (items: ReadonlyArray<readonly [Token, DeliveryReply]>) =>
-    writeStaged(stageSettle(items), [settleFaults]).pipe(Effect.tap(countSettles))
+    writeStaged(stageSettle(items), [settleFaults]).pipe(Effect.tap((outcomes) => Metrics.record((update) => countSettles(update, outcomes))))
 
   /**
    * `settleAll(items)` then `claimUpTo(limit)` in one transaction (one commit instead of two): the
@@ -570,7 +573,12 @@ export const make = (
         ),
       [settleFaults, claimFaults]
     ).pipe(
-      Effect.tap(([outcomes, decided]) => Effect.zipRight(countSettles(outcomes), countClaims(decided))),
+      Effect.tap(([outcomes, decided]) =>
+        Metrics.record((update) => {
+          countSettles(update, outcomes)
+          countClaims(update, decided)
+        })
+      ),
       Effect.map(([outcomes, decided]) => ({ outcomes, ...claimBatchOf(decided) }))
     )
   }

@@ -1,6 +1,6 @@
 /**
  * Observability: spans at each operation carry the event id, flow and generation; metrics count
- * claims and settle outcomes. Exported through OpenTelemetry to an in-memory exporter.
+ * enqueues, claims (idle ones, and by group) and settle outcomes, under the caller's metric labels. Exported through OpenTelemetry to an in-memory exporter.
  */
 import * as NodeSdk from "@effect/opentelemetry/NodeSdk"
 import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
@@ -46,4 +46,28 @@ describe("observability", () => {
       expect((yield* Metric.value(Metrics.claims)).count).toBe(before.claims + 1)
       expect((yield* Metric.value(acked)).count).toBe(before.acked + 1)
     }))
+
+  it.effect("the queue's counters: enqueues, claims by group, idle claims, settle outcomes — under the caller's metric labels", () =>
+    Effect.gen(function*() {
+      // A label of this test's own: the counters read here count this test's operations alone.
+      const count = (metric: Metric.Metric.Counter<number>) =>
+        Effect.map(Metric.value(Metric.tagged(metric, "test", "observability-labels")), ({ count }) => count)
+      const queue = yield* RelayQueue
+      yield* Effect.gen(function*() {
+        yield* queue.enqueueBatch([
+          { eventId: "a1", flowId: "a", group: "tenant-1", body: {} },
+          { eventId: "b1", flowId: "b", group: "tenant-1", body: {} },
+          { eventId: "c1", flowId: "c", body: {} }
+        ])
+        const claims = yield* queue.claimBatch(3)
+        expect(claims).toHaveLength(3)
+        expect((yield* queue.claim)._tag).toBe("Idle")
+        yield* queue.settleBatch(claims.map((claimed) => ({ token: claimed.token, reply: { _tag: "Accepted" } as const })))
+      }).pipe(Effect.tagMetrics("test", "observability-labels"))
+      expect(yield* count(Metrics.enqueued)).toBe(3)
+      expect(yield* count(Metrics.claims)).toBe(3)
+      expect(yield* count(Metric.tagged(Metrics.groupClaims, "group", "tenant-1"))).toBe(2)
+      expect(yield* count(Metrics.idleClaims)).toBe(1)
+      expect(yield* count(Metrics.settlesByOutcome.Acked)).toBe(3)
+    }).pipe(Effect.provide(SqliteRelayQueue.layer({ filename: ":memory:", policy: { leaseTicks: "1 minute" } }))))
 })

@@ -7,7 +7,9 @@
  * reports no violation, exits 0, and really killed processes.
  *
  * The second run is the same with the worker daemon (`--daemon 4`: `Relay.run({ workers: 4 })` in
- * each worker process, its fibers' settles and claims sharing transactions — group commit).
+ * each worker process, its fibers' settles and claims sharing transactions — group commit); the
+ * third with the daemon's default of one worker (`--daemon 1`), which trades each reply for its
+ * next head with the queue directly, its delivery under a timer in a fiber of its own.
  *
  * Kills: 12 in `npm test` (each costs a respawn, a tsx start of a few seconds of CPU, which
  * dominates the time); `npm run test:chaos` runs 24. FAIR_RELAY_CHAOS_KILLS sets the number.
@@ -43,6 +45,16 @@ describe("chaos (short run)", () => {
     expect(run.result.replies["synthetic Retry"] ?? 0).toBeGreaterThan(0)
     expect(run.result.replies["Accepted"] ?? 0).toBeGreaterThan(0)
     expect(run.summary).toMatch(/ daemon_workers=4 /)
+    expectClean(dir, run, Flows * Events)
+  }, 300_000)
+
+  it(`the worker daemon with one worker (its default), ${Kills} SIGKILLs: the same`, async () => {
+    const dir = makeTestDir("chaos-daemon-one")
+    const run = await runChaos(dir, [...size, "--daemon", "1"])
+    expect(run.result.workerErrors).toEqual({})
+    expect(run.result.replies["synthetic Retry"] ?? 0).toBeGreaterThan(0)
+    expect(run.result.replies["Accepted"] ?? 0).toBeGreaterThan(0)
+    expect(run.summary).toMatch(/ daemon_workers=1 /)
     expectClean(dir, run, Flows * Events)
   }, 300_000)
 })

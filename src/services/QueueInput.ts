@@ -6,7 +6,7 @@
 import { Effect, Either, Schema } from "effect"
 import { InvalidInput, MissingReason } from "../domain/Errors.js"
 import { EventId, FlowId, Generation, GroupId } from "../domain/Ids.js"
-import { decodeInput, shorten } from "../domain/Input.js"
+import { decodeInput, decodeInputEither, fromDecoded, shorten } from "../domain/Input.js"
 import { canonicalize } from "../domain/Json.js"
 import type { EnqueueCommand } from "../domain/Operations.js"
 import { DeliveryReply } from "../domain/Outcomes.js"
@@ -39,12 +39,12 @@ const enqueueFields = decodeInput(
   "enqueue"
 )
 const enqueueItems = decodeInput(Schema.Array(Schema.Unknown).pipe(Schema.maxItems(MaxBatchSize)), "enqueueBatch")
-const settleToken = decodeInput(TokenFields, "settle")
-const settleReply = decodeInput(DeliveryReply, "settle")
+const settleToken = decodeInputEither(TokenFields, "settle")
+const settleReply = decodeInputEither(DeliveryReply, "settle")
 const SettleItems = Schema.Array(Schema.Struct({ token: TokenFields, reply: DeliveryReply })).pipe(Schema.maxItems(MaxBatchSize))
 const settleItems = decodeInput(SettleItems, "settleBatch")
-const exchangeItems = decodeInput(SettleItems, "settleAndClaim")
-const claimLimit = decodeInput(Schema.Int.pipe(Schema.between(0, MaxBatchSize)), "settleAndClaim")
+const exchangeItems = decodeInputEither(SettleItems, "settleAndClaim")
+const claimLimit = decodeInputEither(Schema.Int.pipe(Schema.between(0, MaxBatchSize)), "settleAndClaim")
 const pairs = (items: typeof SettleItems.Type) => items.map(({ reply, token }) => [token, reply] as const)
 const redriveFields = decodeInput(
   Schema.Struct({
@@ -110,7 +110,7 @@ export const decodeEnqueueBatch = (inputs: unknown, policy: RelayPolicy): Effect
 
 /** Validates a settle: a well-formed token and a reply with a known tag. */
 export const decodeSettle = (token: unknown, reply: unknown): Effect.Effect<readonly [Token, DeliveryReply], InvalidInput> =>
-  Effect.all([settleToken(token), settleReply(reply)])
+  fromDecoded(Either.all([settleToken(token), settleReply(reply)]))
 
 /** Validates every item of a settle batch; one malformed item refuses the whole batch. */
 export const decodeSettleBatch = (items: unknown): Effect.Effect<ReadonlyArray<readonly [Token, DeliveryReply]>, InvalidInput> =>
@@ -121,7 +121,7 @@ export const decodeSettleAndClaim = (
   items: unknown,
   limit: unknown
 ): Effect.Effect<readonly [ReadonlyArray<readonly [Token, DeliveryReply]>, number], InvalidInput> =>
-  Effect.zip(Effect.map(exchangeItems(items), pairs), claimLimit(limit))
+  fromDecoded(Either.all([Either.map(exchangeItems(items), pairs), claimLimit(limit)]))
 
 
 /** Validates a redrive; a blank reason is `MissingReason` before anything is read. */

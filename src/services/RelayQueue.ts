@@ -440,7 +440,10 @@ export const make = (
       })
 
   const countClaims = (update: Metrics.Update, { claims, groups }: Decided) => {
-    if (claims.length === 0) return update(Metrics.idleClaims, 1)
+    if (claims.length === 0) {
+      update(Metrics.idleClaims, 1)
+      return
+    }
     update(Metrics.claims, claims.length)
     if (groups.length > 0) Metrics.countGroupClaims(update, groups)
   }

@@ -1,6 +1,7 @@
 /**
  * Observability: spans at each operation carry the event id, flow and generation; metrics count
- * enqueues, claims (idle ones, and by group) and settle outcomes, under the caller's metric labels. Exported through OpenTelemetry to an in-memory exporter.
+ * enqueues, claims (idle ones, and by group) and settle outcomes, under the caller's metric
+ * labels. Spans are exported through OpenTelemetry to an in-memory exporter.
  */
 import * as NodeSdk from "@effect/opentelemetry/NodeSdk"
 import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"

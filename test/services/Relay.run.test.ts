@@ -270,6 +270,7 @@ describe("Relay.run", () => {
     expect(annotationsOf("delivering B1")).toMatchObject({ worker: 0, eventId: "B1", flowId: "B" })
     expect(annotationsOf("delivery got no reply")).toMatchObject({ worker: 0, eventId: "A1", flowId: "A" })
     // The event's annotations stay with its delivery: the worker's own logs after it have none.
+    expect(annotationsOf("relay stopped")).toBeDefined()
     expect(annotationsOf("relay stopped")).not.toHaveProperty("eventId")
   })
 

@@ -37,24 +37,20 @@ describe("chaos (short run)", () => {
     expectClean(dir, run, Flows * Events)
   }, 300_000)
 
-  it(`the worker daemon, 4 fibers per process sharing their transactions, ${Kills} SIGKILLs: the same`, async () => {
-    const dir = makeTestDir("chaos-daemon")
-    const run = await runChaos(dir, [...size, "--daemon", "4"])
-    // No exchange failed and no delivery went without a reply (the daemon logs either as a warning).
-    expect(run.result.workerErrors).toEqual({})
-    expect(run.result.replies["synthetic Retry"] ?? 0).toBeGreaterThan(0)
-    expect(run.result.replies["Accepted"] ?? 0).toBeGreaterThan(0)
-    expect(run.summary).toMatch(/ daemon_workers=4 /)
-    expectClean(dir, run, Flows * Events)
-  }, 300_000)
-
-  it(`the worker daemon with one worker (its default), ${Kills} SIGKILLs: the same`, async () => {
-    const dir = makeTestDir("chaos-daemon-one")
-    const run = await runChaos(dir, [...size, "--daemon", "1"])
-    expect(run.result.workerErrors).toEqual({})
-    expect(run.result.replies["synthetic Retry"] ?? 0).toBeGreaterThan(0)
-    expect(run.result.replies["Accepted"] ?? 0).toBeGreaterThan(0)
-    expect(run.summary).toMatch(/ daemon_workers=1 /)
-    expectClean(dir, run, Flows * Events)
-  }, 300_000)
+  const daemons = [
+    { workers: 4, title: "the worker daemon, 4 fibers per process sharing their transactions" },
+    { workers: 1, title: "the worker daemon with one worker (its default)" }
+  ]
+  for (const daemon of daemons) {
+    it(`${daemon.title}, ${Kills} SIGKILLs: the same`, async () => {
+      const dir = makeTestDir(`chaos-daemon-${daemon.workers}`)
+      const run = await runChaos(dir, [...size, "--daemon", String(daemon.workers)])
+      // No exchange failed and no delivery went without a reply (the daemon logs either as a warning).
+      expect(run.result.workerErrors).toEqual({})
+      expect(run.result.replies["synthetic Retry"] ?? 0).toBeGreaterThan(0)
+      expect(run.result.replies["Accepted"] ?? 0).toBeGreaterThan(0)
+      expect(run.summary).toMatch(new RegExp(` daemon_workers=${daemon.workers} `))
+      expectClean(dir, run, Flows * Events)
+    }, 300_000)
+  }
 })

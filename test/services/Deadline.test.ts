@@ -7,9 +7,10 @@
  * the effect's logs, and only there.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Cause, Deferred, Duration, Effect, Exit, Fiber, HashMap, Logger, Ref, TestClock } from "effect"
+import { Cause, Deferred, Duration, Effect, Exit, Fiber, Ref, TestClock } from "effect"
 import * as Deadline from "../../src/services/Deadline.js"
 import * as TickClock from "../../src/services/TickClock.js"
+import { captureLogs } from "../support/logs.js"
 
 const short = Duration.millis(20)
 const long = Duration.seconds(30)
@@ -27,13 +28,9 @@ const timeout = <A, E, R>(self: Effect.Effect<A, E, R>, duration: Duration.Durat
 
 /** The annotations of the logs `effect` writes, in order, each as an object. */
 const loggedAnnotations = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-  Effect.gen(function*() {
-    const seen: Array<Record<string, unknown>> = []
-    const logger = Logger.make(({ annotations }) => {
-      seen.push(Object.fromEntries(HashMap.toEntries(annotations)))
-    })
-    yield* Effect.provide(effect, Logger.replace(Logger.defaultLogger, logger))
-    return seen
+  Effect.suspend(() => {
+    const { layer, logs } = captureLogs()
+    return Effect.map(Effect.provide(effect, layer), () => logs.map((log) => log.annotations))
   })
 
 const isTimeout = (exit: Exit.Exit<unknown, unknown>) =>

@@ -4,7 +4,7 @@
  * Time is TestClock's: nothing here waits on the wall clock.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { ConfigProvider, Deferred, Duration, Effect, Fiber, HashMap, Layer, Logger, Metric, Random, Ref, TestClock } from "effect"
+import { ConfigProvider, Deferred, Duration, Effect, Fiber, Layer, Metric, Random, Ref, TestClock } from "effect"
 import * as SqliteInbox from "../../src/layers/SqliteInbox.js"
 import { seedPolicy } from "../../src/domain/Policy.js"
 import * as SqliteRelayQueue from "../../src/layers/SqliteRelayQueue.js"
@@ -19,6 +19,7 @@ import { DeliveryFailed, Transport } from "../../src/services/Transport.js"
 import type { TransportService } from "../../src/services/Transport.js"
 import type { DeliveryReply } from "../../src/domain/Outcomes.js"
 import type { DeliveryInput } from "../../src/domain/Records.js"
+import { captureLogs } from "../support/logs.js"
 
 const production: PolicyInput = { leaseTicks: "1 minute", backoffBase: "1 second", backoffCap: "1 minute" }
 const quick: RunOptions = { pollInterval: "1 hour", deliveryTimeout: "10 seconds", shutdownGrace: "30 seconds", metricsInterval: null }
@@ -252,20 +253,17 @@ describe("Relay.run", () => {
         Effect.logInfo(`delivering ${delivery.eventId}`),
         delivery.flowId === "A" ? Effect.fail(new DeliveryFailed({ eventId: delivery.eventId, message: "refused", cause: null })) : inbox
       ), { ...production, retryBudget: 1 })
-    const seen: Array<{ readonly message: string; readonly annotations: Record<string, unknown> }> = []
-    const logger = Logger.make(({ annotations, message }) => {
-      seen.push({ message: String(message), annotations: Object.fromEntries(HashMap.toEntries(annotations)) })
-    })
+    const { layer, logs } = captureLogs()
     yield* Effect.gen(function*() {
       const queue = yield* RelayQueue
       yield* queue.enqueue({ eventId: "A1", flowId: "A", body: { delta: 1 } })
       yield* queue.enqueue({ eventId: "B1", flowId: "B", body: { delta: 1 } })
-      const running = yield* Effect.fork((yield* Relay).run(quick).pipe(Effect.provide(Logger.replace(Logger.defaultLogger, logger))))
+      const running = yield* Effect.fork((yield* Relay).run(quick).pipe(Effect.provide(layer)))
       const settled = queue.snapshot.pipe(Effect.map(({ events }) => events.filter((e) => e.state === "acked" || e.state === "quarantined").length))
       for (let i = 0; i < 500 && (yield* settled) < 2; i++) yield* pause
       yield* Fiber.interrupt(running)
     }).pipe(Effect.provide(context))
-    const annotationsOf = (message: string) => seen.find((log) => log.message.includes(message))?.annotations
+    const annotationsOf = (message: string) => logs.find((log) => log.message.includes(message))?.annotations
     expect(annotationsOf("delivering A1")).toMatchObject({ worker: 0, eventId: "A1", flowId: "A" })
     expect(annotationsOf("delivering B1")).toMatchObject({ worker: 0, eventId: "B1", flowId: "B" })
     expect(annotationsOf("delivery got no reply")).toMatchObject({ worker: 0, eventId: "A1", flowId: "A" })

@@ -1,0 +1,21 @@
+/**
+ * Logs kept in memory for a test: each log's message (its parts joined by a space) and its
+ * annotations, in the order they were written, and the layer that makes this the default logger.
+ */
+import { HashMap, Logger } from "effect"
+
+export interface CapturedLog {
+  readonly message: string
+  readonly annotations: Readonly<Record<string, unknown>>
+}
+
+export const captureLogs = () => {
+  const logs: Array<CapturedLog> = []
+  const logger = Logger.make(({ annotations, message }) => {
+    logs.push({
+      message: (Array.isArray(message) ? message : [message]).map(String).join(" "),
+      annotations: Object.fromEntries(HashMap.toEntries(annotations))
+    })
+  })
+  return { logs, layer: Logger.replace(Logger.defaultLogger, logger) }
+}

@@ -9,7 +9,7 @@ import { Config, Effect } from "effect"
 import type { Scope } from "effect"
 import * as fs from "node:fs"
 import type { PolicyInput } from "../domain/Policy.js"
-import * as SqlRelayQueue from "../layers/internal/SqlRelayQueue.js"
+import * as QueueSchema from "../layers/internal/QueueSchema.js"
 import * as StoreCheck from "../layers/internal/StoreCheck.js"
 import * as PgRelayQueue from "../layers/PgRelayQueue.js"
 import * as SqliteRelayQueue from "../layers/SqliteRelayQueue.js"
@@ -18,7 +18,7 @@ import { failure, usage } from "./Errors.js"
 import type { CliFailure } from "./Errors.js"
 
 /** The queue schema version this build writes: the highest migration id it knows. */
-export const SchemaVersion: number = StoreCheck.latestMigration(SqlRelayQueue.migrations)
+export const SchemaVersion: number = StoreCheck.latestMigration(QueueSchema.migrations)
 
 /**
  * `false` behind a pooler in transaction mode that does not carry prepared statements between

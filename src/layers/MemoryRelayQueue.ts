@@ -7,7 +7,7 @@ import type { InvalidInput } from "../domain/Errors.js"
 import type { PolicyInput } from "../domain/Policy.js"
 import * as RelayQueue from "../services/RelayQueue.js"
 import * as MemoryBackend from "./internal/MemoryRelayQueue.js"
-import { decodePolicy } from "./internal/SqlRelayQueue.js"
+import { decodePolicy } from "./internal/QueueSchema.js"
 
 /** Options of an in-memory queue store. */
 export interface MemoryRelayQueueOptions {

@@ -15,6 +15,7 @@ import type { RetentionInput } from "../services/Retention.js"
 import type { RelayQueueService } from "../services/RelayQueue.js"
 import * as PgParallel from "./internal/PgParallel.js"
 import * as PgStore from "./internal/PgStore.js"
+import * as QueueSchema from "./internal/QueueSchema.js"
 import * as SqlRelayQueue from "./internal/SqlRelayQueue.js"
 import type * as Store from "./internal/Store.js"
 
@@ -44,11 +45,11 @@ export type OpenError = Store.OpenError | PolicyMismatch
 /** Opens (creating and migrating if needed) a queue store for the lifetime of the scope. */
 export const make = (options: PgRelayQueueOptions): Effect.Effect<RelayQueueService, OpenError, Scope.Scope> =>
   Effect.gen(function*() {
-    const requested = yield* SqlRelayQueue.decodePolicy(options.policy, "PgRelayQueue.make")
+    const requested = yield* QueueSchema.decodePolicy(options.policy, "PgRelayQueue.make")
     const retention = yield* decodeRetention(options.retention, "PgRelayQueue.make")
     const claims = yield* decodeClaims(options.claims, "PgRelayQueue.make")
-    const store = yield* PgStore.open(options, SqlRelayQueue.migrations, SqlRelayQueue.migrationsTable, "relay_queue")
-    const policy = yield* SqlRelayQueue.resolvePolicy(store, requested, options.policy, name, "create")
+    const store = yield* PgStore.open(options, QueueSchema.migrations, QueueSchema.migrationsTable, "relay_queue")
+    const policy = yield* QueueSchema.resolvePolicy(store, requested, options.policy, name, "create")
     const mode = yield* PgParallel.resolveMode(store, claims, name, "create")
     return RelayQueue.make(mode === "parallel" ? PgParallel.backend(store, store.rowLockedWrite) : SqlRelayQueue.backend(store), policy, retention)
   })
@@ -95,12 +96,12 @@ export const makeClient = (
   options: PgRelayQueueClientOptions = {}
 ): Effect.Effect<RelayQueueService, OpenError, SqlClient.SqlClient> =>
   Effect.gen(function*() {
-    const requested = yield* SqlRelayQueue.decodePolicy(options.policy, "PgRelayQueue.makeClient")
+    const requested = yield* QueueSchema.decodePolicy(options.policy, "PgRelayQueue.makeClient")
     const retention = yield* decodeRetention(options.retention, "PgRelayQueue.makeClient")
     const claims = yield* decodeClaims(options.claims, "PgRelayQueue.makeClient")
     const sql = yield* SqlClient.SqlClient
-    const store = yield* PgStore.fromClient(sql, options, SqlRelayQueue.migrations, SqlRelayQueue.migrationsTable, "relay_queue")
-    const policy = yield* SqlRelayQueue.resolvePolicy(store, requested, options.policy, clientName, "create")
+    const store = yield* PgStore.fromClient(sql, options, QueueSchema.migrations, QueueSchema.migrationsTable, "relay_queue")
+    const policy = yield* QueueSchema.resolvePolicy(store, requested, options.policy, clientName, "create")
     const mode = yield* PgParallel.resolveMode(store, claims, clientName, "create", "parallel")
     return RelayQueue.make(
       mode === "parallel"
@@ -127,10 +128,10 @@ export const TransactionMisuse = PgStore.TransactionMisuse
  */
 export const makeReadonly = (options: PgRelayQueueOptions): Effect.Effect<RelayQueueService, OpenError, Scope.Scope> =>
   Effect.gen(function*() {
-    const requested = yield* SqlRelayQueue.decodePolicy(options.policy, "PgRelayQueue.makeReadonly")
+    const requested = yield* QueueSchema.decodePolicy(options.policy, "PgRelayQueue.makeReadonly")
     const claims = yield* decodeClaims(options.claims, "PgRelayQueue.makeReadonly")
-    const store = yield* PgStore.openReadonly(options, SqlRelayQueue.migrations, SqlRelayQueue.migrationsTable, "relay_queue")
-    const policy = yield* SqlRelayQueue.resolvePolicy(store, requested, options.policy, name, "readonly")
+    const store = yield* PgStore.openReadonly(options, QueueSchema.migrations, QueueSchema.migrationsTable, "relay_queue")
+    const policy = yield* QueueSchema.resolvePolicy(store, requested, options.policy, name, "readonly")
     const mode = yield* PgParallel.resolveMode(store, claims, name, "readonly")
     return RelayQueue.make(mode === "parallel" ? PgParallel.backend(store) : SqlRelayQueue.backend(store), policy)
   })

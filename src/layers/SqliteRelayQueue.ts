@@ -13,6 +13,7 @@ import { RelayQueue } from "../services/RelayQueue.js"
 import { decodeRetention } from "../services/Retention.js"
 import type { RetentionInput } from "../services/Retention.js"
 import type { RelayQueueService } from "../services/RelayQueue.js"
+import * as QueueSchema from "./internal/QueueSchema.js"
 import * as SqlRelayQueue from "./internal/SqlRelayQueue.js"
 import type * as Store from "./internal/Store.js"
 import * as SqliteStore from "./internal/SqliteStore.js"
@@ -35,9 +36,9 @@ export type OpenError = Store.OpenError | PolicyMismatch
 /** Opens (creating and migrating if needed) a queue store for the lifetime of the scope. */
 export const make = (options: SqliteRelayQueueOptions): Effect.Effect<RelayQueueService, OpenError, Scope.Scope> =>
   Effect.gen(function*() {
-    const requested = yield* SqlRelayQueue.decodePolicy(options.policy, "SqliteRelayQueue.make")
+    const requested = yield* QueueSchema.decodePolicy(options.policy, "SqliteRelayQueue.make")
     const retention = yield* decodeRetention(options.retention, "SqliteRelayQueue.make")
-    const store = yield* SqliteStore.open(options, SqlRelayQueue.migrations, SqlRelayQueue.migrationsTable)
+    const store = yield* SqliteStore.open(options, QueueSchema.migrations, QueueSchema.migrationsTable)
     return yield* SqlRelayQueue.open(store, requested, options.policy, options.filename, "create", retention)
   })
 
@@ -58,8 +59,8 @@ export const layerConfig = (
  */
 export const makeReadonly = (options: SqliteRelayQueueOptions): Effect.Effect<RelayQueueService, OpenError, Scope.Scope> =>
   Effect.gen(function*() {
-    const requested = yield* SqlRelayQueue.decodePolicy(options.policy, "SqliteRelayQueue.makeReadonly")
-    const store = yield* SqliteStore.openReadonly(options, SqlRelayQueue.migrations, SqlRelayQueue.migrationsTable)
+    const requested = yield* QueueSchema.decodePolicy(options.policy, "SqliteRelayQueue.makeReadonly")
+    const store = yield* SqliteStore.openReadonly(options, QueueSchema.migrations, QueueSchema.migrationsTable)
     return yield* SqlRelayQueue.open(store, requested, options.policy, options.filename, "readonly")
   })
 
@@ -82,9 +83,9 @@ export const makeClient = (
   options: SqliteRelayQueueClientOptions = {}
 ): Effect.Effect<RelayQueueService, OpenError, SqlClient.SqlClient> =>
   Effect.gen(function*() {
-    const requested = yield* SqlRelayQueue.decodePolicy(options.policy, "SqliteRelayQueue.makeClient")
+    const requested = yield* QueueSchema.decodePolicy(options.policy, "SqliteRelayQueue.makeClient")
     const sql = yield* SqlClient.SqlClient
-    const store = yield* SqliteStore.fromClient(sql, SqlRelayQueue.migrations, SqlRelayQueue.migrationsTable, options)
+    const store = yield* SqliteStore.fromClient(sql, QueueSchema.migrations, QueueSchema.migrationsTable, options)
     return yield* SqlRelayQueue.open(store, requested, options.policy, "the application's database")
   })
 

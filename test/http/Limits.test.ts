@@ -4,22 +4,24 @@
  * and malformed documents (400) — every refusal a one-line message and a one-line log.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, Logger, Ref } from "effect"
+import { Effect, Layer, Ref } from "effect"
 import * as HttpInbox from "../../src/http/HttpInbox.js"
 import * as SqliteInbox from "../../src/layers/SqliteInbox.js"
 import { Inbox } from "../../src/services/Inbox.js"
+import { captureLogs } from "../support/logs.js"
 import * as Receiver from "./receiver.js"
 
 const MiB = 1024 * 1024
 
-/** A receiver with `options`, whose log lines are collected in `logs`. */
-const receiver = (logs: Array<string>, options: HttpInbox.ServerOptions = {}) =>
+/** A receiver with `options`, whose logs are kept by `capture`. */
+const receiver = (capture: ReturnType<typeof captureLogs>, options: HttpInbox.ServerOptions = {}) =>
   HttpInbox.layerServer(options).pipe(
     Layer.provideMerge(SqliteInbox.layer({ filename: ":memory:", business: Receiver.business(Effect.runSync(Ref.make(1000))) })),
-    Layer.provide(Logger.replace(Logger.defaultLogger, Logger.make(({ message }) => {
-      logs.push((Array.isArray(message) ? message : [message]).map(String).join(" "))
-    })))
+    Layer.provide(capture.layer)
   )
+
+/** The messages `capture` kept so far. */
+const messages = (capture: ReturnType<typeof captureLogs>) => capture.logs.map((log) => log.message)
 
 interface Sent {
   readonly status: number
@@ -47,15 +49,15 @@ const delivery = (eventId: string, seq: number, note = "") => JSON.stringify({ e
 
 describe("HttpInbox request size limit", () => {
   it.scopedLive("a 10 MB delivery is refused with 413 and nothing is stored", () => {
-    const logs: Array<string> = []
+    const capture = captureLogs()
     return Effect.gen(function*() {
       const sent = yield* post(delivery("A1", 1, "x".repeat(10 * 1000 * 1000)))
       expect(sent.status).toBe(413)
       expect(sent.json).toEqual({ error: "payload_too_large", message: `the request body is larger than ${HttpInbox.DefaultMaxRequestBytes} bytes` })
       expect(sent.headers.get("connection")).toBe("close")
       expect(yield* receipts).toEqual([])
-      expect(logs).toEqual([`HttpInbox: 413 payload_too_large: the request body is larger than ${HttpInbox.DefaultMaxRequestBytes} bytes`])
-    }).pipe(Effect.provide(receiver(logs)))
+      expect(messages(capture)).toEqual([`HttpInbox: 413 payload_too_large: the request body is larger than ${HttpInbox.DefaultMaxRequestBytes} bytes`])
+    }).pipe(Effect.provide(receiver(capture)))
   })
 
   it.scopedLive("the default limit takes the queue's largest body (1 MiB) with its envelope", () =>
@@ -64,7 +66,7 @@ describe("HttpInbox request size limit", () => {
       const note = "x".repeat(MiB - `{"delta":1,"note":""}`.length)
       const sent = yield* post(JSON.stringify({ eventId: "流".repeat(200), flowId: "ключ".repeat(50), seq: 1, body: { delta: 1, note } }))
       expect(sent).toMatchObject({ status: 200, json: { _tag: "Accepted" } })
-    }).pipe(Effect.provide(receiver([]))))
+    }).pipe(Effect.provide(receiver(captureLogs()))))
 
   it.scopedLive("a streamed body without Content-Length is cut at the limit: 413, and the sender's stream is not read to its end", () =>
     Effect.gen(function*() {
@@ -92,7 +94,7 @@ describe("HttpInbox request size limit", () => {
       if (outcome._tag === "Right") expect(outcome.right).toMatchObject({ status: 413, json: { error: "payload_too_large" } })
       expect(pulled).toBeLessThan(32 * MiB)
       expect(yield* receipts).toEqual([])
-    }).pipe(Effect.provide(receiver([]))))
+    }).pipe(Effect.provide(receiver(captureLogs()))))
 
   it.scopedLive("the limit is configurable: maxRequestBytes admits up to it and refuses one byte more", () =>
     Effect.gen(function*() {
@@ -101,7 +103,7 @@ describe("HttpInbox request size limit", () => {
       expect(new TextEncoder().encode(exact).length).toBe(1000)
       expect(yield* post(delivery("A1", 1, "x".repeat(1001 - base.length)))).toMatchObject({ status: 413 })
       expect(yield* post(exact)).toMatchObject({ status: 200, json: { _tag: "Accepted" } })
-    }).pipe(Effect.provide(receiver([], { maxRequestBytes: 1000 }))))
+    }).pipe(Effect.provide(receiver(captureLogs(), { maxRequestBytes: 1000 }))))
 
   it.effect("a limit that is not a positive integer fails makeHandler with InvalidInput", () =>
     Effect.gen(function*() {
@@ -114,7 +116,7 @@ describe("HttpInbox request size limit", () => {
 
 describe("HttpInbox content type", () => {
   it.scopedLive("a body that is not declared JSON is refused with 415 before it is read", () => {
-    const logs: Array<string> = []
+    const capture = captureLogs()
     return Effect.gen(function*() {
       const body = delivery("A1", 1)
       for (const contentType of ["text/plain", "application/x-www-form-urlencoded", "application/json; charset=latin1", "application/jsonp"]) {
@@ -127,14 +129,14 @@ describe("HttpInbox content type", () => {
       for (const contentType of ["application/json; charset=UTF-8", "Application/JSON", "application/vnd.relay+json"]) {
         expect(yield* post(body, { "content-type": contentType }), contentType).toMatchObject({ status: 200 })
       }
-      expect(logs.filter((line) => line.includes("415"))).toHaveLength(5)
-    }).pipe(Effect.provide(receiver(logs)))
+      expect(messages(capture).filter((line) => line.includes("415"))).toHaveLength(5)
+    }).pipe(Effect.provide(receiver(capture)))
   })
 })
 
 describe("HttpInbox 400s are one readable line", () => {
   it.scopedLive("malformed JSON, a document of the wrong shape and a body the inbox refuses: one-line messages and logs", () => {
-    const logs: Array<string> = []
+    const capture = captureLogs()
     return Effect.gen(function*() {
       const cases: ReadonlyArray<readonly [string, string, RegExp]> = [
         [`{"eventId":"A1",`, "malformed_json", /^the request body is not JSON: /],
@@ -150,10 +152,10 @@ describe("HttpInbox 400s are one readable line", () => {
         expect(sent.json.message, body).toMatch(message)
         expect(sent.json.message).not.toMatch(/[\r\n└├]/)
       }
-      const warnings = logs.filter((line) => line.startsWith("HttpInbox: 400"))
+      const warnings = messages(capture).filter((line) => line.startsWith("HttpInbox: 400"))
       expect(warnings).toHaveLength(cases.length)
       for (const line of warnings) expect(line).not.toMatch(/[\r\n└├]/)
       expect(yield* receipts).toEqual([])
-    }).pipe(Effect.provide(receiver(logs)))
+    }).pipe(Effect.provide(receiver(capture)))
   })
 })

@@ -13,6 +13,7 @@ import { compareTurn, pickNext } from "../../src/domain/Protocol.js"
 import type { EventRecord, FlowRecord } from "../../src/domain/Records.js"
 import * as MemoryBackend from "../../src/layers/internal/MemoryRelayQueue.js"
 import * as SqliteStore from "../../src/layers/internal/SqliteStore.js"
+import * as QueueSchema from "../../src/layers/internal/QueueSchema.js"
 import * as SqlRelayQueue from "../../src/layers/internal/SqlRelayQueue.js"
 import type { QueueBackend } from "../../src/services/QueueBackend.js"
 
@@ -83,7 +84,7 @@ const orders = (backend: QueueBackend, specs: ReadonlyArray<Spec>, limit: number
   )
 }
 
-const sqlite = Effect.map(SqliteStore.open({ filename: ":memory:" }, SqlRelayQueue.migrations, SqlRelayQueue.migrationsTable), SqlRelayQueue.backend)
+const sqlite = Effect.map(SqliteStore.open({ filename: ":memory:" }, QueueSchema.migrations, QueueSchema.migrationsTable), SqlRelayQueue.backend)
 
 const ids = (rows: ReadonlyArray<{ readonly flow: FlowRecord } | FlowRecord>) => rows.map((r) => ("flow" in r ? r.flow : r).flowId)
 

@@ -9,7 +9,7 @@ import { Effect } from "effect"
 import type { Scope } from "effect"
 import type { PolicyInput } from "../../src/domain/Policy.js"
 import * as PgStore from "../../src/layers/internal/PgStore.js"
-import * as SqlRelayQueue from "../../src/layers/internal/SqlRelayQueue.js"
+import * as QueueSchema from "../../src/layers/internal/QueueSchema.js"
 import * as MemoryRelayQueue from "../../src/layers/MemoryRelayQueue.js"
 import * as PgRelayQueue from "../../src/layers/PgRelayQueue.js"
 import * as SqliteRelayQueue from "../../src/layers/SqliteRelayQueue.js"
@@ -42,8 +42,8 @@ export const memory: ModelBackend = { name: "memory", chunk: Effect.succeed((pol
 export const pgQueueSchema = (url: string) =>
   resettablePgSchema(
     url,
-    SqlRelayQueue.migrationsTable,
-    (schemaUrl) => PgStore.open({ url: schemaUrl, maxConnections: 1 }, SqlRelayQueue.migrations, SqlRelayQueue.migrationsTable, "relay_queue")
+    QueueSchema.migrationsTable,
+    (schemaUrl) => PgStore.open({ url: schemaUrl, maxConnections: 1 }, QueueSchema.migrations, QueueSchema.migrationsTable, "relay_queue")
   )
 
 /** PostgreSQL (exact or parallel claims): one fresh schema per chunk, reset before each sequence. */

@@ -30,6 +30,7 @@ import { compareIds } from "../../domain/Protocol.js"
 import type { ClockRecord } from "../../domain/Records.js"
 import type { QueueBackend, QueueWrites } from "../../services/QueueBackend.js"
 import * as Rows from "./QueueRows.js"
+import * as QueueWalk from "./QueueWalk.js"
 import * as SqlRelayQueue from "./SqlRelayQueue.js"
 import { execWrite } from "./Store.js"
 import type { Store } from "./Store.js"
@@ -96,14 +97,14 @@ export const turn = `CASE WHEN v.served > ${Decided} THEN (string_to_array(curre
 /** The writes of one parallel transaction over `base` (which keeps every statement it does not replace). */
 export const writes = (store: Store, base: QueueWrites) => {
   // The claim's walk is built once for the store, not once per transaction.
-  const lockedCandidates = SqlRelayQueue.selectLockedCandidates(store)
+  const lockedCandidates = QueueWalk.selectLockedCandidates(store)
   return (): QueueWrites => transactionWrites(store, base, lockedCandidates)
 }
 
 const transactionWrites = (
   store: Store,
   base: QueueWrites,
-  lockedCandidates: ReturnType<typeof SqlRelayQueue.selectLockedCandidates>
+  lockedCandidates: ReturnType<typeof QueueWalk.selectLockedCandidates>
 ): QueueWrites => {
   const { execLater, sql } = store
   // The clock this transaction read, its ticket `Decided`: tickets above it were decided here.

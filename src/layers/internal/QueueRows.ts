@@ -2,7 +2,7 @@
  * The queue's rows as SQL returns them: a Schema per row shape (integers may come back as numbers,
  * int8 strings or bigints; the schemas coerce them) and the mapping to the domain's records.
  */
-import { Schema } from "effect"
+import { Effect, Schema } from "effect"
 import { parseStored } from "../../domain/Json.js"
 import type { DedupRecord, NewEvent, PruneCandidate, StoredGroup } from "../../domain/Operations.js"
 import { EventState } from "../../domain/Records.js"
@@ -281,6 +281,15 @@ export const decode = {
   clock: decodeRows(ClockRow, rowCheck(checks.clock)),
   counts: decodeRows(StateCountRow),
   aggregate: decodeRows(AggregateRow, rowCheck(checks.aggregate))
+}
+
+/** Rows decoded to the domain's records. */
+export const records = {
+  events: (rows: ReadonlyArray<unknown>) => Effect.map(decode.events(rows), (decoded) => decoded.map(toEvent)),
+  flows: (rows: ReadonlyArray<unknown>) => Effect.map(decode.flows(rows), (decoded) => decoded.map(toFlow)),
+  groups: (rows: ReadonlyArray<unknown>) => Effect.map(decode.groups(rows), (decoded) => decoded.map(toGroup)),
+  candidates: (rows: ReadonlyArray<unknown>) => Effect.map(decode.candidates(rows), (decoded) => decoded.map(toCandidate)),
+  audit: (rows: ReadonlyArray<unknown>) => Effect.map(decode.audit(rows), (decoded) => decoded.map(toAudit))
 }
 
 /** The row an event is written back as (mutable columns and its key). */

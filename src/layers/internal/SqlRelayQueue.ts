@@ -1,197 +1,26 @@
 /**
- * The queue over SQL, shared by every SQL backend: the schema, and the reads and writes the
- * protocol asks for (`QueueBackend`). No decision is made here — `RelayQueue.make` decides. Each
- * read or write is one statement whatever the batch size: bulk writes pass their rows as one JSON
- * parameter (`json_each` on SQLite, `json_populate_recordset` on PostgreSQL).
+ * The queue over SQL, shared by every SQL backend: the reads and writes the protocol asks for
+ * (`QueueBackend`) over an opened store, its schema being `QueueSchema`'s and a claim's reads
+ * `QueueWalk`'s. No decision is made here — `RelayQueue.make` decides. Each read or write is one
+ * statement whatever the batch size (up to the bound-parameter limit): bulk writes pass their rows
+ * as a table (`Store.rowsTable`: bound `VALUES` on SQLite, one JSON parameter on PostgreSQL).
  */
-import { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect, Either, Schema } from "effect"
-import { InvalidInput, PolicyMismatch } from "../../domain/Errors.js"
-import type { EventId, FlowId } from "../../domain/Ids.js"
-import { rotationComplete } from "../../domain/Operations.js"
-import type { Candidate, Head } from "../../domain/Operations.js"
-import { adoptStored, makePolicy, protocolOf, ProtocolSettings } from "../../domain/Policy.js"
+import { Effect } from "effect"
+import type { FlowId } from "../../domain/Ids.js"
+import type { Head } from "../../domain/Operations.js"
 import type { PolicyInput, RelayPolicy } from "../../domain/Policy.js"
 import { compareIds } from "../../domain/Protocol.js"
 import type { EventRecord, FlowRecord, GroupRecord } from "../../domain/Records.js"
-import type { ClaimRead, EventQuery, FlowQuery, Position, QueueBackend, QueueWrites } from "../../services/QueueBackend.js"
+import type { EventQuery, FlowQuery, Position, QueueBackend, QueueWrites } from "../../services/QueueBackend.js"
 import * as RelayQueue from "../../services/RelayQueue.js"
 import type { Retention } from "../../services/Retention.js"
 import type { Fragment } from "@effect/sql/Statement"
 import * as Rows from "./QueueRows.js"
-import { chunks, execWrite, idType, isolated, limitTo, rowsTable } from "./Store.js"
+import { resolvePolicy } from "./QueueSchema.js"
+import { claimRead, selectCandidates } from "./QueueWalk.js"
+import { chunks, execWrite, isolated, limitTo, rowsTable } from "./Store.js"
 import type { Store } from "./Store.js"
-
-/** Embedded migrations of the queue store. */
-export const migrations: Record<string, Effect.Effect<void, SqlError, SqlClient>> = {
-  "1_relay_schema": Effect.gen(function*() {
-    const sql = yield* SqlClient
-    const id = idType(sql)
-    yield* sql`CREATE TABLE relay_clock (
-      id INTEGER PRIMARY KEY CHECK (id = 1),
-      tick BIGINT NOT NULL,
-      ticket BIGINT NOT NULL)`
-    yield* sql`INSERT INTO relay_clock (id, tick, ticket) VALUES (1, 0, 0)`
-    yield* sql`CREATE TABLE relay_flow (
-      flow_id ${id} PRIMARY KEY,
-      seq BIGINT NOT NULL,
-      served BIGINT NOT NULL,
-      head_seq BIGINT,
-      eligible_at BIGINT)`
-    // The claim is an ordered walk of this index over flows whose head can become eligible.
-    yield* sql`CREATE INDEX relay_flow_turn ON relay_flow (served, flow_id) WHERE eligible_at IS NOT NULL`
-    yield* sql`CREATE TABLE relay_event (
-      event_id ${id} PRIMARY KEY,
-      flow_id ${id} NOT NULL,
-      seq BIGINT NOT NULL,
-      body TEXT NOT NULL,
-      state TEXT NOT NULL CHECK (state IN ('ready', 'inflight', 'acked', 'quarantined')),
-      next_at BIGINT NOT NULL,
-      lease_until BIGINT,
-      generation BIGINT NOT NULL,
-      attempts BIGINT NOT NULL,
-      lifetime_attempts BIGINT NOT NULL,
-      reason TEXT,
-      UNIQUE (flow_id, seq))`
-    yield* sql.onDialectOrElse({
-      pg: () => sql`CREATE TABLE relay_audit (
-        id BIGSERIAL PRIMARY KEY, event_id TEXT NOT NULL, reason TEXT NOT NULL, generation BIGINT NOT NULL, tick BIGINT NOT NULL)`,
-      orElse: () => sql`CREATE TABLE relay_audit (
-        id INTEGER PRIMARY KEY AUTOINCREMENT, event_id TEXT NOT NULL, reason TEXT NOT NULL, generation BIGINT NOT NULL, tick BIGINT NOT NULL)`
-    })
-  }),
-  "2_flow_weights": Effect.gen(function*() {
-    const sql = yield* SqlClient
-    yield* sql`ALTER TABLE relay_flow ADD COLUMN weight BIGINT NOT NULL DEFAULT 1`
-    yield* sql`ALTER TABLE relay_flow ADD COLUMN burst BIGINT NOT NULL DEFAULT 0`
-  }),
-  "3_flow_wake": Effect.gen(function*() {
-    const sql = yield* SqlClient
-    // An idle claim reports when the next head becomes eligible: the least eligible_at.
-    yield* sql`CREATE INDEX relay_flow_wake ON relay_flow (eligible_at) WHERE eligible_at IS NOT NULL`
-  }),
-  "4_audit_actor": Effect.gen(function*() {
-    const sql = yield* SqlClient
-    // Who made a redrive decision, next to why.
-    yield* sql`ALTER TABLE relay_audit ADD COLUMN actor TEXT`
-  }),
-  "5_store_settings": Effect.gen(function*() {
-    const sql = yield* SqlClient
-    // The protocol settings every process on this store runs (set by the first opener).
-    yield* sql`CREATE TABLE relay_settings (id INTEGER PRIMARY KEY CHECK (id = 1), protocol TEXT NOT NULL)`
-    // Operators page flows in turn order, drained and quarantined ones included.
-    yield* sql`CREATE INDEX relay_flow_served ON relay_flow (served, flow_id)`
-  }),
-  "6_retention": Effect.gen(function*() {
-    const sql = yield* SqlClient
-    const id = idType(sql)
-    // When an event was acked: retention prunes acked events by it, through a partial index.
-    yield* sql`ALTER TABLE relay_event ADD COLUMN acked_at BIGINT`
-    // Events acked before retention existed start their window at the store's current tick.
-    yield* sql`UPDATE relay_event SET acked_at = (SELECT tick FROM relay_clock WHERE id = 1) WHERE state = 'acked'`
-    yield* sql`CREATE INDEX relay_event_acked ON relay_event (acked_at) WHERE state = 'acked'`
-    // What is kept of a pruned event, so a re-enqueue of its id is still recognised.
-    yield* sql`CREATE TABLE relay_pruned (
-      event_id ${id} PRIMARY KEY,
-      flow_id ${id} NOT NULL,
-      seq BIGINT NOT NULL,
-      body_hash TEXT NOT NULL,
-      pruned_at BIGINT NOT NULL)`
-    yield* sql`CREATE INDEX relay_pruned_at ON relay_pruned (pruned_at)`
-  }),
-  "7_claim_mode": Effect.gen(function*() {
-    const sql = yield* SqlClient
-    // PostgreSQL only: how claims share the store ('exact' or 'parallel', chosen by the first
-    // opener), and the ticket source of parallel claims (synchronised with relay_clock when the
-    // store becomes parallel). SQLite has one writer: nothing to choose.
-    yield* sql.onDialectOrElse({
-      pg: () =>
-        Effect.zipRight(
-          sql`ALTER TABLE relay_settings ADD COLUMN claims TEXT CHECK (claims IN ('exact', 'parallel'))`,
-          sql`CREATE SEQUENCE relay_ticket MINVALUE 0 START WITH 0`
-        ),
-      orElse: () => Effect.void
-    })
-  }),
-  "8_flow_groups": Effect.gen(function*() {
-    const sql = yield* SqlClient
-    const id = idType(sql)
-    // A flow's group (a tenant), fixed by its first event; null: a group of its own.
-    yield* sql`ALTER TABLE relay_flow ADD COLUMN group_id ${id}`
-    // A group's turn, and the least eligible_at of its flows (kept by every write of them): claims
-    // walk groups in turn order as they walk flows.
-    yield* sql`CREATE TABLE relay_group (
-      group_id ${id} PRIMARY KEY,
-      served BIGINT NOT NULL,
-      weight BIGINT NOT NULL,
-      burst BIGINT NOT NULL,
-      eligible_at BIGINT)`
-    yield* sql`CREATE INDEX relay_group_turn ON relay_group (served, group_id) WHERE eligible_at IS NOT NULL`
-    // The turn index keeps flows of no group; a group's flows are walked behind its id.
-    yield* sql`DROP INDEX relay_flow_turn`
-    yield* sql`CREATE INDEX relay_flow_turn ON relay_flow (served, flow_id) WHERE eligible_at IS NOT NULL AND group_id IS NULL`
-    yield* sql`CREATE INDEX relay_flow_group_turn ON relay_flow (group_id, served, flow_id)
-      WHERE eligible_at IS NOT NULL AND group_id IS NOT NULL`
-    // A group's least eligible_at, and whether it has a flow with a head (unacked events).
-    yield* sql`CREATE INDEX relay_flow_group ON relay_flow (group_id, eligible_at) WHERE group_id IS NOT NULL AND head_seq IS NOT NULL`
-    // A group's flows for operators.
-    yield* sql`CREATE INDEX relay_flow_group_id ON relay_flow (group_id, flow_id) WHERE group_id IS NOT NULL`
-  })
-}
-
-/** Name of the queue store's migrations table. */
-export const migrationsTable = "relay_migrations"
-
-/** The policy a layer was given, validated, or an `InvalidInput` naming the layer. */
-export const decodePolicy = (input: PolicyInput | undefined, operation: string): Effect.Effect<RelayPolicy, InvalidInput> =>
-  Either.match(makePolicy(input), {
-    onLeft: (message) => Effect.fail(new InvalidInput({ operation, message: `policy: ${message}` })),
-    onRight: Effect.succeed
-  })
-
-const decodeSettings = Schema.decodeUnknown(Schema.parseJson(ProtocolSettings))
-
-/**
- * The policy this process runs on the store: a new store keeps the caller's protocol settings;
- * an existing one imposes its own, and a setting the caller gives explicitly must agree with it.
- */
-export const resolvePolicy = (
-  store: Store,
-  requested: RelayPolicy,
-  input: PolicyInput | undefined,
-  name: string,
-  mode: "create" | "readonly" = "create"
-): Effect.Effect<RelayPolicy, InvalidInput | PolicyMismatch | SqlError> =>
-  (mode === "create" ? store.write : store.read)(
-    Effect.gen(function*() {
-      const { sql } = store
-      const [row] = yield* sql<{ readonly protocol: string }>`SELECT protocol FROM relay_settings WHERE id = 1`
-      if (row === undefined) {
-        // A read-only store written before settings were kept: it runs what the caller says.
-        if (mode === "readonly") return requested
-        yield* sql`INSERT INTO relay_settings (id, protocol) VALUES (1, ${JSON.stringify(protocolOf(requested))})`
-        return requested
-      }
-      const stored = yield* Effect.mapError(
-        decodeSettings(row.protocol),
-        () => new InvalidInput({ operation: name, message: "the store's protocol settings are unreadable" })
-      )
-      return yield* Either.match(adoptStored(stored, requested, input), {
-        onRight: Effect.succeed,
-        onLeft: (settings) =>
-          Effect.fail(
-            new PolicyMismatch({
-              store: name,
-              settings,
-              message: `this store runs ${settings.map((key) => `${key} = ${JSON.stringify(stored[key])}`).join(", ")}; ` +
-                `this process asked for ${settings.map((key) => `${key} = ${JSON.stringify(requested[key])}`).join(", ")}. ` +
-                `Open it without those settings to adopt the store's.`
-            })
-          )
-      })
-    })
-  )
 
 const eventColumns = ["event_id", "state", "next_at", "lease_until", "generation", "attempts", "lifetime_attempts", "reason"]
 const insertColumns = [...eventColumns, "flow_id", "seq", "body"]
@@ -200,10 +29,7 @@ const dedupColumns = ["event_id", "flow_id", "seq", "body_hash", "pruned_at"]
 const flowColumns = ["flow_id", "seq", "served", "head_seq", "eligible_at", "weight", "burst", "group_id"]
 const groupColumns = ["group_id", "served", "weight", "burst"]
 
-const events = (rows: ReadonlyArray<unknown>) => Effect.map(Rows.decode.events(rows), (decoded) => decoded.map(Rows.toEvent))
-const flows = (rows: ReadonlyArray<unknown>) => Effect.map(Rows.decode.flows(rows), (decoded) => decoded.map(Rows.toFlow))
-const groups = (rows: ReadonlyArray<unknown>) => Effect.map(Rows.decode.groups(rows), (decoded) => decoded.map(Rows.toGroup))
-const audit = (rows: ReadonlyArray<unknown>) => Effect.map(Rows.decode.audit(rows), (decoded) => decoded.map(Rows.toAudit))
+const { audit, events, flows, groups } = Rows.records
 const identities = (rows: ReadonlyArray<unknown>) =>
   Effect.map(Rows.decode.identities(rows), (decoded) =>
     decoded.map((row) => ({ eventId: row.event_id, flowId: row.flow_id, seq: row.seq, bodyText: row.body, bodyHash: row.body_hash })))
@@ -217,181 +43,6 @@ const bulk = <A>(rows: ReadonlyArray<A>, columns: number, statement: (part: Read
   const parts = chunks(rows, columns)
   // Nearly always one statement: `Effect.forEach` would cost more than it does.
   return parts.length === 1 ? Effect.asVoid(statement(parts[0]!)) : Effect.forEach(parts, statement, { discard: true })
-}
-
-const candidateColumns = `f.flow_id, f.seq, f.served, f.head_seq, f.eligible_at, f.weight, f.burst, f.group_id,
-  e.event_id AS h_event_id, e.body AS h_body, e.state AS h_state, e.next_at AS h_next_at,
-  e.lease_until AS h_lease_until, e.generation AS h_generation, e.attempts AS h_attempts,
-  e.lifetime_attempts AS h_lifetime_attempts, e.reason AS h_reason`
-
-const decodeCandidates = (rows: ReadonlyArray<unknown>) =>
-  Effect.map(Rows.decode.candidates(rows), (decoded) => decoded.map(Rows.toCandidate))
-
-/**
- * The limit of a candidate walk: `limit` when some head is eligible at `now` (one seek of the wake
- * index), else 0. Both databases work out a LIMIT before the walk, and a LIMIT of 0 walks nothing:
- * an idle claim does not walk the flows that wait (as a WHERE term, SQLite would test it per row).
- */
-const walkLimit = (store: Store, now: number, limit: number) =>
-  store.sql`CASE WHEN (SELECT MIN(eligible_at) FROM relay_flow WHERE eligible_at IS NOT NULL) <= ${now} THEN ${limit} ELSE 0 END`
-
-/** Flows a claim reads of each group before it knows whether it needs more (`byGroupsFirst`). */
-const FirstFlowsPerGroup = 8
-
-/**
- * A claim of `limit` heads reads up to `limit` groups, and of each group at first only its first
- * `FirstFlowsPerGroup` flows, not `limit` (a batch of 64 in 40 groups read 2,560 flows and their
- * heads where it takes 64); it walks again with `limit` flows a group only when the rotation took
- * every flow a group offered before its last turn (`Operations.rotationComplete`): with few groups,
- * or a heavy one. Single claims and small batches walk once, as before.
- */
-const byGroupsFirst = (walk: (now: number, limit: number, perGroup: number) => Effect.Effect<ReadonlyArray<Candidate>, SqlError>) =>
-(now: number, limit: number): Effect.Effect<ReadonlyArray<Candidate>, SqlError> => {
-  const perGroup = Math.min(limit, FirstFlowsPerGroup)
-  return perGroup === limit ? walk(now, limit, limit) : Effect.flatMap(walk(now, limit, perGroup), (candidates) =>
-    rotationComplete(candidates, limit, perGroup) ? Effect.succeed(candidates) : walk(now, limit, limit))
-}
-
-/**
- * What a claim of up to `limit` heads chooses from (`Operations.rotate` picks): the first `limit`
- * flows of no group whose head is eligible at `now`, in turn order, and the first `limit` groups
- * with an eligible head, each with its first such flows (`byGroupsFirst`) — every part an ordered
- * index walk that stops at its LIMIT, and none when no head is eligible (`walkLimit`).
- * `+eligible_at` keeps the planner on the turn indexes instead of the wake index (a range over
- * every eligible flow, then a sort). SQLite runs the two parts as two statements (the rows of
- * their `UNION ALL`, in the same order): as one compound statement it runs the first part as a
- * co-routine, which costs more than both statements apart (1.3 ms against 0.9 ms for 64 heads).
- * PostgreSQL runs them as one (one round trip).
- */
-export const selectCandidates = (store: Store) => {
-  const { sql } = store
-  const alone = (now: number, limit: number) =>
-    sql`SELECT ${sql.literal(candidateColumns)},
-          CAST(NULL AS BIGINT) AS g_served, CAST(NULL AS BIGINT) AS g_weight, CAST(NULL AS BIGINT) AS g_burst
-        FROM relay_flow f JOIN relay_event e ON e.flow_id = f.flow_id AND e.seq = f.head_seq
-        WHERE f.eligible_at IS NOT NULL AND f.group_id IS NULL AND +f.eligible_at <= ${now}
-        ORDER BY f.served, f.flow_id LIMIT ${walkLimit(store, now, limit)}`
-  const grouped = (now: number, limit: number, perGroup: number) =>
-    sql`SELECT ${sql.literal(candidateColumns)}, g.served AS g_served, g.weight AS g_weight, g.burst AS g_burst
-      FROM (SELECT group_id, served, weight, burst FROM relay_group
-          WHERE eligible_at IS NOT NULL AND +eligible_at <= ${now} ORDER BY served, group_id LIMIT ${walkLimit(store, now, limit)}) AS g
-        JOIN relay_flow f ON f.flow_id IN (SELECT flow_id FROM relay_flow
-          WHERE group_id = g.group_id AND eligible_at IS NOT NULL AND group_id IS NOT NULL AND +eligible_at <= ${now}
-          ORDER BY served, flow_id ${limitTo(sql, perGroup)})
-        JOIN relay_event e ON e.flow_id = f.flow_id AND e.seq = f.head_seq`
-  // SQLite sets up the grouped part's subqueries even when it finds no group (~25 µs on a store
-  // with none, more than the rest of a claim's reads): it runs only when some group has an
-  // eligible head or waits for one (the first entry of the turn index, if any).
-  const anyGroup = sql<{ readonly any: number }>`SELECT EXISTS (SELECT 1 FROM relay_group WHERE eligible_at IS NOT NULL) AS any`
-  const apart = sql.onDialectOrElse({ sqlite: () => true, orElse: () => false })
-  const together = walkTogether(store, false)
-  return byGroupsFirst((now, limit, perGroup) =>
-    apart
-      ? Effect.flatMap(
-        Effect.zip(store.exec(alone(now, limit)), store.exec(anyGroup)),
-        ([first, [groups]]) =>
-          groups?.any !== 1
-            ? decodeCandidates(first)
-            : Effect.flatMap(store.exec(grouped(now, limit, perGroup)), (second) => decodeCandidates(second.length === 0 ? first : [...first, ...second]))
-      )
-      : Effect.flatMap(store.exec(together(now, limit, limit, perGroup)), decodeCandidates))
-}
-
-/**
- * The PostgreSQL walk as one statement: the first `alone` flows of no group whose head is
- * eligible at `now`, and the first `limit` groups with each group's first `perGroup` such flows.
- * The flows first, then their heads, each head by its key. Joined before the LIMIT, a planner that
- * expects few eligible flows (statistics not yet gathered on a store just filled) read every
- * eligible flow's head and sorted them all to keep one (~110 µs a claim with 64 flows; ~10 µs with
- * the statistics). The heads are read by a LATERAL subquery the planner cannot flatten (OFFSET 0),
- * so whatever it believes of the tables' sizes, it reads the heads of the flows it keeps, one index
- * search each, and never joins the whole event table. The groups first, then each group's flows,
- * then their heads: LATERAL subqueries, so the groups' walk drives the rest. Written as joins, with
- * no statistics on the group table (a store without groups never writes it, so autovacuum never
- * analyzes it) the planner joined every flow to its head before looking at the groups: a claim
- * read the whole event table (`test/postgres/idleClaim.test.ts`). With `lock` (parallel claims,
- * `selectLockedCandidates`), each part locks the rows it reads and skips those another holds; a
- * locking subquery is never flattened either. Made once per store.
- */
-const walkTogether = (store: Store, lock: boolean) => {
-  const { sql } = store
-  const locking = sql.literal(lock ? "FOR UPDATE SKIP LOCKED" : "")
-  const headOf = sql.literal(
-    `CROSS JOIN LATERAL (SELECT * FROM relay_event WHERE flow_id = f.flow_id AND seq = f.head_seq ${lock ? "FOR UPDATE SKIP LOCKED" : "OFFSET 0"}) AS e`
-  )
-  return (now: number, alone: number, limit: number, perGroup: number) =>
-    sql`SELECT ${sql.literal(candidateColumns)},
-          CAST(NULL AS BIGINT) AS g_served, CAST(NULL AS BIGINT) AS g_weight, CAST(NULL AS BIGINT) AS g_burst
-        FROM (SELECT * FROM relay_flow
-          WHERE eligible_at IS NOT NULL AND group_id IS NULL AND +eligible_at <= ${now}
-          ORDER BY served, flow_id LIMIT ${walkLimit(store, now, alone)} ${locking}) AS f
-        ${headOf}
-      UNION ALL
-      SELECT ${sql.literal(candidateColumns)}, g.served AS g_served, g.weight AS g_weight, g.burst AS g_burst
-      FROM (SELECT group_id, served, weight, burst FROM relay_group
-          WHERE eligible_at IS NOT NULL AND +eligible_at <= ${now}
-          ORDER BY served, group_id LIMIT ${walkLimit(store, now, limit)} ${locking}) AS g
-        CROSS JOIN LATERAL (SELECT * FROM relay_flow
-          WHERE group_id = g.group_id AND eligible_at IS NOT NULL AND group_id IS NOT NULL AND +eligible_at <= ${now}
-          ORDER BY served, flow_id LIMIT ${perGroup} ${locking}) AS f
-        ${headOf}`
-}
-
-/**
- * `ClaimRead` on a store that holds statements (PostgreSQL, exact claims), one held read sent with
- * the settle's (or, for a claim alone, with the clock read): the walk at `now` with the flows of
- * no group `limit` + `ids` deep (`settled` 0),
- * the flows of the events `ids` as rows of the same shape without a head (`settled` 1), and on
- * every row — on a row of its own when there is none of those — the least `eligible_at` after `now`.
- */
-const claimRead = (store: Store, execLater: NonNullable<Store["execLater"]>) => {
-  const { sql } = store
-  const walk = walkTogether(store, false)
-  return (now: number, limit: number, ids: ReadonlyArray<EventId>): Effect.Effect<Effect.Effect<ClaimRead, SqlError>, SqlError> => {
-    const perGroup = Math.min(limit, FirstFlowsPerGroup)
-    // A claim with no settle before it reads no flows of settled events.
-    const settledFlows = ids.length === 0 ? sql.literal("") : sql`UNION ALL
-        SELECT 1 AS settled, f.flow_id, f.seq, f.served, f.head_seq, f.eligible_at, f.weight, f.burst, f.group_id,
-          NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
-        FROM relay_flow f WHERE f.flow_id IN (SELECT flow_id FROM relay_event WHERE event_id IN ${sql.in(ids)})`
-    const read = sql<{ readonly settled: number | null; readonly flow_id: string | null; readonly due_after: unknown }>`
-      SELECT w.*, d.due_after FROM (SELECT MIN(eligible_at) AS due_after FROM relay_flow WHERE eligible_at > ${now}) AS d
-      LEFT JOIN LATERAL (
-        SELECT 0 AS settled, c.* FROM (${walk(now, limit + ids.length, limit, perGroup)}) AS c
-        ${settledFlows}
-      ) AS w ON true`
-    return Effect.map(execLater(read), (answer) =>
-      Effect.flatMap(answer, (rows) => {
-        const walked = rows.filter((row) => row.settled === 0)
-        const settled = rows.filter((row) => row.settled === 1)
-        const due = rows[0]?.due_after
-        return Effect.zipWith(decodeCandidates(walked), flows(settled), (candidates, flows): ClaimRead => ({
-          candidates,
-          perGroup,
-          flows,
-          dueAfter: due === null || due === undefined ? null : Number(due)
-        }))
-      }))
-  }
-}
-
-/**
- * The claim's choice on a store whose writers run side by side (PostgreSQL parallel claims): the
- * same walk as `selectCandidates`' PostgreSQL one — groups first, each group's flows, each flow's
- * head, every part a LATERAL subquery — each part taking only rows no other transaction holds
- * (`SKIP LOCKED`) and locking them as it reads them: a group's row with its flows, so two claims
- * never charge one group's turn at once. Each part stops at its LIMIT counting only the rows it
- * locked, so a claim reads and locks the groups and flows it may take, whatever the planner
- * believes of the tables (joined before the LIMIT, it read every due flow's head on a store not
- * yet analyzed, and every flow of a store of groups on every claim). A row another writer changed
- * after the statement's snapshot is read again as it was committed when locked, and the part's
- * own conditions are checked again on it: each part states the eligibility of the rows it locks.
- * Every writer that holds a head also holds its flow, so a head is never found held once its
- * flow is locked here.
- */
-export const selectLockedCandidates = (store: Store) => {
-  const walk = walkTogether(store, true)
-  return byGroupsFirst((now, limit, perGroup) => Effect.flatMap(store.exec(walk(now, limit, limit, perGroup)), decodeCandidates))
 }
 
 /**

@@ -1,0 +1,187 @@
+/**
+ * What a claim reads to choose from, shared by every SQL backend: the candidate walk over the
+ * turn indexes (flows of no group, then groups and their flows, each with its head), the
+ * PostgreSQL claim read sent with a settle's, and the locking walk of parallel claims.
+ */
+import type { SqlError } from "@effect/sql/SqlError"
+import { Effect } from "effect"
+import type { EventId } from "../../domain/Ids.js"
+import { rotationComplete } from "../../domain/Operations.js"
+import type { Candidate } from "../../domain/Operations.js"
+import type { ClaimRead } from "../../services/QueueBackend.js"
+import * as Rows from "./QueueRows.js"
+import { limitTo } from "./Store.js"
+import type { Store } from "./Store.js"
+
+const candidateColumns = `f.flow_id, f.seq, f.served, f.head_seq, f.eligible_at, f.weight, f.burst, f.group_id,
+  e.event_id AS h_event_id, e.body AS h_body, e.state AS h_state, e.next_at AS h_next_at,
+  e.lease_until AS h_lease_until, e.generation AS h_generation, e.attempts AS h_attempts,
+  e.lifetime_attempts AS h_lifetime_attempts, e.reason AS h_reason`
+
+/**
+ * The limit of a candidate walk: `limit` when some head is eligible at `now` (one seek of the wake
+ * index), else 0. Both databases work out a LIMIT before the walk, and a LIMIT of 0 walks nothing:
+ * an idle claim does not walk the flows that wait (as a WHERE term, SQLite would test it per row).
+ */
+const walkLimit = (store: Store, now: number, limit: number) =>
+  store.sql`CASE WHEN (SELECT MIN(eligible_at) FROM relay_flow WHERE eligible_at IS NOT NULL) <= ${now} THEN ${limit} ELSE 0 END`
+
+/** Flows a claim reads of each group before it knows whether it needs more (`byGroupsFirst`). */
+const FirstFlowsPerGroup = 8
+
+/**
+ * A claim of `limit` heads reads up to `limit` groups, and of each group at first only its first
+ * `FirstFlowsPerGroup` flows, not `limit` (a batch of 64 in 40 groups read 2,560 flows and their
+ * heads where it takes 64); it walks again with `limit` flows a group only when the rotation took
+ * every flow a group offered before its last turn (`Operations.rotationComplete`): with few groups,
+ * or a heavy one. Single claims and small batches walk once, as before.
+ */
+const byGroupsFirst = (walk: (now: number, limit: number, perGroup: number) => Effect.Effect<ReadonlyArray<Candidate>, SqlError>) =>
+(now: number, limit: number): Effect.Effect<ReadonlyArray<Candidate>, SqlError> => {
+  const perGroup = Math.min(limit, FirstFlowsPerGroup)
+  return perGroup === limit ? walk(now, limit, limit) : Effect.flatMap(walk(now, limit, perGroup), (candidates) =>
+    rotationComplete(candidates, limit, perGroup) ? Effect.succeed(candidates) : walk(now, limit, limit))
+}
+
+/**
+ * What a claim of up to `limit` heads chooses from (`Operations.rotate` picks): the first `limit`
+ * flows of no group whose head is eligible at `now`, in turn order, and the first `limit` groups
+ * with an eligible head, each with its first such flows (`byGroupsFirst`) — every part an ordered
+ * index walk that stops at its LIMIT, and none when no head is eligible (`walkLimit`).
+ * `+eligible_at` keeps the planner on the turn indexes instead of the wake index (a range over
+ * every eligible flow, then a sort). SQLite runs the two parts as two statements (the rows of
+ * their `UNION ALL`, in the same order): as one compound statement it runs the first part as a
+ * co-routine, which costs more than both statements apart (1.3 ms against 0.9 ms for 64 heads).
+ * PostgreSQL runs them as one (one round trip).
+ */
+export const selectCandidates = (store: Store) => {
+  const { sql } = store
+  const alone = (now: number, limit: number) =>
+    sql`SELECT ${sql.literal(candidateColumns)},
+          CAST(NULL AS BIGINT) AS g_served, CAST(NULL AS BIGINT) AS g_weight, CAST(NULL AS BIGINT) AS g_burst
+        FROM relay_flow f JOIN relay_event e ON e.flow_id = f.flow_id AND e.seq = f.head_seq
+        WHERE f.eligible_at IS NOT NULL AND f.group_id IS NULL AND +f.eligible_at <= ${now}
+        ORDER BY f.served, f.flow_id LIMIT ${walkLimit(store, now, limit)}`
+  const grouped = (now: number, limit: number, perGroup: number) =>
+    sql`SELECT ${sql.literal(candidateColumns)}, g.served AS g_served, g.weight AS g_weight, g.burst AS g_burst
+      FROM (SELECT group_id, served, weight, burst FROM relay_group
+          WHERE eligible_at IS NOT NULL AND +eligible_at <= ${now} ORDER BY served, group_id LIMIT ${walkLimit(store, now, limit)}) AS g
+        JOIN relay_flow f ON f.flow_id IN (SELECT flow_id FROM relay_flow
+          WHERE group_id = g.group_id AND eligible_at IS NOT NULL AND group_id IS NOT NULL AND +eligible_at <= ${now}
+          ORDER BY served, flow_id ${limitTo(sql, perGroup)})
+        JOIN relay_event e ON e.flow_id = f.flow_id AND e.seq = f.head_seq`
+  // SQLite sets up the grouped part's subqueries even when it finds no group (~25 µs on a store
+  // with none, more than the rest of a claim's reads): it runs only when some group has an
+  // eligible head or waits for one (the first entry of the turn index, if any).
+  const anyGroup = sql<{ readonly any: number }>`SELECT EXISTS (SELECT 1 FROM relay_group WHERE eligible_at IS NOT NULL) AS any`
+  const apart = sql.onDialectOrElse({ sqlite: () => true, orElse: () => false })
+  const together = walkTogether(store, false)
+  return byGroupsFirst((now, limit, perGroup) =>
+    apart
+      ? Effect.flatMap(
+        Effect.zip(store.exec(alone(now, limit)), store.exec(anyGroup)),
+        ([first, [groups]]) =>
+          groups?.any !== 1
+            ? Rows.records.candidates(first)
+            : Effect.flatMap(store.exec(grouped(now, limit, perGroup)), (second) => Rows.records.candidates(second.length === 0 ? first : [...first, ...second]))
+      )
+      : Effect.flatMap(store.exec(together(now, limit, limit, perGroup)), Rows.records.candidates))
+}
+
+/**
+ * The PostgreSQL walk as one statement: the first `alone` flows of no group whose head is
+ * eligible at `now`, and the first `limit` groups with each group's first `perGroup` such flows.
+ * The flows first, then their heads, each head by its key. Joined before the LIMIT, a planner that
+ * expects few eligible flows (statistics not yet gathered on a store just filled) read every
+ * eligible flow's head and sorted them all to keep one (~110 µs a claim with 64 flows; ~10 µs with
+ * the statistics). The heads are read by a LATERAL subquery the planner cannot flatten (OFFSET 0),
+ * so whatever it believes of the tables' sizes, it reads the heads of the flows it keeps, one index
+ * search each, and never joins the whole event table. The groups first, then each group's flows,
+ * then their heads: LATERAL subqueries, so the groups' walk drives the rest. Written as joins, with
+ * no statistics on the group table (a store without groups never writes it, so autovacuum never
+ * analyzes it) the planner joined every flow to its head before looking at the groups: a claim
+ * read the whole event table (`test/postgres/idleClaim.test.ts`). With `lock` (parallel claims,
+ * `selectLockedCandidates`), each part locks the rows it reads and skips those another holds; a
+ * locking subquery is never flattened either. Made once per store.
+ */
+const walkTogether = (store: Store, lock: boolean) => {
+  const { sql } = store
+  const locking = sql.literal(lock ? "FOR UPDATE SKIP LOCKED" : "")
+  const headOf = sql.literal(
+    `CROSS JOIN LATERAL (SELECT * FROM relay_event WHERE flow_id = f.flow_id AND seq = f.head_seq ${lock ? "FOR UPDATE SKIP LOCKED" : "OFFSET 0"}) AS e`
+  )
+  return (now: number, alone: number, limit: number, perGroup: number) =>
+    sql`SELECT ${sql.literal(candidateColumns)},
+          CAST(NULL AS BIGINT) AS g_served, CAST(NULL AS BIGINT) AS g_weight, CAST(NULL AS BIGINT) AS g_burst
+        FROM (SELECT * FROM relay_flow
+          WHERE eligible_at IS NOT NULL AND group_id IS NULL AND +eligible_at <= ${now}
+          ORDER BY served, flow_id LIMIT ${walkLimit(store, now, alone)} ${locking}) AS f
+        ${headOf}
+      UNION ALL
+      SELECT ${sql.literal(candidateColumns)}, g.served AS g_served, g.weight AS g_weight, g.burst AS g_burst
+      FROM (SELECT group_id, served, weight, burst FROM relay_group
+          WHERE eligible_at IS NOT NULL AND +eligible_at <= ${now}
+          ORDER BY served, group_id LIMIT ${walkLimit(store, now, limit)} ${locking}) AS g
+        CROSS JOIN LATERAL (SELECT * FROM relay_flow
+          WHERE group_id = g.group_id AND eligible_at IS NOT NULL AND group_id IS NOT NULL AND +eligible_at <= ${now}
+          ORDER BY served, flow_id LIMIT ${perGroup} ${locking}) AS f
+        ${headOf}`
+}
+
+/**
+ * `ClaimRead` on a store that holds statements (PostgreSQL, exact claims), one held read sent with
+ * the settle's (or, for a claim alone, with the clock read): the walk at `now` with the flows of
+ * no group `limit` + `ids` deep (`settled` 0),
+ * the flows of the events `ids` as rows of the same shape without a head (`settled` 1), and on
+ * every row — on a row of its own when there is none of those — the least `eligible_at` after `now`.
+ */
+export const claimRead = (store: Store, execLater: NonNullable<Store["execLater"]>) => {
+  const { sql } = store
+  const walk = walkTogether(store, false)
+  return (now: number, limit: number, ids: ReadonlyArray<EventId>): Effect.Effect<Effect.Effect<ClaimRead, SqlError>, SqlError> => {
+    const perGroup = Math.min(limit, FirstFlowsPerGroup)
+    // A claim with no settle before it reads no flows of settled events.
+    const settledFlows = ids.length === 0 ? sql.literal("") : sql`UNION ALL
+        SELECT 1 AS settled, f.flow_id, f.seq, f.served, f.head_seq, f.eligible_at, f.weight, f.burst, f.group_id,
+          NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+        FROM relay_flow f WHERE f.flow_id IN (SELECT flow_id FROM relay_event WHERE event_id IN ${sql.in(ids)})`
+    const read = sql<{ readonly settled: number | null; readonly flow_id: string | null; readonly due_after: unknown }>`
+      SELECT w.*, d.due_after FROM (SELECT MIN(eligible_at) AS due_after FROM relay_flow WHERE eligible_at > ${now}) AS d
+      LEFT JOIN LATERAL (
+        SELECT 0 AS settled, c.* FROM (${walk(now, limit + ids.length, limit, perGroup)}) AS c
+        ${settledFlows}
+      ) AS w ON true`
+    return Effect.map(execLater(read), (answer) =>
+      Effect.flatMap(answer, (rows) => {
+        const walked = rows.filter((row) => row.settled === 0)
+        const settled = rows.filter((row) => row.settled === 1)
+        const due = rows[0]?.due_after
+        return Effect.zipWith(Rows.records.candidates(walked), Rows.records.flows(settled), (candidates, flows): ClaimRead => ({
+          candidates,
+          perGroup,
+          flows,
+          dueAfter: due === null || due === undefined ? null : Number(due)
+        }))
+      }))
+  }
+}
+
+/**
+ * The claim's choice on a store whose writers run side by side (PostgreSQL parallel claims): the
+ * same walk as `selectCandidates`' PostgreSQL one — groups first, each group's flows, each flow's
+ * head, every part a LATERAL subquery — each part taking only rows no other transaction holds
+ * (`SKIP LOCKED`) and locking them as it reads them: a group's row with its flows, so two claims
+ * never charge one group's turn at once. Each part stops at its LIMIT counting only the rows it
+ * locked, so a claim reads and locks the groups and flows it may take, whatever the planner
+ * believes of the tables (joined before the LIMIT, it read every due flow's head on a store not
+ * yet analyzed, and every flow of a store of groups on every claim). A row another writer changed
+ * after the statement's snapshot is read again as it was committed when locked, and the part's
+ * own conditions are checked again on it: each part states the eligibility of the rows it locks.
+ * Every writer that holds a head also holds its flow, so a head is never found held once its
+ * flow is locked here.
+ */
+export const selectLockedCandidates = (store: Store) => {
+  const walk = walkTogether(store, true)
+  return byGroupsFirst((now, limit, perGroup) => Effect.flatMap(store.exec(walk(now, limit, limit, perGroup)), Rows.records.candidates))
+}
+

@@ -1,0 +1,499 @@
+/**
+ * The queue (`RelayQueue.make`) over any backend: each operation checks its input, runs in one
+ * transaction of the backend, reads what it needs, lets the domain's `Operations` decide, and
+ * stores the changes decided; a local wake-up tells this process's sleeping workers of new work.
+ */
+import type { SqlError } from "@effect/sql/SqlError"
+import { Effect, Either, Metric, Random } from "effect"
+import type { Context } from "effect"
+import type { ClockRegressed } from "../../domain/Errors.js"
+import { EventNotFound as NotFound } from "../../domain/Errors.js"
+import type { EventId } from "../../domain/Ids.js"
+import * as Operations from "../../domain/Operations.js"
+import type { Changes } from "../../domain/Operations.js"
+import type { ClaimOutcome, DeliveryReply, SettleOutcome } from "../../domain/Outcomes.js"
+import type { RelayPolicy } from "../../domain/Policy.js"
+import * as Protocol from "../../domain/Protocol.js"
+import type { ClockRecord, EventRecord, Snapshot, Token } from "../../domain/Records.js"
+import * as Faults from "../Faults.js"
+import * as Metrics from "../Metrics.js"
+import type { QueueBackend, QueueReads, QueueWrites, SettleRead } from "../QueueBackend.js"
+import * as Input from "../QueueInput.js"
+import * as Retention from "../Retention.js"
+import type { ClaimBatch, RedriveInput, RelayQueueService, ResetClockInput, SettledAndClaimed } from "../RelayQueue.js"
+
+/**
+ * Wakes this process's sleeping workers when work arrives through this queue instance (an
+ * enqueue, a redrive, an ack that exposes the next head). Other processes poll. A watch taken
+ * before a claim also completes for a signal that came before its wait began.
+ */
+const makeWake = () => {
+  let signals = 0
+  let waiters: Array<() => void> = []
+  const after = (seen: number) =>
+    Effect.async<void>((resume) => {
+      if (signals > seen) return resume(Effect.void)
+      const waiter = () => resume(Effect.void)
+      waiters.push(waiter)
+      return Effect.sync(() => {
+        waiters = waiters.filter((w) => w !== waiter)
+      })
+    })
+  const watch = Effect.sync(() => after(signals))
+  const unsafeSignal = () => {
+    signals++
+    const woken = waiters
+    waiters = []
+    for (const resume of woken) resume()
+  }
+  return {
+    unsafeSignal,
+    signal: Effect.sync(unsafeSignal),
+    watch,
+    await: Effect.flatten(watch)
+  }
+}
+
+/** What a claim decided: the batch, and the group of each claimed flow that has one (for metrics). */
+interface Decided extends ClaimBatch {
+  readonly groups: ReadonlyArray<string>
+}
+
+const claimed = (claims: ClaimBatch["claims"], wakeAt: number | undefined, groups: ReadonlyArray<string> = []): Decided =>
+  wakeAt === undefined ? { claims, groups } : { claims, wakeAt, groups }
+
+/** The most settles and claims together whose claim reads its candidates with the settle's read (`startClaimRead`). */
+const ClaimReadAhead = 16
+
+const noChanges: Changes = { inserted: [], events: [], acked: [], flows: [], groups: [], heads: [], clock: undefined }
+
+const unique = <A>(values: ReadonlyArray<A>): ReadonlyArray<A> => [...new Set(values)]
+
+const byKey = <A, K>(rows: ReadonlyArray<A>, key: (row: A) => K): ReadonlyMap<K, A> => new Map(rows.map((row) => [key(row), row]))
+
+/**
+ * Stores what an operation decided, in the operation's transaction. The clock goes first: a
+ * backend that draws tickets from a sequence draws them there, before the flows that took them.
+ */
+const store = (tx: QueueWrites, changes: Changes) =>
+  Effect.gen(function*() {
+    if (changes.clock !== undefined) yield* tx.setClock(changes.clock)
+    if (changes.inserted.length > 0) yield* tx.insertEvents(changes.inserted)
+    if (changes.events.length > 0) yield* tx.updateEvents(changes.events, changes.acked)
+    if (changes.groups.length > 0) yield* tx.putGroups(changes.groups)
+    if (changes.flows.length > 0) yield* tx.putFlows(changes.flows)
+    if (changes.heads.length > 0) yield* tx.setHeads(changes.heads)
+  })
+
+/** What a write operation decides in its transaction, given the clock and the time it holds. */
+type Decide<A, E> = (tx: QueueWrites, clock: ClockRecord, now: number) => Effect.Effect<readonly [A, Changes], E | SqlError>
+
+/**
+ * A decision that starts its first read before the clock is read (a backend may send both in one
+ * round trip): it answers the `Decide` that uses that read.
+ */
+type Staged<A, E> = (tx: QueueWrites) => Effect.Effect<Decide<A, E>, SqlError>
+
+interface FaultPoints {
+  readonly before: Faults.FaultPoint
+  readonly after: Faults.FaultPoint
+}
+
+const claimFaults: FaultPoints = { before: "claim:before-commit", after: "claim:after-commit" }
+const settleFaults: FaultPoints = { before: "settle:before-commit", after: "settle:after-commit" }
+
+/**
+ * The queue over a backend: validation, the clock check, the protocol's decisions, metrics,
+ * wake-ups and spans — the same for every backend.
+ */
+export const make = (
+  backend: QueueBackend,
+  policy: RelayPolicy,
+  retention: Retention.Retention = Retention.defaultRetention
+): RelayQueueService => {
+  const wake = makeWake()
+  const localTime = Effect.clockWith((clock) => clock.currentTimeMillis)
+  // The store's clock when it offers one (one time line for every host), else the caller's.
+  const timeOf = (tx: QueueReads) => tx.now ?? localTime
+
+  /**
+   * One write operation in one transaction: reads the time once the write lock is ours (a time
+   * read before waiting for it would be older than what the previous holder stored) and after the
+   * stored clock, checks it against the persisted tick, lets `decide` read and decide, and stores
+   * its changes. Fault points bracket the commit when the operation names them.
+   */
+  const write = <A, E>(
+    decide: Decide<A, E>,
+    faults: ReadonlyArray<FaultPoints> = [],
+    joining = false
+  ): Effect.Effect<A, E | ClockRegressed | SqlError> => writeStaged(() => Effect.succeed(decide), faults, joining)
+
+  const writeStaged = <A, E>(
+    staged: Staged<A, E>,
+    faults: ReadonlyArray<FaultPoints> = [],
+    joining = false
+  ): Effect.Effect<A, E | ClockRegressed | SqlError> => {
+    // An enqueue joins the caller's transaction on a store that shares the application's database.
+    const { join } = backend
+    const run = joining && join !== undefined ? join : backend.write
+    const body = (tx: QueueWrites) =>
+      Effect.gen(function*() {
+        const decide = yield* staged(tx)
+        // The stored clock first, then the time: a write that committed a later tick before this
+        // read did so before this time is read (writers that run side by side, one server clock).
+        const stored = yield* tx.clock
+        const now = yield* timeOf(tx)
+        const checked = Protocol.advanceClock(stored, now, policy.clock)
+        if (Either.isLeft(checked)) return yield* Effect.fail(checked.left)
+        if (checked.right.regressed) yield* Metric.increment(Metrics.clockClamped)
+        const [value, changes] = yield* decide(tx, checked.right.clock, now)
+        yield* store(tx, changes)
+        return value
+      })
+    if (faults.length === 0) return run(body)
+    const pass = (installed: Context.Tag.Service<Faults.Faults>, point: (faults: FaultPoints) => Faults.FaultPoint) =>
+      Effect.forEach(faults, (f) => installed.hit(point(f)), { discard: true })
+    return Faults.whenInstalled(
+      run(body),
+      (installed) => Effect.tap(run(body, pass(installed, (f) => f.before)), () => pass(installed, (f) => f.after))
+    )
+  }
+
+  const enqueueAll = (commands: ReadonlyArray<Operations.EnqueueCommand>) =>
+    write((tx, clock, now) =>
+      Effect.gen(function*() {
+        // Flows first: a backend that locks rows holds them before it reads what is stored.
+        const flows = yield* tx.flows(unique(commands.map((c) => c.flowId)))
+        // The groups named, and those of the flows: a flow that gets a head again may re-admit its group.
+        const named = unique([...commands.flatMap((c) => c.group ?? []), ...flows.flatMap((f) => f.group ?? [])])
+        const groups = named.length === 0 ? [] : yield* tx.groups(named)
+        const identities = yield* tx.identities(unique(commands.map((c) => c.eventId)))
+        const decided = Operations.enqueue(
+          commands,
+          byKey(identities, (row): string => row.eventId),
+          byKey(flows, (row): string => row.flowId),
+          byKey(groups, (row): string => row.groupId),
+          clock,
+          now,
+          policy,
+          Retention.hashBody
+        )
+        if (Either.isLeft(decided)) return yield* Effect.fail(decided.left)
+        return [decided.right.results, decided.right.changes] as const
+      }), [], true).pipe(Effect.tap((results) => {
+      const added = results.filter((r) => r._tag === "Enqueued").length
+      if (added === 0) return Effect.void
+      return Metrics.record((update) => {
+        update(Metrics.enqueued, added)
+        wake.unsafeSignal()
+      })
+    }))
+
+  /**
+   * A claim's decision: up to `limit` eligible heads in turn order, or when to look again; from
+   * `chosen` when given (the candidates the store holds at `now`), else read — and when none is
+   * eligible, from `due` when given (the least `eligibleAt` the store holds, null: none), else read.
+   */
+  const decideClaim = (limit: number, chosen?: ReadonlyArray<Operations.Candidate>, due?: number | null): Decide<Decided, never> =>
+    (tx, clock, now) =>
+      Effect.gen(function*() {
+        // The candidates first (a backend answers none at once when no head is eligible): a claim
+        // that finds heads reads once, an idle one reads again for when to wake.
+        const candidates = chosen ?? (yield* tx.candidates(now, limit))
+        if (candidates.length === 0) {
+          const wakeAt = due !== undefined ? due : yield* tx.wakeAt
+          if (wakeAt === null || wakeAt > now) return [claimed([], wakeAt ?? undefined), noChanges] as const
+          // Heads are eligible but other writers hold every one of them (a backend that claims in
+          // parallel): not idle — try again at once rather than after the poll interval.
+          yield* Metric.increment(Metrics.contendedClaims)
+          return [claimed([], now + 1), noChanges] as const
+        }
+        const decided = Operations.claim(candidates, clock, now, policy, limit)
+        if (decided === undefined) return yield* Effect.dieMessage("a flow caches a head that is not eligible")
+        const groups = decided.changes.flows.flatMap((f) => (f.group === null ? [] : [f.group]))
+        return [claimed(decided.claims, undefined, groups), decided.changes] as const
+      })
+
+  const countClaims = (update: Metrics.Update, { claims, groups }: Decided) => {
+    if (claims.length === 0) {
+      update(Metrics.idleClaims, 1)
+      return
+    }
+    update(Metrics.claims, claims.length)
+    if (groups.length > 0) Metrics.countGroupClaims(update, groups)
+  }
+
+  const claimBatchOf = ({ claims, wakeAt }: Decided): ClaimBatch => (wakeAt === undefined ? { claims } : { claims, wakeAt })
+
+  // A claim's walk goes with the clock read where the store can send them together (`startClaimRead`).
+  const claimUpTo = (limit: number): Effect.Effect<ClaimBatch, ClockRegressed | SqlError> =>
+    writeStaged(
+      (tx) =>
+        Effect.map(startClaimRead(tx, [], limit), (claimRead): Decide<Decided, never> =>
+          claimRead === undefined ? decideClaim(limit) : (tx, clock, now) =>
+            Effect.flatMap(claimRead(noChanges, [], now), (early) => decideClaim(limit, early?.candidates, early?.dueAfter)(tx, clock, now))),
+      [claimFaults]
+    ).pipe(Effect.tap((decided) => Metrics.record((update) => countClaims(update, decided))), Effect.map(claimBatchOf))
+
+  const claim: Effect.Effect<ClaimOutcome, ClockRegressed | SqlError> = claimUpTo(1).pipe(
+    Effect.map(({ claims, wakeAt }): ClaimOutcome => claims[0] ?? (wakeAt === undefined ? { _tag: "Idle" } : { _tag: "Idle", wakeAt })),
+    Effect.tap((outcome) =>
+      Metrics.annotateHotSpan(() =>
+        outcome._tag === "Claimed"
+          ? { eventId: outcome.event.eventId, flowId: outcome.event.flowId, generation: outcome.token.generation }
+          : { idle: true }
+      )
+    ),
+    Metrics.withHotSpan("RelayQueue.claim")
+  )
+
+  /**
+   * A settle's decision: one outcome per reply, in order. Its read of the events (with the event
+   * after each, where the backend reads them together) starts before the clock read, where the
+   * backend can send both together.
+   */
+  const stageSettle = (items: ReadonlyArray<readonly [Token, DeliveryReply]>): Staged<ReadonlyArray<SettleOutcome>, never> => (tx) =>
+    Effect.map(stageSettleRead(items, tx), (decide) => (tx, clock, now) => Effect.map(decide(tx, clock, now), ({ changes, outcomes }) => [outcomes, changes] as const))
+
+  /** `stageSettle`, whose decision also answers the events after its acked ones it read. */
+  const stageSettleRead = (items: ReadonlyArray<readonly [Token, DeliveryReply]>, tx: QueueWrites) => {
+    const ids = unique(items.map(([token]) => token.eventId))
+    const read: Effect.Effect<Effect.Effect<SettleRead, SqlError>, SqlError> = tx.startSettleRead !== undefined
+      ? tx.startSettleRead(ids)
+      : Effect.succeed(tx.eventsWithNext === undefined ? Effect.map(tx.events(ids), (events) => ({ events })) : tx.eventsWithNext(ids))
+    return Effect.map(read, (answer) => (tx: QueueWrites, clock: ClockRecord, now: number) =>
+      Effect.gen(function*() {
+        const draws = policy.jitter === "full" ? yield* Effect.forEach(items, () => Random.next) : []
+        const { events, next } = yield* answer
+        const { acked: stamps, changed, outcomes } = Operations.settle(items, byKey(events, (e): string => e.eventId), now, policy, draws)
+        const acked = changed.filter((e) => e.state === "acked")
+        const successors = acked.length === 0
+          ? []
+          : next ?? (yield* tx.eventsAt(acked.map((e) => ({ flowId: e.flowId, seq: e.seq + 1 }))))
+        const changes = Operations.settleChanges(changed, byKey(successors, Operations.positionKey), clock, stamps)
+        return { outcomes, changes, successors }
+      }))
+  }
+
+  /**
+   * Starts, with a settle's read (or for a claim alone, `items` empty, with the clock read), the
+   * read of what the claim chooses from (`QueueReads.startClaimRead`), at the time before the
+   * transaction's first round trip; the inner effect answers the claim's candidates once the
+   * settle has decided at `now`, with the least `eligibleAt` the store held after that time (when
+   * to wake a claim alone that finds none) — or undefined where that read cannot stand for one
+   * made after the settle's writes: a head may have become eligible since its time (or the time
+   * went back), the settle changed a flow of a group, or a group offered too few flows for the
+   * rotation (`Operations.rotationComplete`). The claim then reads as usual. Without
+   * `startClaimRead`, on the store's clock, or for a batch (more than `ClaimReadAhead` settles and
+   * claims together), nothing is started: a batch's round trip is shared by its events, and its
+   * early walk reads as many flows more as it settles — a batch of 64 ran 5 % slower with it
+   * (`bench/pg/ab.ts`).
+   */
+  const startClaimRead = (tx: QueueWrites, items: ReadonlyArray<readonly [Token, DeliveryReply]>, limit: number) => {
+    const { startClaimRead } = tx
+    if (startClaimRead === undefined || tx.now !== undefined || items.length + limit > ClaimReadAhead) return Effect.succeed(undefined)
+    return Effect.flatMap(localTime, (readAt) =>
+      Effect.map(
+        startClaimRead(readAt, limit, unique(items.map(([token]) => token.eventId))),
+        (answer) => (changes: Changes, successors: ReadonlyArray<EventRecord>, now: number) =>
+          Effect.map(answer, (read): { readonly candidates: ReadonlyArray<Operations.Candidate>; readonly dueAfter: number | null } | undefined => {
+            if (now < readAt || (read.dueAfter !== null && read.dueAfter <= now)) return undefined
+            const flows = byKey(read.flows, (f): string => f.flowId)
+            // The settle's own records last: an event it changed may also be the one after another it settled.
+            const settled = Operations.settledCandidates(changes.heads, [...successors, ...changes.events], flows, now)
+            if (settled === undefined) return undefined
+            const candidates = Operations.candidatesAfterSettle(read.candidates, settled, limit)
+            return Operations.rotationComplete(candidates, limit, read.perGroup) ? { candidates, dueAfter: read.dueAfter } : undefined
+          })
+      ))
+  }
+
+  // An ack may expose the next head of its flow: sleeping workers look again.
+  const countSettles = (update: Metrics.Update, outcomes: ReadonlyArray<SettleOutcome>) => {
+    // One update per kind of outcome (a single settle has one), not one per outcome.
+    const byTag = new Map<SettleOutcome["_tag"], number>()
+    for (const outcome of outcomes) byTag.set(outcome._tag, (byTag.get(outcome._tag) ?? 0) + 1)
+    for (const [tag, n] of byTag) update(Metrics.settlesByOutcome[tag], n)
+    if (byTag.has("Acked")) wake.unsafeSignal()
+  }
+
+  const settleAll = (items: ReadonlyArray<readonly [Token, DeliveryReply]>) =>
+    writeStaged(stageSettle(items), [settleFaults]).pipe(Effect.tap((outcomes) => Metrics.record((update) => countSettles(update, outcomes))))
+
+  /**
+   * `settleAll(items)` then `claimUpTo(limit)` in one transaction (one commit instead of two): the
+   * claim decides on what the settle stored, its clock included, at the same time.
+   */
+  const settleAndClaim = (
+    items: ReadonlyArray<readonly [Token, DeliveryReply]>,
+    limit: number
+  ): Effect.Effect<SettledAndClaimed, ClockRegressed | SqlError> => {
+    if (items.length === 0) {
+      return limit === 0 ? Effect.succeed({ outcomes: [], claims: [] }) : Effect.map(claimUpTo(limit), (batch) => ({ outcomes: [], ...batch }))
+    }
+    if (limit === 0) return Effect.map(settleAll(items), (outcomes) => ({ outcomes, claims: [] }))
+    return writeStaged(
+      (tx) =>
+        Effect.zipWith(
+          stageSettleRead(items, tx),
+          startClaimRead(tx, items, limit),
+          (decideSettle, claimRead): Decide<readonly [ReadonlyArray<SettleOutcome>, Decided], never> => (tx, clock, now) =>
+            Effect.gen(function*() {
+              const { changes: settled, outcomes, successors } = yield* decideSettle(tx, clock, now)
+              // The settle's clock is stored once, with the claim's (which starts from it): the
+              // claim reads no clock from the store, and a clock row written twice is a row version more.
+              yield* store(tx, { ...settled, clock: undefined })
+              // Idle after the settle, the claim reads when to wake: the settle changed what it would be.
+              const early = claimRead === undefined ? undefined : yield* claimRead(settled, successors, now)
+              const [decided, changes] = yield* decideClaim(limit, early?.candidates)(tx, settled.clock ?? clock, now)
+              return [[outcomes, decided] as const, { ...changes, clock: changes.clock ?? settled.clock }] as const
+            })
+        ),
+      [settleFaults, claimFaults]
+    ).pipe(
+      Effect.tap(([outcomes, decided]) =>
+        Metrics.record((update) => {
+          countSettles(update, outcomes)
+          countClaims(update, decided)
+        })
+      ),
+      Effect.map(([outcomes, decided]) => ({ outcomes, ...claimBatchOf(decided) }))
+    )
+  }
+
+  const redrive = (input: RedriveInput) =>
+    Effect.flatMap(Input.decodeRedrive(input), (request) =>
+      write((tx, clock, now) =>
+        Effect.gen(function*() {
+          const [event] = yield* tx.events([request.eventId])
+          const next = Protocol.redriveEvent(event, request, now)
+          if (Either.isLeft(next)) return yield* Effect.fail(next.left)
+          yield* tx.appendAudit({
+            eventId: next.right.eventId,
+            reason: request.reason,
+            generation: next.right.generation,
+            tick: clock.tick,
+            actor: request.actor ?? null
+          })
+          const changes: Changes = { ...noChanges, events: [next.right], heads: [Operations.headAfter(next.right, undefined)], clock }
+          return [{ _tag: "Redriven", generation: next.right.generation } as const, changes] as const
+        })
+      )).pipe(
+        Effect.tap(() => Effect.zipRight(Metric.increment(Metrics.redrives), wake.signal)),
+        Effect.withSpan("RelayQueue.redrive")
+      )
+
+  const resetClock = (input: ResetClockInput) =>
+    Effect.flatMap(Input.decodeResetClock(input), ({ actor, reason }) =>
+      backend.write((tx) =>
+        Effect.gen(function*() {
+          if (tx.lockStore !== undefined) yield* tx.lockStore
+          const now = yield* timeOf(tx)
+          const before = yield* tx.clock
+          const adjusted = (yield* tx.reachingBeyond(now + policy.backoffCap, now + policy.leaseTicks))
+            .flatMap((event) => Operations.pullIn(event, now, policy) ?? [])
+          const flows = byKey(yield* tx.flows(unique(adjusted.map((e) => e.flowId))), (f): string => f.flowId)
+          const heads = adjusted.filter((e) => flows.get(e.flowId)?.headSeq === e.seq)
+          yield* store(tx, {
+            ...noChanges,
+            events: adjusted,
+            heads: heads.map((e) => Operations.headAfter(e, undefined)),
+            clock: { ...before, tick: now }
+          })
+          yield* Effect.logWarning("queue clock reset").pipe(
+            Effect.annotateLogs({ before: before.tick, after: now, eventsAdjusted: adjusted.length, reason, actor: actor ?? "" })
+          )
+          return { before: before.tick, after: now, eventsAdjusted: adjusted.length }
+        })
+      )).pipe(Effect.withSpan("RelayQueue.resetClock"))
+
+  const snapshot: Effect.Effect<Snapshot, SqlError> = backend.read((tx) =>
+    Effect.map(Effect.zip(tx.clock, tx.dump), ([clock, rest]) => ({ clock, ...rest }))
+  ).pipe(Effect.withSpan("RelayQueue.snapshot"))
+
+  const stats = backend.read((tx) =>
+    Effect.gen(function*() {
+      const now = yield* timeOf(tx)
+      const eligible = yield* tx.eligibleHeads(now)
+      return {
+        byState: yield* tx.countByState,
+        eligibleHeads: eligible.count,
+        oldestEligibleAgeMillis: eligible.oldest === null ? 0 : Math.max(0, now - eligible.oldest),
+        clock: yield* tx.clock
+      }
+    })
+  ).pipe(Effect.withSpan("RelayQueue.stats"))
+
+  const inspect = (eventId: string) =>
+    Effect.flatMap(Input.decodeEventId(eventId, "inspect"), (id: EventId) =>
+      backend.read((tx) =>
+        Effect.gen(function*() {
+          const [event] = yield* tx.events([id])
+          if (event === undefined) return yield* Effect.fail(new NotFound({ eventId: id }))
+          return { event, audit: yield* tx.listAudit({ eventId: id }) }
+        })
+      )).pipe(Effect.withSpan("RelayQueue.inspect"))
+
+  return {
+    policy,
+    enqueue: (input) =>
+      Effect.flatMap(Input.decodeEnqueue(input, policy), (command) => Effect.map(enqueueAll([command]), (results) => results[0]!))
+        .pipe(Metrics.withHotSpan("RelayQueue.enqueue")),
+    enqueueBatch: (inputs) =>
+      Effect.flatMap(Input.decodeEnqueueBatch(inputs, policy), enqueueAll).pipe(Metrics.withHotSpan("RelayQueue.enqueueBatch")),
+    setFlowWeight: (input) =>
+      Effect.flatMap(Input.decodeFlowWeight(input), ({ flowId, weight }) =>
+        write((tx, clock) =>
+          Effect.map(tx.flows([flowId]), ([flow]) => [undefined, Operations.setWeight(flow, flowId, weight, clock)] as const)
+        )).pipe(Effect.withSpan("RelayQueue.setFlowWeight")),
+    setGroupWeight: (input) =>
+      Effect.flatMap(Input.decodeGroupWeight(input), ({ groupId, weight }) =>
+        write((tx, clock) =>
+          Effect.map(tx.groups([groupId]), ([group]) => [undefined, Operations.setGroupWeight(group, groupId, weight, clock)] as const)
+        )).pipe(Effect.withSpan("RelayQueue.setGroupWeight")),
+    claim,
+    claimBatch: (limit) =>
+      Effect.flatMap(Input.decodeBatchSize(limit), claimUpTo).pipe(
+        Effect.map(({ claims }) => claims),
+        Metrics.withHotSpan("RelayQueue.claimBatch")
+      ),
+    claimUpTo: (limit) => Effect.flatMap(Input.decodeBatchSize(limit), claimUpTo).pipe(Metrics.withHotSpan("RelayQueue.claimBatch")),
+    settle: (token, reply) =>
+      Effect.flatMap(Input.decodeSettle(token, reply), (item) =>
+        Effect.zipRight(
+          Metrics.annotateHotSpan(() => ({ eventId: item[0].eventId, generation: item[0].generation })),
+          Effect.map(settleAll([item]), (outcomes) => outcomes[0]!)
+        )).pipe(Metrics.withHotSpan("RelayQueue.settle")),
+    settleBatch: (items) =>
+      Effect.flatMap(Input.decodeSettleBatch(items), settleAll).pipe(Metrics.withHotSpan("RelayQueue.settleBatch")),
+    settleAndClaim: (items, limit) =>
+      Effect.flatMap(Input.decodeSettleAndClaim(items, limit), ([decoded, n]) => settleAndClaim(decoded, n)).pipe(
+        Metrics.withHotSpan("RelayQueue.settleAndClaim")
+      ),
+    redrive,
+    resetClock,
+    snapshot,
+    stats,
+    events: (filter = {}) =>
+      Effect.flatMap(Input.decodeEventFilter(filter), (query) => backend.read((tx) => tx.listEvents(query))).pipe(
+        Effect.withSpan("RelayQueue.events")
+      ),
+    flows: (filter = {}) =>
+      Effect.flatMap(Input.decodePageFilter(filter), (query) => backend.read((tx) => tx.listFlows(query))).pipe(
+        Effect.withSpan("RelayQueue.flows")
+      ),
+    groups: (filter = {}) =>
+      Effect.flatMap(Input.decodeGroupFilter(filter), (query) => backend.read((tx) => tx.listGroups(query))).pipe(
+        Effect.withSpan("RelayQueue.groups")
+      ),
+    inspect,
+    audit: (filter = {}) =>
+      Effect.flatMap(Input.decodeAuditFilter(filter), (query) => backend.read((tx) => tx.listAudit(query))).pipe(
+        Effect.withSpan("RelayQueue.audit")
+      ),
+    awaitWork: wake.await,
+    watchWork: wake.watch,
+    retention,
+    prune: Retention.makePrune(backend, retention)
+  }
+}

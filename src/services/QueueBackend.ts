@@ -172,8 +172,12 @@ export interface QueueWrites extends QueueReads {
   readonly putGroups: (groups: ReadonlyArray<GroupRecord>) => Effect.Effect<void, SqlError>
   /** Inserts or replaces whole flow rows. */
   readonly putFlows: (flows: ReadonlyArray<FlowRecord>) => Effect.Effect<void, SqlError>
-  /** Stores flows' cached heads. */
-  readonly setHeads: (heads: ReadonlyArray<Head>) => Effect.Effect<void, SqlError>
+  /**
+   * Stores flows' cached heads, and the `eligible_at` of their groups. `ungrouped`: the caller
+   * read these flows in this transaction and none is in a group (a flow's group is fixed by its
+   * first event), so no group changes with them.
+   */
+  readonly setHeads: (heads: ReadonlyArray<Head>, ungrouped?: boolean) => Effect.Effect<void, SqlError>
   readonly appendAudit: (record: AuditRecord) => Effect.Effect<void, SqlError>
   /** Stores dedup records of pruned events (replacing an older record of the same id). */
   readonly putDedup: (records: ReadonlyArray<DedupRecord>) => Effect.Effect<void, SqlError>

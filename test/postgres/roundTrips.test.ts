@@ -36,6 +36,7 @@ const clockRead = { exact: /^SELECT tick, ticket FROM relay_clock/, parallel: /^
 const eventRead = { exact: /UNION ALL SELECT 1 AS next/, parallel: /^SELECT e\.\* FROM relay_event e JOIN relay_flow f .* FOR UPDATE OF f, e$/ }
 const walk = /^(WITH alone AS \()?SELECT f\.flow_id, f\.seq/
 const claimRead = /^SELECT w\.\*, d\.due_after FROM/
+const groupRefresh = /^UPDATE relay_group SET eligible_at/
 const draw = /^SELECT set_config\('fair_relay\.turns'.*nextval\('relay_ticket'\)/
 
 describePg("PostgreSQL: round trips of a claim and a settle", (url) => {
@@ -110,6 +111,8 @@ describePg("PostgreSQL: round trips of a claim and a settle", (url) => {
           expect(walkRead).toBeLessThan(at(first, clockRead.exact))
           expect(trips.flat().filter((text) => walk.test(text))).toHaveLength(0)
           expect(at(last, /^UPDATE relay_flow SET head_seq/)).toBeLessThan(at(last, /^INSERT INTO relay_flow/))
+          // That read found the settled flow in no group: no group's turn is refreshed.
+          expect(trips.flat().filter((text) => groupRefresh.test(text))).toEqual([])
         } else {
           // The walk comes after the settle's writes, in their round trip; the ticket's draw with
           // the claim's writes, in front of them.
@@ -121,8 +124,35 @@ describePg("PostgreSQL: round trips of a claim and a settle", (url) => {
           expect(at(last, draw)).toBeLessThan(at(last, /^INSERT INTO relay_flow/))
           expect(at(walking, /^UPDATE relay_event SET state/)).toBeGreaterThanOrEqual(0)
           expect(at(walking, /^UPDATE relay_flow SET head_seq/)).toBeGreaterThanOrEqual(0)
+          expect(at(walking, groupRefresh)).toBeGreaterThan(at(walking, /^UPDATE relay_flow SET head_seq/))
         }
         expect(trips[trips.length - 1]![trips[trips.length - 1]!.length - 1]).toBe("COMMIT")
       }))
   }
+
+  it.scopedLive("exact claims: a settleAndClaim that settles a flow of a group refreshes the group's turn: a group left with no head waits for nothing", () =>
+    Effect.gen(function*() {
+      const schema = yield* freshSchema(url)
+      const queue = yield* PgRelayQueue.make({ url: schema.url, maxConnections: 1, claims: "exact" })
+      yield* queue.enqueueBatch([
+        { eventId: "A1", flowId: "A", body: {}, group: "G" },
+        { eventId: "B1", flowId: "B", body: {} }
+      ])
+      const eligibleAt = (group: string) =>
+        Effect.map(
+          schema.admin<{ readonly eligible_at: unknown }>`SELECT eligible_at FROM ${schema.admin(schema.name)}.relay_group WHERE group_id = ${group}`,
+          ([row]) => row?.eligible_at
+        )
+      expect(yield* eligibleAt("G")).not.toBeNull()
+      const { claims: [first] } = yield* queue.claimUpTo(1)
+      expect(first?.event.eventId).toBe("A1")
+      const [result, trips] = yield* captureTrips(queue.settleAndClaim([{ token: first!.token, reply: { _tag: "Accepted" } }], 1))
+      expect(result.outcomes).toEqual([{ _tag: "Acked" }])
+      expect(result.claims.map((c) => c.event.eventId)).toEqual(["B1"])
+      // The settle's head write refreshes the groups of the flows it changed, found in SQL.
+      expect(trips.flat().filter((text) => /^UPDATE relay_group SET eligible_at .* WHERE group_id IN \(SELECT group_id FROM relay_flow/.test(text)))
+        .toHaveLength(1)
+      // A, G's only flow, has no head left: G waits for nothing.
+      expect(yield* eligibleAt("G")).toBeNull()
+    }))
 })

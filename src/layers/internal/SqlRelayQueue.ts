@@ -280,7 +280,7 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean; r
         }),
         Effect.suspend(() => refreshGroups(store, records.map((f) => f.group), lockGroups))
       ),
-    setHeads: (heads: ReadonlyArray<Head>) => {
+    setHeads: (heads: ReadonlyArray<Head>, ungrouped = false) => {
       // The head update: one row by its key, more as a join.
       const update = (heads: ReadonlyArray<Head>, returning: Fragment) => {
         const [head] = heads
@@ -291,9 +291,10 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean; r
             rowsTable(sql, "relay_flow", ["flow_id", "head_seq", "eligible_at"], heads.map((h) => ({ flow_id: h.flowId, head_seq: h.headSeq, eligible_at: h.eligibleAt })))
           } WHERE relay_flow.flow_id = v.flow_id ${returning}`
       }
-      // A backend that holds writes sends the update and its groups' refresh with what follows
-      // (the groups found in SQL: nothing to wait for); any other reads each flow's group back
-      // from the update, and refreshes those groups only.
+      // Flows of no group: their heads alone. A backend that holds writes sends the update and
+      // its groups' refresh with what follows (the groups found in SQL: nothing to wait for); any
+      // other reads each flow's group back from the update, and refreshes those groups only.
+      if (ungrouped) return bulk(heads, 3, (heads) => execWrite(store, update(heads, sql.literal(""))))
       if (store.execWrite !== undefined) {
         return Effect.zipRight(
           bulk(heads, 3, (heads) => execWrite(store, update(heads, sql.literal("")))),

@@ -75,14 +75,14 @@ const byKey = <A, K>(rows: ReadonlyArray<A>, key: (row: A) => K): ReadonlyMap<K,
  * Stores what an operation decided, in the operation's transaction. The clock goes first: a
  * backend that draws tickets from a sequence draws them there, before the flows that took them.
  */
-const store = (tx: QueueWrites, changes: Changes) =>
+const store = (tx: QueueWrites, changes: Changes, ungroupedHeads = false) =>
   Effect.gen(function*() {
     if (changes.clock !== undefined) yield* tx.setClock(changes.clock)
     if (changes.inserted.length > 0) yield* tx.insertEvents(changes.inserted)
     if (changes.events.length > 0) yield* tx.updateEvents(changes.events, changes.acked)
     if (changes.groups.length > 0) yield* tx.putGroups(changes.groups)
     if (changes.flows.length > 0) yield* tx.putFlows(changes.flows)
-    if (changes.heads.length > 0) yield* tx.setHeads(changes.heads)
+    if (changes.heads.length > 0) yield* tx.setHeads(changes.heads, ungroupedHeads)
   })
 
 /** What a write operation decides in its transaction, given the clock and the time it holds. */
@@ -340,11 +340,15 @@ export const make = (
           (decideSettle, claimRead): Decide<readonly [ReadonlyArray<SettleOutcome>, Decided], never> => (tx, clock, now) =>
             Effect.gen(function*() {
               const { changes: settled, outcomes, successors } = yield* decideSettle(tx, clock, now)
+              // The read made with the settle's stands for a walk after its writes, or not (then
+              // the claim walks after them); it reads no more. When it stands, every flow the
+              // settle changed was read in no group (`Operations.settledCandidates`): their head
+              // writes refresh no group.
+              const early = claimRead === undefined ? undefined : yield* claimRead(settled, successors, now)
               // The settle's clock is stored once, with the claim's (which starts from it): the
               // claim reads no clock from the store, and a clock row written twice is a row version more.
-              yield* store(tx, { ...settled, clock: undefined })
+              yield* store(tx, { ...settled, clock: undefined }, early !== undefined)
               // Idle after the settle, the claim reads when to wake: the settle changed what it would be.
-              const early = claimRead === undefined ? undefined : yield* claimRead(settled, successors, now)
               const [decided, changes] = yield* decideClaim(limit, early?.candidates)(tx, settled.clock ?? clock, now)
               return [[outcomes, decided] as const, { ...changes, clock: changes.clock ?? settled.clock }] as const
             })

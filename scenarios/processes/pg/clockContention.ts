@@ -6,10 +6,12 @@
  *
  *   FAIR_RELAY_PG_URL=postgres://postgres@127.0.0.1:5432/fair_relay_test npx tsx scenarios/processes/pg/clockContention.ts
  *
- * A write reads `now` from the Clock before it takes the store's lock (SqlRelayQueue `writeOp`):
- * a worker that read `now = t` and then waited for the lock finds the tick `t + 1` persisted by
- * the worker that went first, and fails with ClockRegressed although every clock is monotonic.
- * SPEC §3 has the lock taken first, then `now` read. Prints the counts of each result.
+ * A write used to read `now` from the Clock before it took the store's lock (SqlRelayQueue's
+ * `writeOp` then): a worker that read `now = t` and then waited for the lock found the tick `t + 1`
+ * persisted by the worker that went first, and failed with ClockRegressed although every clock is
+ * monotonic. SPEC §3 has the lock taken first, then `now` read, as the queue's `write` now does
+ * (`services/internal/relayQueue.ts`): every result is then `ok:Acked` (docs/postgres.md, "Time
+ * under contention"). Prints the counts of each result.
  */
 import { Effect } from "effect"
 import { PgRelayQueue } from "../../../src/index.js"

@@ -9,19 +9,20 @@ import * as HttpInbox from "../../src/http/HttpInbox.js"
 import * as SqliteInbox from "../../src/layers/SqliteInbox.js"
 import { Inbox } from "../../src/services/Inbox.js"
 import { captureLogs } from "../support/logs.js"
+import type { LogCapture } from "../support/logs.js"
 import * as Receiver from "./receiver.js"
 
 const MiB = 1024 * 1024
 
 /** A receiver with `options`, whose logs are kept by `capture`. */
-const receiver = (capture: ReturnType<typeof captureLogs>, options: HttpInbox.ServerOptions = {}) =>
+const receiver = (capture: LogCapture, options: HttpInbox.ServerOptions = {}) =>
   HttpInbox.layerServer(options).pipe(
     Layer.provideMerge(SqliteInbox.layer({ filename: ":memory:", business: Receiver.business(Effect.runSync(Ref.make(1000))) })),
     Layer.provide(capture.layer)
   )
 
 /** The messages `capture` kept so far. */
-const messages = (capture: ReturnType<typeof captureLogs>) => capture.logs.map((log) => log.message)
+const messages = (capture: LogCapture) => capture.logs.map((log) => log.message)
 
 interface Sent {
   readonly status: number

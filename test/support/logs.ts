@@ -3,13 +3,20 @@
  * annotations, in the order they were written, and the layer that makes this the default logger.
  */
 import { HashMap, Logger } from "effect"
+import type { Layer } from "effect"
 
 export interface CapturedLog {
   readonly message: string
   readonly annotations: Readonly<Record<string, unknown>>
 }
 
-export const captureLogs = () => {
+/** What a test's logs were kept in, and the layer that keeps them there. */
+export interface LogCapture {
+  readonly logs: ReadonlyArray<CapturedLog>
+  readonly layer: Layer.Layer<never>
+}
+
+export const captureLogs = (): LogCapture => {
   const logs: Array<CapturedLog> = []
   const logger = Logger.make(({ annotations, message }) => {
     logs.push({

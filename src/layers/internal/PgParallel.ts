@@ -126,7 +126,6 @@ const transactionWrites = (
   const successors = (ids: ReadonlyArray<string>) =>
     sql`SELECT n.* FROM relay_event e JOIN relay_event n ON n.flow_id = e.flow_id AND n.seq = e.seq + 1
       WHERE e.event_id IN ${sql.in(ids)}`
-  const decodeEvents = (rows: ReadonlyArray<unknown>) => Effect.map(Rows.decode.events(rows), (decoded) => decoded.map(Rows.toEvent))
   const lockedFlows = (ids: ReadonlyArray<FlowId>) =>
     Effect.flatMap(
       store.exec(sql`SELECT * FROM relay_flow WHERE flow_id IN ${sql.in(ids)} ORDER BY flow_id FOR UPDATE`),
@@ -151,7 +150,7 @@ const transactionWrites = (
     // walk sent with the settle's read, `limit` + its events deep, would lock flows it does not
     // claim, and other claims pass them over: docs/postgres.md, "The fairness bound").
     startClaimRead: undefined,
-    events: (ids) => (ids.length === 0 ? Effect.succeed([]) : Effect.flatMap(store.exec(lockedEvents(ids)), decodeEvents)),
+    events: (ids) => (ids.length === 0 ? Effect.succeed([]) : Effect.flatMap(store.exec(lockedEvents(ids)), Rows.records.events)),
     // A settle's locked read goes with its clock read, and so does the read of the event after
     // each: a statement of its own after the locks, so its snapshot sees every successor committed
     // before them (an enqueue appends under the flow's lock, which this transaction then holds).
@@ -159,7 +158,7 @@ const transactionWrites = (
       ids.length === 0
         ? Effect.succeed(Effect.succeed({ events: [], next: [] }))
         : Effect.zipWith(execLater(lockedEvents(ids)), execLater(successors(ids)), (locked, after) =>
-          Effect.zipWith(Effect.flatMap(locked, decodeEvents), Effect.flatMap(after, decodeEvents), (events, next) => ({ events, next }))),
+          Effect.zipWith(Effect.flatMap(locked, Rows.records.events), Effect.flatMap(after, Rows.records.events), (events, next) => ({ events, next }))),
     flows: (ids) =>
       ids.length === 0 ? Effect.succeed([]) : Effect.zipRight(
         store.exec(sql`INSERT INTO relay_flow (flow_id, seq, served, head_seq, eligible_at, weight, burst)

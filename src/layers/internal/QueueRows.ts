@@ -289,7 +289,10 @@ export const records = {
   flows: (rows: ReadonlyArray<unknown>) => Effect.map(decode.flows(rows), (decoded) => decoded.map(toFlow)),
   groups: (rows: ReadonlyArray<unknown>) => Effect.map(decode.groups(rows), (decoded) => decoded.map(toGroup)),
   candidates: (rows: ReadonlyArray<unknown>) => Effect.map(decode.candidates(rows), (decoded) => decoded.map(toCandidate)),
-  audit: (rows: ReadonlyArray<unknown>) => Effect.map(decode.audit(rows), (decoded) => decoded.map(toAudit))
+  audit: (rows: ReadonlyArray<unknown>) => Effect.map(decode.audit(rows), (decoded) => decoded.map(toAudit)),
+  storedGroups: (rows: ReadonlyArray<unknown>) => Effect.map(decode.storedGroups(rows), (decoded) => decoded.map(toStoredGroup)),
+  groupViews: (rows: ReadonlyArray<unknown>) => Effect.map(decode.groupViews(rows), (decoded) => decoded.map(toGroupView)),
+  pruneCandidates: (rows: ReadonlyArray<unknown>) => Effect.map(decode.pruneCandidates(rows), (decoded) => decoded.map(toPruneCandidate))
 }
 
 /** The row an event is written back as (mutable columns and its key). */

@@ -66,7 +66,7 @@ export const selectGroups = (store: Store, ids: ReadonlyArray<string>, lock: Fra
     store.exec(store.sql`SELECT g.group_id, g.served, g.weight, g.burst, CASE WHEN EXISTS (SELECT 1 FROM relay_flow f
         WHERE f.group_id = g.group_id AND f.head_seq IS NOT NULL) THEN 1 ELSE 0 END AS active
       FROM relay_group g WHERE g.group_id IN ${store.sql.in(ids)} ORDER BY g.group_id ${lock}`),
-    (rows) => Effect.map(Rows.decode.storedGroups(rows), (decoded) => decoded.map(Rows.toStoredGroup))
+    Rows.records.storedGroups
   )
 
 /**
@@ -193,7 +193,7 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean; r
             (SELECT COUNT(*) FROM relay_flow f WHERE f.group_id = g.group_id AND f.head_seq IS NOT NULL) AS waiting
           FROM relay_group g WHERE ${query.after === undefined ? sql.literal("1 = 1") : sql`g.group_id > ${query.after}`}
           ORDER BY g.group_id ${limitTo(sql, query.limit)}`),
-        (rows) => Effect.map(Rows.decode.groupViews(rows), (decoded) => decoded.map(Rows.toGroupView))
+        Rows.records.groupViews
       ),
     listAudit: (query) =>
       Effect.flatMap(
@@ -222,7 +222,7 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean; r
       Effect.flatMap(
         store.exec(sql`SELECT event_id, flow_id, seq, state, acked_at, body FROM relay_event
           WHERE state = 'acked' AND acked_at <= ${cutoff} ORDER BY acked_at ${limitTo(sql, limit)}`),
-        (rows) => Effect.map(Rows.decode.pruneCandidates(rows), (decoded) => decoded.map(Rows.toPruneCandidate))
+        Rows.records.pruneCandidates
       ),
     countPrunable: (eventCutoff, dedupCutoff, limit) =>
       Effect.all({

@@ -3,6 +3,7 @@
 // the least delay about 1 ms each way. For experiments, not part of `npm run bench`:
 //
 //   node bench/pg/latency.mjs [listen 6543] [target 5432] [delay ms 1]
+//   npm run bench -- --pg --latency-ms 1   the PostgreSQL bench through one started on a free port
 //   npx tsx bench/pg/ab.ts /tmp/base --url postgres://postgres@127.0.0.1:6543/postgres
 import net from "node:net"
 
@@ -26,11 +27,12 @@ const delayed = (from, to) => {
   from.on("error", () => to.destroy())
 }
 
-net.createServer((client) => {
+const proxy = net.createServer((client) => {
   const server = net.connect(target, "127.0.0.1")
   client.setNoDelay(true)
   server.setNoDelay(true)
   delayed(client, server)
   delayed(server, client)
-}).listen(listen, "127.0.0.1")
-console.log(`127.0.0.1:${listen} → 127.0.0.1:${target}, ${delay} ms each way`)
+})
+// Port 0: any free port; the line says which (`npm run bench -- --pg --latency-ms N` reads it).
+proxy.listen(listen, "127.0.0.1", () => console.log(`127.0.0.1:${proxy.address().port} → 127.0.0.1:${target}, ${delay} ms each way`))

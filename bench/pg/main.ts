@@ -13,12 +13,16 @@
  *   npm run bench -- --pg --handler-ms N   every job's handler waits N ms (a timer: a delivery over the
  *                                          network, not CPU) instead of answering at once
  *   npm run bench -- --pg --concurrency C  C jobs in flight per process (RunSpec.concurrency), not 1
+ *   npm run bench -- --pg --latency-ms N   every connection (workers' and setup's) through a proxy that holds
+ *                                          each chunk N ms each way (bench/pg/latency.mjs, started and stopped
+ *                                          here): the database a network hop away
  *
  * Throwaway databases named `fair_relay_bench_<pid>_…` hold everything and are dropped at the end:
  * one template per library with the whole backlog, built once through the library's own batch
  * insert, and for each drain a fresh copy of it (`CREATE DATABASE … TEMPLATE`), dropped after it.
  */
-import { execSync } from "node:child_process"
+import { execSync, spawn } from "node:child_process"
+import type { ChildProcess } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -89,6 +93,39 @@ export interface PgRunResult {
 const r1 = (x: number) => Math.round(x * 10) / 10
 const r2 = (x: number) => Math.round(x * 100) / 100
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
+
+/**
+ * `bench/pg/latency.mjs` in front of the server of `url` (on this machine), on a free port, holding
+ * each chunk `delayMs` each way: the URL through it and its process, or why it could not start.
+ */
+const startProxy = async (url: string, delayMs: number): Promise<{ readonly url: string; readonly process: ChildProcess } | string> => {
+  const server = new URL(url)
+  if (!["127.0.0.1", "localhost"].includes(server.hostname)) return `--latency-ms needs a server on this machine (127.0.0.1), got ${server.hostname}`
+  const script = fileURLToPath(new URL("./latency.mjs", import.meta.url))
+  const child = spawn(process.execPath, [script, "0", server.port === "" ? "5432" : server.port, String(delayMs)], { stdio: ["ignore", "pipe", "inherit"] })
+  const port = await new Promise<string | undefined>((resolve) => {
+    let out = ""
+    const timer = setTimeout(() => resolve(undefined), 10_000)
+    const settle = (found: string | undefined) => {
+      clearTimeout(timer)
+      resolve(found)
+    }
+    child.stdout!.on("data", (chunk: Buffer) => {
+      out += chunk.toString()
+      const found = /^127\.0\.0\.1:(\d+) /.exec(out)
+      if (found !== null) settle(found[1])
+    })
+    child.once("exit", () => settle(undefined))
+  })
+  if (port === undefined) {
+    child.kill()
+    return "the latency proxy (bench/pg/latency.mjs) did not start"
+  }
+  const proxied = new URL(url)
+  proxied.hostname = "127.0.0.1"
+  proxied.port = port
+  return { url: proxied.toString(), process: child }
+}
 const loadavg = () => os.loadavg().map(r1)
 
 const version = (pkg: string) =>
@@ -147,7 +184,7 @@ const describeKind = (kind: Kind, batchSize: number) =>
 
 /** Runs the PostgreSQL bench; returns the process exit code. */
 export const runPgBench = async (args: ReadonlyArray<string>): Promise<number> => {
-  const known = new Set(["--quick", "--out", "--pg-url", "--max-seconds", "--workers", "--kinds", "--idle-ms", "--handler-ms", "--concurrency"])
+  const known = new Set(["--quick", "--out", "--pg-url", "--max-seconds", "--workers", "--kinds", "--idle-ms", "--handler-ms", "--concurrency", "--latency-ms"])
   for (const arg of args) {
     if (arg.startsWith("--") && !known.has(arg)) {
       console.error(`unknown option ${arg} with --pg; known: --pg ${[...known].join(" ")}`)
@@ -172,6 +209,11 @@ export const runPgBench = async (args: ReadonlyArray<string>): Promise<number> =
     console.error(`--concurrency takes a whole number from 1 to 64, got ${option("--concurrency")}`)
     return 2
   }
+  const latencyMs = Number(option("--latency-ms") ?? 0)
+  if (!Number.isInteger(latencyMs) || latencyMs < 0 || latencyMs > 1000) {
+    console.error(`--latency-ms takes a whole number of milliseconds from 0 to 1000, got ${option("--latency-ms")}`)
+    return 2
+  }
   const workerCounts = list("--workers")?.map(Number) ?? [1, 4, 16]
   const plan = {
     workload: (quick ? { flows: 64, perFlow: 48 } : { flows: 64, perFlow: 320 }) satisfies Workload,
@@ -180,6 +222,8 @@ export const runPgBench = async (args: ReadonlyArray<string>): Promise<number> =
     batchSize: 64,
     handlerMs,
     concurrency,
+    /** Milliseconds each way between every client and the server (a proxy), 0 for none. */
+    latencyMs,
     /**
      * How long a worker sleeps after finding nothing to do. fair-relay: `Relay.run`'s default
      * poll interval (1 s) — an empty claim takes the store's lock, so idle workers polling often
@@ -216,7 +260,13 @@ export const runPgBench = async (args: ReadonlyArray<string>): Promise<number> =
     }
   }
   const total = plan.workload.flows * plan.workload.perFlow
-  const serverUrl = option("--pg-url") ?? "postgres://postgres@127.0.0.1:5432/postgres"
+  const directUrl = option("--pg-url") ?? "postgres://postgres@127.0.0.1:5432/postgres"
+  const proxy = latencyMs === 0 ? undefined : await startProxy(directUrl, latencyMs)
+  if (typeof proxy === "string") {
+    console.error(proxy)
+    return 2
+  }
+  const serverUrl = proxy?.url ?? directUrl
   const prefix = `fair_relay_bench_${process.pid}_`
   const urlOf = (database: string) => {
     const u = new URL(serverUrl)
@@ -232,7 +282,10 @@ export const runPgBench = async (args: ReadonlyArray<string>): Promise<number> =
 
   const server = new pg.Client({ connectionString: serverUrl, application_name: "fair-relay-bench-parent" })
   server.on("error", () => {})
-  await server.connect()
+  await server.connect().catch((error: unknown) => {
+    proxy?.process.kill()
+    throw error
+  })
   const settings = Object.fromEntries(
     (await server.query<{ name: string; setting: string; unit: string | null }>(
       `SELECT name, setting, unit FROM pg_settings WHERE name IN
@@ -267,6 +320,7 @@ export const runPgBench = async (args: ReadonlyArray<string>): Promise<number> =
     await pool?.end().catch(() => {})
     for (const database of await ours().catch(() => [])) await dropDatabase(database)
     await server.end().catch(() => {})
+    proxy?.process.kill()
   }
   const onSignal = () => {
     void cleanup().finally(() => process.exit(130))
@@ -291,7 +345,7 @@ export const runPgBench = async (args: ReadonlyArray<string>): Promise<number> =
       pg: version("pg")
     }
     log(
-      `fair-relay PostgreSQL bench (${mode}${plan.handlerMs === 0 ? "" : `, handler ${plan.handlerMs} ms`}, ${plan.concurrency} in flight per process): PostgreSQL ${settings.server_version}, node ${process.version}, ` +
+      `fair-relay PostgreSQL bench (${mode}${plan.handlerMs === 0 ? "" : `, handler ${plan.handlerMs} ms`}${plan.latencyMs === 0 ? "" : `, through a proxy ${plan.latencyMs} ms each way`}, ${plan.concurrency} in flight per process): PostgreSQL ${settings.server_version}, node ${process.version}, ` +
         `${machine.cpus.count}× ${machine.cpus.model}, load ${machine.loadAverageAtStart.join(" ")}; ` +
         `pg-boss ${packages["pg-boss"]}, graphile-worker ${packages["graphile-worker"]}; databases ${prefix}*`
     )
@@ -557,11 +611,12 @@ export const runPgBench = async (args: ReadonlyArray<string>): Promise<number> =
     }
     const resultsDir = path.join(benchDir, "results")
     fs.mkdirSync(resultsDir, { recursive: true })
-    const named = `pg${plan.concurrency === 1 ? "" : `-c${plan.concurrency}`}${plan.handlerMs === 0 ? "" : `-handler-${plan.handlerMs}ms`}`
+    const named = `pg${plan.latencyMs === 0 ? "" : `-latency-${plan.latencyMs}ms`}${plan.concurrency === 1 ? "" : `-c${plan.concurrency}`}${plan.handlerMs === 0 ? "" : `-handler-${plan.handlerMs}ms`}`
     const out = option("--out") ?? path.join(resultsDir, `${named}-${timestamp.replace(/[:.]/g, "-")}.json`)
     fs.writeFileSync(out, JSON.stringify(results, null, 2) + "\n")
 
-    const handled = `${plan.handlerMs === 0 ? "no-op handler" : `handler ${plan.handlerMs} ms`}, ${plan.concurrency} in flight per process`
+    const handled = `${plan.handlerMs === 0 ? "no-op handler" : `handler ${plan.handlerMs} ms`}, ${plan.concurrency} in flight per process` +
+      (plan.latencyMs === 0 ? "" : `, the server ${plan.latencyMs} ms away each way`)
     log(`events/s (${total} jobs, ${plan.workload.flows} flows, ${handled}; W = worker processes):`)
     log(`  ${"".padEnd(44)}${plan.workers.map((w) => `W=${w}`.padStart(9)).join("")}`)
     for (const row of table) {

@@ -34,5 +34,7 @@ const proxy = net.createServer((client) => {
   delayed(client, server)
   delayed(server, client)
 })
-// Port 0: any free port; the line says which (`npm run bench -- --pg --latency-ms N` reads it).
-proxy.listen(listen, "127.0.0.1", () => console.log(`127.0.0.1:${proxy.address().port} → 127.0.0.1:${target}, ${delay} ms each way`))
+// Port 0: any free port. The line says which, as a message of a child of `scenarios/processes/spawn.ts`
+// (`npm run bench -- --pg --latency-ms N` waits for it).
+proxy.listen(listen, "127.0.0.1", () =>
+  console.log(JSON.stringify({ type: "listening", port: proxy.address().port, target, delayMs: delay })))

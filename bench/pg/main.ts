@@ -21,8 +21,7 @@
  * one template per library with the whole backlog, built once through the library's own batch
  * insert, and for each drain a fresh copy of it (`CREATE DATABASE … TEMPLATE`), dropped after it.
  */
-import { execSync, spawn } from "node:child_process"
-import type { ChildProcess } from "node:child_process"
+import { execSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -98,32 +97,18 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
  * `bench/pg/latency.mjs` in front of the server of `url` (on this machine), on a free port, holding
  * each chunk `delayMs` each way: the URL through it and its process, or why it could not start.
  */
-const startProxy = async (url: string, delayMs: number): Promise<{ readonly url: string; readonly process: ChildProcess } | string> => {
+const startProxy = async (url: string, delayMs: number): Promise<{ readonly url: string; readonly process: Child } | string> => {
   const server = new URL(url)
   if (!["127.0.0.1", "localhost"].includes(server.hostname)) return `--latency-ms needs a server on this machine (127.0.0.1), got ${server.hostname}`
-  const script = fileURLToPath(new URL("./latency.mjs", import.meta.url))
-  const child = spawn(process.execPath, [script, "0", server.port === "" ? "5432" : server.port, String(delayMs)], { stdio: ["ignore", "pipe", "inherit"] })
-  const port = await new Promise<string | undefined>((resolve) => {
-    let out = ""
-    const timer = setTimeout(() => resolve(undefined), 10_000)
-    const settle = (found: string | undefined) => {
-      clearTimeout(timer)
-      resolve(found)
-    }
-    child.stdout!.on("data", (chunk: Buffer) => {
-      out += chunk.toString()
-      const found = /^127\.0\.0\.1:(\d+) /.exec(out)
-      if (found !== null) settle(found[1])
-    })
-    child.once("exit", () => settle(undefined))
-  })
-  if (port === undefined) {
+  const child = spawnChild(fileURLToPath(new URL("./latency.mjs", import.meta.url)), ["0", server.port === "" ? "5432" : server.port, String(delayMs)])
+  const listening = await child.expect("listening", 10_000).catch((error: unknown) => error as Error)
+  if (listening instanceof Error) {
     child.kill()
-    return "the latency proxy (bench/pg/latency.mjs) did not start"
+    return `the latency proxy (bench/pg/latency.mjs) did not start: ${listening.message}`
   }
   const proxied = new URL(url)
   proxied.hostname = "127.0.0.1"
-  proxied.port = port
+  proxied.port = String(listening.port)
   return { url: proxied.toString(), process: child }
 }
 const loadavg = () => os.loadavg().map(r1)

@@ -30,6 +30,7 @@ import pg from "pg"
 import { spawnChild } from "../../scenarios/processes/spawn.js"
 import type { Child } from "../../scenarios/processes/spawn.js"
 import type { ChildStats, Kind, RunSpec } from "./protocol.js"
+import { startProxy } from "./proxy.js"
 import { adminPool, countDone, createStore, endState, isBatched, libraryOf } from "./stores.js"
 import type { Library, Workload } from "./stores.js"
 
@@ -93,24 +94,6 @@ const r1 = (x: number) => Math.round(x * 10) / 10
 const r2 = (x: number) => Math.round(x * 100) / 100
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
-/**
- * `bench/pg/latency.mjs` in front of the server of `url` (on this machine), on a free port, holding
- * each chunk `delayMs` each way: the URL through it and its process, or why it could not start.
- */
-const startProxy = async (url: string, delayMs: number): Promise<{ readonly url: string; readonly process: Child } | string> => {
-  const server = new URL(url)
-  if (!["127.0.0.1", "localhost"].includes(server.hostname)) return `--latency-ms needs a server on this machine (127.0.0.1), got ${server.hostname}`
-  const child = spawnChild(fileURLToPath(new URL("./latency.mjs", import.meta.url)), ["0", server.port === "" ? "5432" : server.port, String(delayMs)])
-  const listening = await child.expect("listening", 10_000).catch((error: unknown) => error as Error)
-  if (listening instanceof Error) {
-    child.kill()
-    return `the latency proxy (bench/pg/latency.mjs) did not start: ${listening.message}`
-  }
-  const proxied = new URL(url)
-  proxied.hostname = "127.0.0.1"
-  proxied.port = String(listening.port)
-  return { url: proxied.toString(), process: child }
-}
 const loadavg = () => os.loadavg().map(r1)
 
 const version = (pkg: string) =>

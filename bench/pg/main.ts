@@ -30,6 +30,7 @@ import pg from "pg"
 import { spawnChild } from "../../scenarios/processes/spawn.js"
 import type { Child } from "../../scenarios/processes/spawn.js"
 import type { ChildStats, Kind, RunSpec } from "./protocol.js"
+import { procCpuMs } from "./procCpu.js"
 import { startProxy } from "./proxy.js"
 import { adminPool, countDone, createStore, endState, isBatched, libraryOf } from "./stores.js"
 import type { Library, Workload } from "./stores.js"
@@ -93,7 +94,6 @@ export interface PgRunResult {
 const r1 = (x: number) => Math.round(x * 10) / 10
 const r2 = (x: number) => Math.round(x * 100) / 100
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
-
 const loadavg = () => os.loadavg().map(r1)
 
 const version = (pkg: string) =>
@@ -116,18 +116,15 @@ const backendCpuMs = async (admin: pg.Pool): Promise<number | null> => {
     const { rows } = await admin.query<{ pid: number }>(
       `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`
     )
-    let ticks = 0
+    let ms = 0
     for (const { pid } of rows) {
       try {
-        // Fields after the command name: state is field 3, utime 14, stime 15 (1-based).
-        const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
-        const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-        ticks += Number(fields[11]) + Number(fields[12])
+        ms += procCpuMs(`/proc/${pid}/stat`)
       } catch {
         // The backend has just exited.
       }
     }
-    return ticks * (1000 / 100)
+    return ms
   } catch {
     return null
   }

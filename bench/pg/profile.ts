@@ -22,6 +22,7 @@ import pg from "pg"
 import * as PgRelayQueue from "../../src/layers/PgRelayQueue.js"
 import { startCpuProfile } from "../cpuProfile.js"
 import { floorWorker } from "./floor.js"
+import { procCpuMs } from "./procCpu.js"
 
 const argument = (name: string) => {
   const at = process.argv.indexOf(name)
@@ -111,17 +112,15 @@ pg.Client.prototype.query = function(this: pg.Client, ...args: Array<unknown>) {
 const admin = new pg.Client({ connectionString: base })
 const serverCpuMs = async () => {
   const { rows } = await admin.query<{ pid: number }>("SELECT pid FROM pg_stat_activity WHERE datname = $1", [database])
-  const fs = await import("node:fs")
-  let ticks = 0
+  let ms = 0
   for (const { pid } of rows) {
     try {
-      const fields = fs.readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ")
-      ticks += Number(fields[11]) + Number(fields[12])
+      ms += procCpuMs(`/proc/${pid}/stat`)
     } catch {
       // gone
     }
   }
-  return ticks * 10
+  return ms
 }
 
 await admin.connect()

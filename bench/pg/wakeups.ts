@@ -16,12 +16,12 @@
  *   npx tsx bench/pg/wakeups.ts [--seconds 8] [--latency-ms 0,1,5] [--exact] [--url postgres://…/postgres]
  */
 import { Deferred, Duration, Effect, Fiber, Logger, LogLevel } from "effect"
-import * as fs from "node:fs"
 import pg from "pg"
 import * as PgRelayQueue from "../../src/layers/PgRelayQueue.js"
 import * as Relay from "../../src/services/Relay.js"
 import { RelayQueue } from "../../src/services/RelayQueue.js"
 import { Transport } from "../../src/services/Transport.js"
+import { procCpuMs } from "./procCpu.js"
 import { startProxy } from "./proxy.js"
 
 const argument = (name: string) => {
@@ -39,13 +39,8 @@ if (!(seconds > 0) || latencies.some((ms) => !(Number.isInteger(ms) && ms >= 0 &
 
 /** CPU milliseconds of this process's main thread, and of all its threads (user + system). */
 const cpu = () => {
-  const ticks = (tid: string) => {
-    const stat = fs.readFileSync(`/proc/self/task/${tid}/stat`, "utf8")
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-    return (Number(fields[11]) + Number(fields[12])) * 10
-  }
   const usage = process.cpuUsage()
-  return { main: ticks(String(process.pid)), all: (usage.user + usage.system) / 1000 }
+  return { main: procCpuMs(`/proc/self/task/${process.pid}/stat`), all: (usage.user + usage.system) / 1000 }
 }
 
 /** The daemon on a fresh database at `url`: its CPU with nothing to do, then events/s and CPU per event while draining. */

@@ -164,11 +164,14 @@ export const measureThroughput = async (
       : { name: floor.name, eventsRatio: eventsPerSecond / floor.eventsPerSecond, cpuRatio: cpuUsPerEvent / floor.cpuUsPerEvent }
   }
 
-  const floorRow = (synchronous: Synchronous, batchSize: number): Row => {
-    const name = `floor ${batchSize === 1 ? "single-step" : `batched n=${batchSize}`} ${syncLabel(synchronous)}`
+  /** The floor at `batchSize`; `exchange`: settle and next claim in one commit, as one daemon worker does. */
+  const floorRow = (synchronous: Synchronous, batchSize: number, exchange = false): Row => {
+    const kind = exchange ? "exchange" : batchSize === 1 ? "single" : "batch"
+    const label = exchange ? "single-step, settle + next claim in one commit" : batchSize === 1 ? "single-step" : `batched n=${batchSize}`
+    const name = `floor ${label} ${syncLabel(synchronous)}`
     const files = freshCopy(template, "floor")
     try {
-      const loop = floorDrain({ ...files, batchSize, synchronous, leaseTicks, maxSeconds: plan.maxSeconds })
+      const loop = floorDrain({ ...files, batchSize, exchange, synchronous, leaseTicks, maxSeconds: plan.maxSeconds })
       const acked = countAcked(files.queueFile)
       const inbox = readInbox(files.inboxFile)
       const row: Row = {
@@ -194,7 +197,7 @@ export const measureThroughput = async (
           orderViolations: loop.orderViolations
         }
       }
-      floors.set(`${batchSize === 1 ? "single" : "batch"}-${synchronous}`, row)
+      floors.set(`${kind}-${synchronous}`, row)
       return row
     } finally {
       files.remove()
@@ -234,10 +237,10 @@ export const measureThroughput = async (
       ? `ours relay.run({ workers: ${workers}, batchSize: 1 })`
       : `ours Relay.stepBatch(${plan.batchSize}), in-memory handler like the peers'`
     const fullName = `${name} ${syncLabel(synchronous)}`
-    // One daemon worker drains one event at a time, as `Relay.step` does: the single-step floor is
-    // its measure, and the ceiling's bursts go with it too.
+    // One daemon worker drains one event at a time, as `Relay.step` does, but settles and claims
+    // the next in one commit: the exchange floor is its measure. The ceiling's bursts go with both.
     const singleStep = mode === "single" || (mode === "daemon" && workers === 1)
-    const floorName = `${singleStep ? "single" : "batch"}-${synchronous}`
+    const floorName = `${mode === "daemon" && workers === 1 ? "exchange" : singleStep ? "single" : "batch"}-${synchronous}`
     const base = { name: fullName, system: "fair-relay" as const, mode, synchronous, order: ourOrder }
     // The library was asked for NORMAL: a connection that reads anything else makes the row meaningless.
     if (synchronous === "normal" && !normalSupported) {
@@ -311,6 +314,7 @@ export const measureThroughput = async (
     push(floorRow(synchronous, plan.batchSize))
     push(await oursRow(synchronous, "batch"))
     push(await oursRow(synchronous, "daemon"))
+    push(floorRow(synchronous, 1, true))
     push(await oursRow(synchronous, "daemon", 1))
     push(await oursRow(synchronous, "queue-only"))
   }

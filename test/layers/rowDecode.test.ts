@@ -1,11 +1,12 @@
 /**
- * Hot row shapes decode by plain checks (`QueueRows.checks`) instead of per-row Schema decoding:
+ * Hot row shapes decode by plain checks (`QueueRows.checks`, the inbox's `SqlInbox.inboxRows`) instead of per-row Schema decoding:
  * on every row the checks accept they give what the schema gives, and a malformed row still ends
  * in the schema's own error (a defect carrying the same ParseError).
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Cause, Effect, Either, Exit, Schema } from "effect"
 import * as Rows from "../../src/layers/internal/QueueRows.js"
+import { inboxRows } from "../../src/layers/internal/SqlInbox.js"
 import { rowCheck } from "../../src/layers/internal/Store.js"
 import type { ColumnKind } from "../../src/layers/internal/Store.js"
 
@@ -19,6 +20,27 @@ const shapes = {
   clock: Rows.ClockRow,
   aggregate: Rows.AggregateRow
 } as const
+
+/** Every checked row shape: the queue's, then the inbox's. */
+const cases: ReadonlyArray<{
+  readonly name: string
+  readonly schema: Schema.Schema<any, any>
+  readonly columns: ReadonlyArray<readonly [string, ColumnKind]>
+  readonly decode: (rows: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<unknown>>
+}> = [
+  ...Object.entries(shapes).map(([name, schema]) => ({
+    name,
+    schema,
+    columns: Rows.checks[name as keyof typeof shapes],
+    decode: Rows.decode[name as keyof typeof shapes] as (rows: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<unknown>>
+  })),
+  ...Object.entries(inboxRows).map(([name, shape]) => ({
+    name: `inbox ${name}`,
+    schema: shape.schema as Schema.Schema<any, any>,
+    columns: shape.columns,
+    decode: shape.decode as (rows: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<unknown>>
+  }))
+]
 
 /** Values a column of this kind may hold, as drivers return them. */
 const goodValues = (kind: ColumnKind): ReadonlyArray<unknown> => {
@@ -70,10 +92,7 @@ const same = (actual: Exit.Exit<unknown>, expected: Exit.Exit<unknown>) => {
 }
 
 describe("row decoding by plain checks", () => {
-  for (const [name, schema] of Object.entries(shapes)) {
-    const columns = Rows.checks[name as keyof typeof shapes]
-    const decode = Rows.decode[name as keyof typeof shapes] as (rows: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<unknown>>
-
+  for (const { columns, decode, name, schema } of cases) {
     it(`${name}: every accepted row decodes as its schema decodes it (extra columns dropped, driver integer types coerced)`, () => {
       const rows: Array<unknown> = []
       for (const [column, kind] of columns) {
@@ -108,9 +127,9 @@ describe("row decoding by plain checks", () => {
   }
 
   it("every column of each checked schema is checked, and nothing else", () => {
-    for (const [name, schema] of Object.entries(shapes)) {
+    for (const { columns, name, schema } of cases) {
       const declared = Object.keys((schema as unknown as Schema.Struct<Schema.Struct.Fields>).fields)
-      expect(Rows.checks[name as keyof typeof shapes].map(([column]) => column), name).toEqual(declared)
+      expect(columns.map(([column]) => column), name).toEqual(declared)
     }
   })
 })

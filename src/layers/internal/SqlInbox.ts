@@ -20,8 +20,8 @@ import type { ApplyResult, InboxBusiness, InboxPruneResult, InboxRetention, Inbo
 import * as Metrics from "../../services/Metrics.js"
 import { decodePruneOptions, PruneBatchSize } from "../../services/Retention.js"
 import type { PruneOptions } from "../../services/Retention.js"
-import { chunks, decodeRows, execWrite, idType, isolated, limitTo, rowsTable, SqlInt } from "./Store.js"
-import type { Store } from "./Store.js"
+import { chunks, decodeRows, execWrite, idType, isolated, limitTo, rowCheck, rowsTable, SqlInt } from "./Store.js"
+import type { ColumnKind, Store } from "./Store.js"
 
 
 /** Embedded migrations of the inbox store. */
@@ -51,10 +51,34 @@ export const migrations: Record<string, Effect.Effect<void, SqlError, SqlClient>
 /** Name of the inbox store's migrations table. */
 export const migrationsTable = "inbox_migrations"
 
-const receipts = decodeRows(Schema.Struct({ event_id: Schema.String, flow_id: Schema.String, seq: SqlInt, body: Schema.String }))
-const progressRows = decodeRows(Schema.Struct({ flow_id: Schema.String, last_seq: SqlInt, pruned_through: SqlInt }))
-const dueRows = decodeRows(Schema.Struct({ event_id: Schema.String, flow_id: Schema.String, seq: SqlInt }))
-const countRows = decodeRows(Schema.Struct({ n: SqlInt }))
+/** A row shape the inbox reads: its schema, and the plain checks that decode the rows they accept without it (`Store.rowCheck`). */
+const shape = <A, I>(schema: Schema.Schema<A, I>, columns: ReadonlyArray<readonly [string, ColumnKind]>) => ({
+  schema,
+  columns,
+  decode: decodeRows(schema, rowCheck<A>(columns))
+})
+
+/** The inbox's row shapes (a receive reads a receipt and a progress row per delivery). */
+export const inboxRows = {
+  receipt: shape(Schema.Struct({ event_id: Schema.String, flow_id: Schema.String, seq: SqlInt, body: Schema.String }), [
+    ["event_id", "string"],
+    ["flow_id", "string"],
+    ["seq", "int"],
+    ["body", "string"]
+  ]),
+  progress: shape(Schema.Struct({ flow_id: Schema.String, last_seq: SqlInt, pruned_through: SqlInt }), [
+    ["flow_id", "string"],
+    ["last_seq", "int"],
+    ["pruned_through", "int"]
+  ]),
+  due: shape(Schema.Struct({ event_id: Schema.String, flow_id: Schema.String, seq: SqlInt }), [
+    ["event_id", "string"],
+    ["flow_id", "string"],
+    ["seq", "int"]
+  ]),
+  count: shape(Schema.Struct({ n: SqlInt }), [["n", "int"]])
+}
+const { count: { decode: countRows }, due: { decode: dueRows }, progress: { decode: progressRows }, receipt: { decode: receipts } } = inboxRows
 
 // A refusal must roll back whatever the business step wrote before refusing.
 class Refusal {

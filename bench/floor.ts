@@ -213,37 +213,31 @@ export const floorDrain = (options: {
     let queueCommits = 0
     let inboxCommits = 0
     let complete = false
+    // After the first claim, each step receives what it claimed, then settles it and claims the
+    // next: in one queue transaction with `exchange`, in two without.
+    const settleAndClaimNext = (settled: ReadonlyArray<EventRow>): Array<EventRow> => {
+      if (options.exchange === true) {
+        queueCommits++
+        return exchange(settled, options.batchSize)
+      }
+      settle(settled)
+      queueCommits += 2
+      return claim(options.batchSize)
+    }
     const cpu = process.cpuUsage()
     const started = performance.now()
-    if (options.exchange === true) {
-      let claimed = claim(options.batchSize)
-      queueCommits++
-      while (performance.now() - started < options.maxSeconds * 1000) {
-        if (claimed.length === 0) {
-          complete = true
-          break
-        }
-        receive(claimed)
-        inboxCommits++
-        const settled = claimed
-        claimed = exchange(settled, options.batchSize)
-        queueCommits++
-        drained += settled.length
+    let claimed = claim(options.batchSize)
+    queueCommits++
+    while (performance.now() - started < options.maxSeconds * 1000) {
+      if (claimed.length === 0) {
+        complete = true
+        break
       }
-    } else {
-      while (performance.now() - started < options.maxSeconds * 1000) {
-        const claimed = claim(options.batchSize)
-        queueCommits++
-        if (claimed.length === 0) {
-          complete = true
-          break
-        }
-        receive(claimed)
-        inboxCommits++
-        settle(claimed)
-        queueCommits++
-        drained += claimed.length
-      }
+      receive(claimed)
+      inboxCommits++
+      const settled = claimed
+      claimed = settleAndClaimNext(settled)
+      drained += settled.length
     }
     const seconds = (performance.now() - started) / 1000
     const used = process.cpuUsage(cpu)

@@ -6,7 +6,8 @@
  * then summarize self time by package:
  *
  *   node --import tsx --cpu-prof --cpu-prof-dir bench/.cache/profile bench/profile.ts [events] [--daemon [--workers N] | --single] [--normal]
- *     (also writes bench/.cache/profile/drain-only-….cpuprofile: the drain alone, via node:inspector)
+ *     (also writes bench/.cache/profile/drain-only-….cpuprofile: the drain alone, via node:inspector;
+ *     with `--import ./bench/dist.mjs` after tsx, of the compiled library, whose frames name lines)
  *   npx tsx bench/profile.ts --summarize bench/.cache/profile/CPU.….cpuprofile
  */
 import * as fs from "node:fs"
@@ -38,7 +39,8 @@ export const groupOf = ({ functionName, url }: ProfileNode["callFrame"]): string
   if (url.includes("/node_modules/@effect/experimental/")) return "@effect/experimental"
   if (url.includes("/node_modules/effect/")) return "effect runtime"
   if (url.includes("/node_modules/tsx/") || url.includes("/node_modules/esbuild/")) return "tsx"
-  if (url.includes("/src/")) return "ours (src/)"
+  // The library as TypeScript, or compiled (`bench/dist.mjs`); packages' own dist/ folders are matched above.
+  if (url.includes("/src/") || url.includes("/dist/")) return "ours"
   if (url.includes("/bench/")) return "bench harness"
   if (url.startsWith("node:") || url === "") return "node internals / other native"
   return "other"

@@ -78,7 +78,6 @@ export const inboxRows = {
   ]),
   count: shape(Schema.Struct({ n: SqlInt }), [["n", "int"]])
 }
-const { count: { decode: countRows }, due: { decode: dueRows }, progress: { decode: progressRows }, receipt: { decode: receipts } } = inboxRows
 
 // A refusal must roll back whatever the business step wrote before refusing.
 class Refusal {
@@ -140,12 +139,12 @@ const service = (store: Store, business: InboxBusiness, retention: InboxRetentio
       const ids = [...new Set(batch.map((d) => d.delivery.eventId))]
       const flows = [...new Set(batch.map((d) => d.delivery.flowId))]
       const stored = new Map(
-        (yield* Effect.flatMap(store.exec(sql`SELECT event_id, flow_id, seq, body FROM inbox_receipt WHERE event_id IN ${sql.in(ids)}`), receipts))
+        (yield* Effect.flatMap(store.exec(sql`SELECT event_id, flow_id, seq, body FROM inbox_receipt WHERE event_id IN ${sql.in(ids)}`), inboxRows.receipt.decode))
           .map((r): [string, Receipt] => [r.event_id, { eventId: r.event_id, flowId: r.flow_id, seq: r.seq, bodyText: r.body }])
       )
       const progressOf = yield* Effect.flatMap(
         store.exec(sql`SELECT flow_id, last_seq, pruned_through FROM inbox_progress WHERE flow_id IN ${sql.in(flows)}`),
-        progressRows
+        inboxRows.progress.decode
       )
       const last = new Map(progressOf.map((r): [string, number] => [r.flow_id, r.last_seq]))
       const pruned = new Map(progressOf.map((r): [string, number] => [r.flow_id, r.pruned_through]))
@@ -227,13 +226,13 @@ const service = (store: Store, business: InboxBusiness, retention: InboxRetentio
       .pipe(Metrics.withHotSpan("Inbox.receiveBatch", { attributes: { size: inputs.length } }))
 
   const receiptsRead = store.read(
-    Effect.map(Effect.flatMap(store.exec(sql`SELECT * FROM inbox_receipt ORDER BY flow_id, seq`), receipts), (rows) =>
+    Effect.map(Effect.flatMap(store.exec(sql`SELECT * FROM inbox_receipt ORDER BY flow_id, seq`), inboxRows.receipt.decode), (rows) =>
       rows.map((row) => ({ eventId: row.event_id, flowId: row.flow_id, seq: row.seq, body: parseStored(row.body) })))
   )
 
   const progress = store.read(
     Effect.map(
-      Effect.flatMap(store.exec(sql`SELECT flow_id, last_seq, pruned_through FROM inbox_progress ORDER BY flow_id`), progressRows),
+      Effect.flatMap(store.exec(sql`SELECT flow_id, last_seq, pruned_through FROM inbox_progress ORDER BY flow_id`), inboxRows.progress.decode),
       (rows) => new Map(rows.map((row) => [row.flow_id, row.last_seq]))
     )
   )
@@ -248,7 +247,7 @@ const service = (store: Store, business: InboxBusiness, retention: InboxRetentio
     store.write(Effect.gen(function*() {
       const due = yield* Effect.flatMap(
         store.exec(sql`SELECT event_id, flow_id, seq FROM inbox_receipt WHERE received_at <= ${cutoff} ORDER BY received_at ${limitTo(sql, size)}`),
-        dueRows
+        inboxRows.due.decode
       )
       if (due.length === 0) return 0
       const through = new Map<string, number>()
@@ -273,7 +272,7 @@ const service = (store: Store, business: InboxBusiness, retention: InboxRetentio
         if (dryRun) {
           const [row] = yield* store.read(Effect.flatMap(
             store.exec(sql`SELECT COUNT(*) AS n FROM (SELECT 1 AS one FROM inbox_receipt WHERE received_at <= ${cutoff} ${limitTo(sql, limit)}) AS due`),
-            countRows
+            inboxRows.count.decode
           ))
           return { receipts: row?.n ?? 0, dryRun }
         }

@@ -39,8 +39,8 @@ export const groupOf = ({ functionName, url }: ProfileNode["callFrame"]): string
   if (url.includes("/node_modules/@effect/experimental/")) return "@effect/experimental"
   if (url.includes("/node_modules/effect/")) return "effect runtime"
   if (url.includes("/node_modules/tsx/") || url.includes("/node_modules/esbuild/")) return "tsx"
-  // The library as TypeScript, or compiled (`bench/dist.mjs`); packages' own dist/ folders are matched above.
-  if (url.includes("/src/") || url.includes("/dist/")) return "ours"
+  // The library as TypeScript, or compiled (`bench/dist.mjs`); not a package's own src/ or dist/.
+  if (!url.includes("/node_modules/") && (url.includes("/src/") || url.includes("/dist/"))) return "ours"
   if (url.includes("/bench/")) return "bench harness"
   if (url.startsWith("node:") || url === "") return "node internals / other native"
   return "other"

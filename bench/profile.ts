@@ -9,6 +9,9 @@
  *     (also writes bench/.cache/profile/drain-only-….cpuprofile: the drain alone, via node:inspector;
  *     with `--import ./bench/dist.mjs` after tsx, of the compiled library, whose frames name lines)
  *   npx tsx bench/profile.ts --summarize bench/.cache/profile/CPU.….cpuprofile
+ *
+ * With `--callgrind`, under valgrind's callgrind (`bench/instructions.sh` runs it so), no CPU
+ * profile: the instruction counters are zeroed as the drain starts and dumped as it ends.
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -92,6 +95,9 @@ if (args[0] === "--summarize") {
   const workersAt = args.indexOf("--workers")
   const workers = workersAt < 0 ? 8 : Number(args[workersAt + 1])
   const synchronous = args.includes("--normal") ? "normal" as const : "full" as const
+  const callgrind = args.includes("--callgrind")
+  const { execFileSync } = await import("node:child_process")
+  const callgrindControl = (flag: "--zero" | "--dump") => execFileSync("callgrind_control", [flag, String(process.pid)], { stdio: "ignore" })
   fs.mkdirSync(workDir, { recursive: true })
   const queueFile = path.join(workDir, "profile.queue.db")
   const inboxFile = path.join(workDir, "profile.inbox.db")
@@ -105,12 +111,16 @@ if (args[0] === "--summarize") {
   let profiler: Awaited<ReturnType<typeof startCpuProfile>> | undefined
   const loop = await Effect.runPromise(
     Effect.gen(function*() {
-      profiler = yield* Effect.promise(startCpuProfile)
+      if (callgrind) callgrindControl("--zero")
+      else profiler = yield* Effect.promise(startCpuProfile)
       return daemon ? yield* daemonLoop(events, 600, seen, { workers, batchSize: 1 }) : yield* drainLoop(single ? 1 : 64, 600, true)
     }).pipe(Effect.provide(relayLayer(queueFile, inboxFile, { synchronous }, seen)), daemon ? (effect) => effect : TickClock.at(0))
   )
-  await profiler!.stop(out)
-  console.log(`wrote ${path.relative(process.cwd(), out)} (the drain alone)`)
+  if (callgrind) callgrindControl("--dump")
+  else {
+    await profiler!.stop(out)
+    console.log(`wrote ${path.relative(process.cwd(), out)} (the drain alone)`)
+  }
   console.log(`drained ${loop.drained} events in ${loop.seconds.toFixed(2)} s: ${(loop.drained / loop.seconds).toFixed(0)} events/s, CPU ${((loop.cpuSeconds * 1e6) / loop.drained).toFixed(0)} µs/event`)
   removeDb(queueFile)
   removeDb(inboxFile)

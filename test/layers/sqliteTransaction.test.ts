@@ -112,4 +112,18 @@ describe("SQLite store transactions", () => {
       yield* Effect.exit(store.write(Effect.die("boom")))
       expect(yield* outside).toBe(false)
     }))
+
+  it.scoped("more distinct statements than the connection keeps prepared: each runs as written, the first again after it was dropped", () =>
+    Effect.gen(function*() {
+      const store = yield* openStore
+      // 300 texts (the connection keeps 200 prepared), several of each length: each answers its own constant.
+      const constants = Array.from({ length: 300 }, (_, i) => i)
+      const answers = yield* store.read(
+        Effect.forEach(constants, (i) => Effect.map(store.exec(store.sql.unsafe<{ v: number }>(`SELECT ${i} AS v`)), (rows) => rows[0]!.v))
+      )
+      expect(answers).toStrictEqual(constants)
+      expect(yield* store.read(store.exec(store.sql.unsafe<{ v: number }>("SELECT 0 AS v")))).toStrictEqual([{ v: 0 }])
+      yield* store.write(store.exec(store.sql`INSERT INTO parent (id) VALUES (${7})`))
+      expect(yield* count(store, "parent")).toBe(1)
+    }))
 })

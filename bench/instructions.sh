@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Instructions per event of one drain of bench/profile.ts on the compiled library, counted by
+# valgrind's callgrind over the drain alone (zeroed as it starts, dumped as it ends; V8 on one
+# thread, so its compiler and collector are counted too): a figure that holds still from run to
+# run — two runs of one build came 0.13 % apart — where times on this VM move by tens of percent.
+# For an A/B of a change in CPU; about 50 times slower than the drain itself (1,000 events of one
+# daemon worker: ~3 minutes). Needs valgrind (`apt-get install valgrind`) and `npm run build`.
+#
+#   npm run build && bash bench/instructions.sh 1000 --daemon --workers 1 --normal
+set -euo pipefail
+cd "$(dirname "$0")/.."
+events="${1:?usage: bench/instructions.sh EVENTS [bench/profile.ts options]}"
+shift
+[ -f dist/index.js ] || { echo "bench/instructions.sh: dist/ is missing; run npm run build first" >&2; exit 2; }
+out="$(mktemp -d)"
+trap 'rm -rf "$out"' EXIT
+valgrind --tool=callgrind --callgrind-out-file="$out/callgrind.%p" \
+  node --single-threaded --import tsx --import ./bench/dist.mjs bench/profile.ts "$events" "$@" --callgrind > "$out/log" 2>&1 ||
+  { tail -20 "$out/log" >&2; exit 1; }
+grep -E "^drained" "$out/log"
+dump="$(ls "$out"/callgrind.*.1)"
+total="$(grep -E '^(summary|totals):' "$dump" | head -1 | awk '{print $2}')"
+node -e 'const [total, events] = process.argv.slice(1).map(Number); console.log(`instructions: ${total.toLocaleString("en")} in the drain, ${Math.round(total / events).toLocaleString("en")} per event`)' "$total" "$events"

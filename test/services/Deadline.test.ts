@@ -1,9 +1,10 @@
 /**
  * The worker's delivery timeout (`Deadline.timed`): under a clock that sleeps in real time (the
- * default one, a `TickClock`) a fiber started at once and, once it waits, a timer; under any other
- * (`TestClock`) `Effect.timeout`. The same outcomes either way. The real-time cases use deadlines of a few
- * milliseconds against effects that never end, or that end at once: no timing is asserted (the
- * duration it measures is checked under `TestClock` only). The log annotations it is given are on
+ * default one, a `TickClock`) a fiber started at once and, once it waits, a timer; under any
+ * other (`TestClock`) `Effect.timeout`. The same outcomes either way. The real-time cases use
+ * deadlines of a few milliseconds against effects that never end, that end at once, or that work
+ * without waiting for longer than the deadline: no timing is asserted (the duration it measures is
+ * checked under `TestClock` only). The log annotations it is given are on
  * the effect's logs, and only there.
  */
 import { describe, expect, it } from "@effect/vitest"
@@ -31,6 +32,14 @@ const loggedAnnotations = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   Effect.suspend(() => {
     const { layer, logs } = captureLogs()
     return Effect.map(Effect.provide(effect, layer), () => logs.map((log) => log.annotations))
+  })
+
+/** Work that does not wait, for `millis` of wall time, then `value`. */
+const busy = <A>(millis: number, value: A) =>
+  Effect.sync(() => {
+    const until = Date.now() + millis
+    while (Date.now() < until) { /* the work */ }
+    return value
   })
 
 const isTimeout = (exit: Exit.Exit<unknown, unknown>) =>
@@ -75,23 +84,14 @@ describe("Deadline.timed under the default clock", () => {
       // 40 ms of work that does not wait, then a wait of 30 ms, against a deadline of 50 ms: the
       // timer set when the effect first waits fires after what is left (10 ms), before the wait
       // ends; a timer of the whole 50 ms would let the effect end with its value.
-      const busy = Effect.sync(() => {
-        const until = Date.now() + 40
-        while (Date.now() < until) { /* the work */ }
-      })
-      const exit = yield* Effect.exit(timeout(Effect.zipRight(busy, Effect.as(Effect.sleep("30 millis"), "ended")), Duration.millis(50)))
+      const exit = yield* Effect.exit(timeout(Effect.zipRight(busy(40, undefined), Effect.as(Effect.sleep("30 millis"), "ended")), Duration.millis(50)))
       expect(isTimeout(exit)).toBe(true)
     }))
 
   it.live("an effect that ends without waiting gives its exit, however long it took", () =>
     Effect.gen(function*() {
       // Nothing can interrupt work that never waits: its value is used, as a reply that came is.
-      const busy = Effect.sync(() => {
-        const until = Date.now() + 30
-        while (Date.now() < until) { /* the work */ }
-        return "done"
-      })
-      expect(yield* timeout(busy, Duration.millis(5))).toBe("done")
+      expect(yield* timeout(busy(30, "done"), Duration.millis(5))).toBe("done")
     }))
 
   it.live("an effect interrupted from inside before the deadline is not a timeout", () =>

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Instructions per event of one drain of bench/profile.ts on the compiled library, counted by
 # valgrind's callgrind over the drain alone (zeroed as it starts, dumped as it ends; V8 on one
-# thread, so its compiler and collector are counted too): a figure that holds still from run to
-# run — two runs of one build came 0.13 % apart — where times on this VM move by tens of percent.
-# For an A/B of a change in CPU; about 50 times slower than the drain itself (1,000 events of one
-# daemon worker: ~3 minutes). Needs valgrind (`apt-get install valgrind`) and `npm run build`.
+# thread, so its compilers and collector are counted too), and where they ran
+# (bench/callgrindSummary.mjs): SQLite, V8's compilers, builtins, runtime and collector, the
+# JavaScript V8 compiled. Its last line — without the compilers and the collector, whose
+# heuristics read the clock — is the figure to compare two builds by: two runs of one build came
+# 0.2–1.7 % apart, where times on this VM move by tens of percent. About 50 times slower than the
+# drain itself (3,000 events of one daemon worker: ~4 minutes; fewer events leave more of the
+# code unoptimized). Needs valgrind (`apt-get install valgrind`) and `npm run build`.
 #
-#   npm run build && bash bench/instructions.sh 1000 --daemon --workers 1 --normal
+#   npm run build && bash bench/instructions.sh 3000 --daemon --workers 1 --normal
 set -euo pipefail
 cd "$(dirname "$0")/.."
 events="${1:?usage: bench/instructions.sh EVENTS [bench/profile.ts options]}"
@@ -21,3 +24,4 @@ grep -E "^drained" "$out/log"
 dump="$(ls "$out"/callgrind.*.1)"
 total="$(grep -E '^(summary|totals):' "$dump" | head -1 | awk '{print $2}')"
 node -e 'const [total, events] = process.argv.slice(1).map(Number); console.log(`instructions: ${total.toLocaleString("en")} in the drain, ${Math.round(total / events).toLocaleString("en")} per event`)' "$total" "$events"
+node bench/callgrindSummary.mjs "$dump" "$events"

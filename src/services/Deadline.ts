@@ -5,8 +5,7 @@
  * before a timer would be set, and the caller goes on without an asynchronous boundary; one that
  * waits gets a timer for what is left of the deadline. `Effect.timeout` forks two fibers (the
  * effect's and one that sleeps), races them and joins the winner's fiber refs, which costs a
- * daemon worker about a sixth of its CPU per event on SQLite; a forked fiber and a timer for
- * every delivery, 3.7 % of the instructions of its event (bench/README.md). Under any other clock
+ * daemon worker about a sixth of its CPU per event on SQLite. Under any other clock
  * (`TestClock`) it is `Effect.timeout`. Either way: the effect's exit; or, once the deadline
  * passes, the effect interrupted (and waited for) and a `TimeoutException`; interrupting the
  * caller interrupts the effect and waits for it. Unlike `Effect.timeout`: an effect that ends by

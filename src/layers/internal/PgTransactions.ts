@@ -26,6 +26,7 @@ import { createRequire } from "node:module"
 import pg from "pg"
 import type * as Pg from "pg"
 import { execOnConnection, exitProviding, StatementLog } from "./Store.js"
+import * as TextMap from "./TextMap.js"
 
 /** `pg`'s own mapping of a value to what it sends (arrays, dates, buffers, JSON), as its queries use. */
 const { prepareValue } = createRequire(import.meta.url)("pg/lib/utils.js") as { readonly prepareValue: (value: unknown) => unknown }
@@ -41,14 +42,14 @@ export const statementName = (text: string, renewed = 0): string =>
 
 // Statement texts and the names they are prepared under (one name per text, for every connection),
 // and how many times each was prepared afresh.
-const prepared = new Map<string, string>()
+const prepared = TextMap.make<string>()
 const renewals = new Map<string, number>()
 const MaxPrepared = 500
 
 /** The name `text` is prepared under; undefined (unnamed) beyond the first 500 texts. */
 const nameOf = (text: string): string | undefined => {
   let name = prepared.get(text)
-  if (name === undefined && prepared.size < MaxPrepared) {
+  if (name === undefined && prepared.size() < MaxPrepared) {
     name = statementName(text, renewals.get(text))
     prepared.set(text, name)
   }

@@ -12,6 +12,7 @@ import { SqlError } from "@effect/sql/SqlError"
 import * as Statement from "@effect/sql/Statement"
 import Database from "better-sqlite3"
 import { Effect, Scope } from "effect"
+import * as TextMap from "./TextMap.js"
 
 /** A SQLite connection: the `SqlClient` over it and its raw handle. */
 export interface SqliteConnection {
@@ -81,17 +82,23 @@ export const make = (filename: string, options: { readonly readonly?: boolean } 
     yield* Effect.addFinalizer(() => Effect.sync(() => db.close()))
     if (options.readonly !== true) db.pragma("journal_mode = WAL")
 
-    const prepared = new Map<string, Database.Statement>()
+    // Prepared statements by text, the least recently used dropped past `PreparedCacheSize`.
+    const prepared = TextMap.make<{ readonly statement: Database.Statement; used: number }>()
+    let uses = 0
+    const leastRecentlyUsed = (): string => {
+      let oldest: readonly [string, { readonly used: number }] | undefined
+      for (const entry of prepared.entries()) if (oldest === undefined || entry[1].used < oldest[1].used) oldest = entry
+      return oldest![0]
+    }
     const prepare = (text: string): Database.Statement => {
       const cached = prepared.get(text)
       if (cached !== undefined) {
-        prepared.delete(text)
-        prepared.set(text, cached)
-        return cached
+        cached.used = ++uses
+        return cached.statement
       }
       const statement = db.prepare(text)
-      prepared.set(text, statement)
-      if (prepared.size > PreparedCacheSize) prepared.delete(prepared.keys().next().value!)
+      if (prepared.size() >= PreparedCacheSize) prepared.delete(leastRecentlyUsed())
+      prepared.set(text, { statement, used: ++uses })
       return statement
     }
     const run = (text: string, params: ReadonlyArray<unknown>): ReadonlyArray<object> => {
@@ -123,7 +130,7 @@ export const make = (filename: string, options: { readonly readonly?: boolean } 
           }
           return statement.raw(true).all(...params) as never
         }, "Failed to execute statement").pipe(Effect.ensuring(Effect.sync(() => {
-          const statement = prepared.get(text)
+          const statement = prepared.get(text)?.statement
           if (statement?.reader) statement.raw(false)
         }))),
       executeUnprepared: (text, params, transformRows) =>

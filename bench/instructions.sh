@@ -21,7 +21,4 @@ valgrind --tool=callgrind --callgrind-out-file="$out/callgrind.%p" \
   node --single-threaded --import tsx --import ./bench/dist.mjs bench/profile.ts "$events" "$@" --callgrind > "$out/log" 2>&1 ||
   { tail -20 "$out/log" >&2; exit 1; }
 grep -E "^drained" "$out/log"
-dump="$(ls "$out"/callgrind.*.1)"
-total="$(grep -E '^(summary|totals):' "$dump" | head -1 | awk '{print $2}')"
-node -e 'const [total, events] = process.argv.slice(1).map(Number); console.log(`instructions: ${total.toLocaleString("en")} in the drain, ${Math.round(total / events).toLocaleString("en")} per event`)' "$total" "$events"
-node bench/callgrindSummary.mjs "$dump" "$events"
+node bench/callgrindSummary.mjs "$(ls "$out"/callgrind.*.1)" "$events"

@@ -13,6 +13,7 @@
  * With `--callgrind`, under valgrind's callgrind (`bench/instructions.sh` runs it so), no CPU
  * profile: the instruction counters are zeroed as the drain starts and dumped as it ends.
  */
+import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 
@@ -96,7 +97,6 @@ if (args[0] === "--summarize") {
   const workers = workersAt < 0 ? 8 : Number(args[workersAt + 1])
   const synchronous = args.includes("--normal") ? "normal" as const : "full" as const
   const callgrind = args.includes("--callgrind")
-  const { execFileSync } = await import("node:child_process")
   const callgrindControl = (flag: "--zero" | "--dump") => execFileSync("callgrind_control", [flag, String(process.pid)], { stdio: "ignore" })
   fs.mkdirSync(workDir, { recursive: true })
   const queueFile = path.join(workDir, "profile.queue.db")

@@ -4,8 +4,8 @@
  * other (`TestClock`) `Effect.timeout`. The same outcomes either way. The real-time cases use
  * deadlines of a few milliseconds against effects that never end, that end at once, or that work
  * without waiting for longer than the deadline: no timing is asserted (the duration it measures is
- * checked under `TestClock` only). The log annotations it is given are on
- * the effect's logs, and only there.
+ * checked under `TestClock` only). The log annotations it is given are on the effect's logs, and
+ * only there.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Cause, Deferred, Duration, Effect, Exit, Fiber, Ref, TestClock } from "effect"

@@ -15,6 +15,7 @@ export interface TextMap<V> {
   readonly entries: () => IterableIterator<readonly [string, V]>
 }
 
+/** An empty `TextMap`. */
 export const make = <V>(): TextMap<V> => {
   const byLength = new Map<number, Array<[string, V]>>()
   let size = 0
@@ -29,18 +30,15 @@ export const make = <V>(): TextMap<V> => {
       return at < 0 ? undefined : texts![at]![1]
     },
     set: (text, value) => {
-      const texts = byLength.get(text.length)
-      if (texts === undefined) {
-        byLength.set(text.length, [[text, value]])
-        size++
+      const texts = byLength.get(text.length) ?? []
+      const at = find(texts, text)
+      if (at >= 0) {
+        texts[at]![1] = value
         return
       }
-      const at = find(texts, text)
-      if (at >= 0) texts[at]![1] = value
-      else {
-        texts.push([text, value])
-        size++
-      }
+      if (texts.length === 0) byLength.set(text.length, texts)
+      texts.push([text, value])
+      size++
     },
     delete: (text) => {
       const texts = byLength.get(text.length)

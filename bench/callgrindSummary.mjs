@@ -3,11 +3,12 @@
 //
 //   node bench/callgrindSummary.mjs DUMP EVENTS
 //
-// First callgrind's own count of the dump (its `summary:` line), then the split. Each function's own
-// instructions count once (a call's line carries the callee's inclusive cost and is skipped); they
-// add up to the dump's `totals:` line, which callgrind writes above its `summary:` (0.2 % above for a
-// 3,000-event drain, 1.6 % for a 100-event one). The groups go by object file and by V8's C++ namespaces; JavaScript that V8
-// compiled has no symbols, so it is what runs outside any object file.
+// First callgrind's own count of the dump (its `summary:` line), then the split. Each function's
+// own instructions count once (a call's line carries the callee's inclusive cost and is skipped);
+// they add up to the dump's `totals:` line, which callgrind writes above its `summary:` (0.2 %
+// above for a 3,000-event drain, 1.6 % for a 100-event one). The groups go by object file and by
+// V8's C++ namespaces; JavaScript that V8 compiled has no symbols, so it is what runs outside any
+// object file.
 import * as fs from "node:fs"
 
 const [dump, eventsArgument] = process.argv.slice(2)

@@ -6,8 +6,9 @@
  */
 import Database from "better-sqlite3"
 import { Cause, Deferred, Duration, Effect, Exit, Fiber, Layer, Logger, LogLevel, Ref } from "effect"
-import { Counter, Inbox, Relay, RelayQueue, SqliteInbox, SqliteRelayQueue, Transport } from "../src/index.js"
-import type { DeliveryInput, DeliveryReply, PolicyInput, RelayQueueService, RunOptions, TransportService } from "../src/index.js"
+// The SQLite entry: the RSS child measures a drain that loads it alone, or with the main entry too.
+import { Counter, Inbox, Relay, RelayQueue, SqliteInbox, SqliteRelayQueue, Transport } from "../src/sqlite.js"
+import type { DeliveryInput, DeliveryReply, PolicyInput, RelayQueueService, RunOptions, TransportService } from "../src/sqlite.js"
 import type { Synchronous } from "./floor.js"
 
 /** Options of the stores a drain opens: durability, and the policy the store was created with. */

@@ -3,17 +3,21 @@
  * `Relay.stepBatch(n)` into a fresh inbox for a time budget, sampling its own RSS, and sends the
  * figures to its parent. A process of its own, so its peak RSS is the drain's alone.
  *
- *   argv: <queue file> <inbox file> <max seconds> <batch size>
+ *   argv: <queue file> <inbox file> <max seconds> <batch size> <entry>
+ *
+ * The drain needs `fair-relay/sqlite` alone; with entry `fair-relay` the child also loads the
+ * main entry (PostgreSQL's driver, HTTP, the dashboard), as an application importing it does.
  */
 import { Effect } from "effect"
-import { TickClock } from "../src/index.js"
+import { TickClock } from "../src/sqlite.js"
 import { drainLoop, relayLayer } from "./drain.js"
 
-const [queueFile, inboxFile, maxSeconds, batchSize] = process.argv.slice(2)
+const [queueFile, inboxFile, maxSeconds, batchSize, entry] = process.argv.slice(2)
 if (queueFile === undefined || inboxFile === undefined || process.send === undefined) {
   console.error("rss-child: run by bench/rss.ts")
   process.exit(2)
 }
+if (entry === "fair-relay") await import("../src/index.js")
 
 const mb = (bytes: number) => Math.round((bytes / 2 ** 20) * 10) / 10
 const baselineRssMB = mb(process.memoryUsage().rss)

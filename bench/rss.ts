@@ -15,12 +15,23 @@ import type { Backlog } from "./stores.js"
 /** How the child runs: `tsx` (TypeScript loader) or `compiled` (tsc output, plain node). */
 export type Runtime = "tsx" | "compiled"
 
-export interface RssResult extends Backlog, LoopResult {
+/** What the child loads: the main entry (everything), or the SQLite entry the drain needs. */
+export type Entry = "fair-relay" | "fair-relay/sqlite"
+
+/** One RSS drain: how the child runs and what it loads. */
+export interface RssRun {
   readonly runtime: Runtime
+  readonly entry: Entry
+}
+
+/** A run's name in the log and the JSON, e.g. "compiled, fair-relay/sqlite". */
+export const rssRunName = ({ entry, runtime }: RssRun) => `${runtime}, ${entry}`
+
+export interface RssResult extends Backlog, LoopResult, RssRun {
   readonly batchSize: number
   readonly eventsPerSecond: number
   readonly ackedAfter: number
-  /** RSS of the child before it opened anything (node + tsx + modules). */
+  /** RSS of the child before it opened anything (node, tsx when it runs under it, the entry's modules). */
   readonly baselineRssMB: number
   /** `process.resourceUsage().maxRSS` of the child at the end. */
   readonly peakRssMB: number
@@ -50,26 +61,26 @@ export const measureRss = async (
   backlog: Backlog,
   batchSize: number,
   maxSeconds: number,
-  runtime: Runtime,
+  { entry, runtime }: RssRun,
   log: (line: string) => void
 ): Promise<RssResult> => {
   const store = await cachedStore(backlog, log)
-  const entry = runtime === "tsx" ? path.join(benchDir, "rss-child.ts") : compileChild(log)
+  const child = runtime === "tsx" ? path.join(benchDir, "rss-child.ts") : compileChild(log)
   const queueFile = workCopy(store, `rss-${backlog.events}.queue.db`)
   const inboxFile = path.join(workDir, `rss-${backlog.events}.inbox.db`)
   removeDb(inboxFile)
   try {
-    const child = fork(entry, [queueFile, inboxFile, String(maxSeconds), String(batchSize)], {
+    const forked = fork(child, [queueFile, inboxFile, String(maxSeconds), String(batchSize), entry], {
       execArgv: runtime === "tsx" ? process.execArgv : [],
       stdio: ["ignore", "inherit", "inherit", "ipc"]
     })
-    const figures = await new Promise<Omit<RssResult, keyof Backlog | "runtime" | "batchSize" | "eventsPerSecond" | "ackedAfter">>((resolve, reject) => {
+    const figures = await new Promise<Omit<RssResult, keyof Backlog | keyof RssRun | "batchSize" | "eventsPerSecond" | "ackedAfter">>((resolve, reject) => {
       let received: unknown
-      child.on("message", (message) => { received = message })
-      child.on("error", reject)
-      child.on("exit", (code) => (received !== undefined ? resolve(received as never) : reject(new Error(`rss child exited with ${code}`))))
+      forked.on("message", (message) => { received = message })
+      forked.on("error", reject)
+      forked.on("exit", (code) => (received !== undefined ? resolve(received as never) : reject(new Error(`rss child exited with ${code}`))))
     })
-    return { ...backlog, runtime, batchSize, ...figures, eventsPerSecond: figures.drained / figures.seconds, ackedAfter: countAcked(queueFile) }
+    return { ...backlog, runtime, entry, batchSize, ...figures, eventsPerSecond: figures.drained / figures.seconds, ackedAfter: countAcked(queueFile) }
   } finally {
     removeDb(queueFile)
     removeDb(inboxFile)

@@ -2,7 +2,7 @@
  * Opening the queue store for the operator CLI: a SQLite file, or a PostgreSQL database when
  * `--db` is a `postgres://` URL. Before anything opens a SQLite path for writing (which would
  * create it, or add tables to another application's database) the CLI asks the library's one
- * store check (`StoreCheck.inspectFile`) what the file holds. Read commands open the store
+ * store check (`SqliteStore.inspectFile`) what the file holds. Read commands open the store
  * read-only (`SqliteRelayQueue.makeReadonly`): no migration, no write lock, no way to change it.
  */
 import { Config, Effect } from "effect"
@@ -10,6 +10,7 @@ import type { Scope } from "effect"
 import * as fs from "node:fs"
 import type { PolicyInput } from "../domain/Policy.js"
 import * as QueueSchema from "../layers/internal/QueueSchema.js"
+import * as SqliteStore from "../layers/internal/SqliteStore.js"
 import * as StoreCheck from "../layers/internal/StoreCheck.js"
 import * as PgRelayQueue from "../layers/PgRelayQueue.js"
 import * as SqliteRelayQueue from "../layers/SqliteRelayQueue.js"
@@ -84,7 +85,7 @@ export type SchemaCheck = "current" | "older"
 
 /** The store check's answer about a SQLite file, as the CLI words it. */
 const inspectQueueFile = (file: string): Effect.Effect<SchemaCheck, CliFailure> =>
-  StoreCheck.inspectFile(file, StoreCheck.MigrationsTables.queue).pipe(
+  SqliteStore.inspectFile(file, StoreCheck.MigrationsTables.queue).pipe(
     Effect.mapError((error) => {
       const code = (error.cause as { readonly code?: unknown } | undefined)?.code
       return code === "SQLITE_NOTADB" || code === "SQLITE_CORRUPT"
@@ -157,7 +158,7 @@ export const checkInbox = (file: string): Effect.Effect<void, CliFailure> =>
   fs.existsSync(file)
     ? Effect.zipRight(
       checkFile(file, "receiver"),
-      StoreCheck.inspectFile(file, StoreCheck.MigrationsTables.receiver).pipe(
+      SqliteStore.inspectFile(file, StoreCheck.MigrationsTables.receiver).pipe(
         Effect.mapError(() =>
           failure("NotAReceiverStore", `${display(file)} is not a readable SQLite database, so not a fair-relay receiver store`)
         ),

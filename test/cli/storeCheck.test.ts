@@ -7,6 +7,7 @@ import { Cause, Effect, Exit, Logger, Option } from "effect"
 import { afterAll, describe, expect, it } from "vitest"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import * as SqliteStore from "../../src/layers/internal/SqliteStore.js"
 import * as StoreCheck from "../../src/layers/internal/StoreCheck.js"
 import * as SqliteRelayQueue from "../../src/layers/SqliteRelayQueue.js"
 import { logger } from "../../src/cli/Output.js"
@@ -30,7 +31,7 @@ describe("StoreCheck", () => {
     const store = path.join(dir, "queue.db")
     await Effect.runPromise(Effect.scoped(SqliteRelayQueue.make({ filename: store })))
     const table = StoreCheck.MigrationsTables.queue
-    const inspect = (file: string) => Effect.runPromise(StoreCheck.inspectFile(file, table))
+    const inspect = (file: string) => Effect.runPromise(SqliteStore.inspectFile(file, table))
     expect(await inspect(empty)).toEqual(StoreCheck.Contents.Empty())
     expect(await inspect(foreign)).toEqual(StoreCheck.Contents.Foreign({ tables: ["customer"] }))
     const version = await inspect(store)

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The packed package works for a user: pack it (prepack builds dist/), check what the tarball
 # ships, install it into a fresh project next to the pinned effect packages, compile the README's
-# Example there with a strict NodeNext tsconfig and run it with node, then run the `fair-relay`
-# bin (`--help`, and `status` on the store the Example wrote) — with no tsx installed.
+# Example there with a strict NodeNext tsconfig and run it with node, import each entry point
+# (`fair-relay/sqlite`, …) the same way, then run the `fair-relay` bin (`--help`, and `status` on
+# the store the Example wrote) — with no tsx installed.
 #
 # The repository is copied first (tracked and new files, node_modules linked) so that the build
 # never leaves a dist/ in a shared working tree. Needs the npm registry (or a warm npm cache).
@@ -82,6 +83,29 @@ npx tsc -p tsconfig.json || fail "the README's Example does not typecheck agains
 node out/example.js >example.out || fail "the README's Example failed"
 cat example.out
 [ "$(grep -c "_tag: 'Acked'" example.out)" = 2 ] || fail "the Example did not ack its two events"
+
+step "the entry points: each subpath typechecks and loads, the same values as the main entry's"
+cat >entries.ts <<'EOF'
+import * as All from "fair-relay"
+import { MemoryRelayQueue, Relay, RelayQueue } from "fair-relay/core"
+import { Dashboard } from "fair-relay/dashboard"
+import { HttpInbox, HttpTransport } from "fair-relay/http"
+import { PgInbox, PgRelayQueue, Relay as PgRelay } from "fair-relay/postgres"
+import { SqliteInbox, SqliteRelayQueue, Relay as SqliteRelay } from "fair-relay/sqlite"
+const same: Record<string, boolean> = {
+  core: All.Relay === Relay && All.RelayQueue === RelayQueue && All.MemoryRelayQueue.layer === MemoryRelayQueue.layer,
+  sqlite: All.SqliteRelayQueue.layer === SqliteRelayQueue.layer && All.SqliteInbox.layer === SqliteInbox.layer && SqliteRelay === Relay,
+  postgres: All.PgRelayQueue.layer === PgRelayQueue.layer && All.PgInbox.layer === PgInbox.layer && PgRelay === Relay,
+  http: All.HttpTransport.layer === HttpTransport.layer && All.HttpInbox.handler === HttpInbox.handler,
+  dashboard: All.Dashboard.layer === Dashboard.layer
+}
+const wrong = Object.entries(same).filter(([, ok]) => !ok).map(([name]) => name)
+if (wrong.length > 0) throw new Error(`entries differ from the main entry: ${wrong.join(", ")}`)
+console.log("   entries OK:", Object.keys(same).join(" "))
+EOF
+sed 's/"example.ts"/"entries.ts"/' tsconfig.json >tsconfig.entries.json
+npx tsc -p tsconfig.entries.json || fail "the entry points do not typecheck against the packed types"
+node out/entries.js || fail "an entry point failed to load"
 
 step "the fair-relay bin"
 npx --no-install fair-relay --help >help.out || fail "fair-relay --help failed"

@@ -9,6 +9,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
 import type { Connection } from "@effect/sql/SqlConnection"
 import type * as Statement from "@effect/sql/Statement"
+import Database from "better-sqlite3"
 import * as fs from "node:fs"
 import { IncompatibleStore, InvalidInput } from "../../domain/Errors.js"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
@@ -210,6 +211,31 @@ const execOnHandle = (connection: SqliteConnection.SqliteConnection) =>
     }
   })
 
+/**
+ * Reads a SQLite file's contents through its own short read-only connection, before any client
+ * opens it (which could create or convert it). The file must exist. On a WAL file such a
+ * connection may leave -wal/-shm side files; callers that must not leave them check WAL files
+ * with `StoreCheck.inspect` inside a transaction instead.
+ */
+export const inspectFile = (filename: string, migrationsTable: string): Effect.Effect<StoreCheck.Contents, SqlError> =>
+  Effect.try({
+    try: () => {
+      const db = new Database(filename, { readonly: true, fileMustExist: true })
+      try {
+        const tables = db.prepare(StoreCheck.sqliteTables).all().map((row) => (row as { readonly name: string }).name)
+        return StoreCheck.classify(tables, migrationsTable, () => {
+          const row = db.prepare(`SELECT MAX(migration_id) AS version FROM "${migrationsTable.replaceAll("\"", "\"\"")}"`).get() as
+            | { readonly version: number | null }
+            | undefined
+          return Number(row?.version ?? 0)
+        })
+      } finally {
+        db.close()
+      }
+    },
+    catch: (cause) => new SqlError({ cause, message: `cannot read ${JSON.stringify(filename)} as a SQLite database` })
+  })
+
 const openFailed = (filename: string) => (cause: Cause.Cause<never>) =>
   Effect.fail(new SqlError({ cause: Cause.squash(cause), message: `cannot open SQLite store ${JSON.stringify(filename)}` }))
 
@@ -242,7 +268,7 @@ const precheck = (filename: string, migrationsTable: string, latest: number) =>
       catch: (cause) => new SqlError({ cause, message: `cannot read ${JSON.stringify(filename)} as a SQLite database` })
     }).pipe(
       Effect.flatMap((wal) =>
-        wal ? Effect.void : Effect.flatMap(StoreCheck.inspectFile(filename, migrationsTable), StoreCheck.refuse(filename, migrationsTable, latest))
+        wal ? Effect.void : Effect.flatMap(inspectFile(filename, migrationsTable), StoreCheck.refuse(filename, migrationsTable, latest))
       ),
       Effect.asVoid
     )

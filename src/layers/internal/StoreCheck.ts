@@ -5,7 +5,6 @@
  */
 import type * as SqlClient from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
-import Database from "better-sqlite3"
 import { Data, Effect, Schema } from "effect"
 import { IncompatibleStore } from "../../domain/Errors.js"
 
@@ -33,14 +32,16 @@ export const kindOf = (tables: ReadonlyArray<string>): keyof typeof MigrationsTa
 export const latestMigration = (migrations: Record<string, unknown>): number =>
   Math.max(0, ...Object.keys(migrations).map((key) => Number.parseInt(key, 10)))
 
-const classify = (tables: ReadonlyArray<string>, migrationsTable: string, version: () => number): Contents =>
+/** What a database holds, from its tables; `version` reads the migrations table, which it has. */
+export const classify = (tables: ReadonlyArray<string>, migrationsTable: string, version: () => number): Contents =>
   tables.length === 0
     ? Contents.Empty()
     : tables.includes(migrationsTable)
     ? Contents.Version({ version: version() })
     : Contents.Foreign({ tables })
 
-const sqliteTables = "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name"
+/** SQLite's tables, ours and the application's, by name. */
+export const sqliteTables = "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name"
 
 /**
  * Reads a database's contents through an open client (SQLite, or PostgreSQL's current schema).
@@ -58,31 +59,6 @@ export const inspect = (sql: SqlClient.SqlClient, migrationsTable: string): Effe
     if (!tables.includes(migrationsTable)) return classify(tables, migrationsTable, () => 0)
     const [row] = yield* sql<{ readonly version: unknown }>`SELECT MAX(migration_id) AS version FROM ${sql(migrationsTable)}`
     return Contents.Version({ version: Number(row?.version ?? 0) })
-  })
-
-/**
- * Reads a SQLite file's contents through its own short read-only connection, before any client
- * opens it (which could create or convert it). The file must exist. On a WAL file such a
- * connection may leave -wal/-shm side files; callers that must not leave them check WAL files
- * with `inspect` inside a transaction instead.
- */
-export const inspectFile = (filename: string, migrationsTable: string): Effect.Effect<Contents, SqlError> =>
-  Effect.try({
-    try: () => {
-      const db = new Database(filename, { readonly: true, fileMustExist: true })
-      try {
-        const tables = db.prepare(sqliteTables).all().map((row) => (row as { readonly name: string }).name)
-        return classify(tables, migrationsTable, () => {
-          const row = db.prepare(`SELECT MAX(migration_id) AS version FROM "${migrationsTable.replaceAll("\"", "\"\"")}"`).get() as
-            | { readonly version: number | null }
-            | undefined
-          return Number(row?.version ?? 0)
-        })
-      } finally {
-        db.close()
-      }
-    },
-    catch: (cause) => new SqlError({ cause, message: `cannot read ${JSON.stringify(filename)} as a SQLite database` })
   })
 
 /** How `refuse` treats a database that holds other tables. */

@@ -1,0 +1,9 @@
+/**
+ * `fair-relay/sqlite`: the core (`fair-relay/core`) and the SQLite backend — what an application
+ * that keeps its queue and receiver in SQLite imports, without PostgreSQL's driver or HTTP.
+ */
+export * from "./core.js"
+/** The queue on SQLite. */
+export * as SqliteRelayQueue from "./layers/SqliteRelayQueue.js"
+/** The receiver on SQLite. */
+export * as SqliteInbox from "./layers/SqliteInbox.js"

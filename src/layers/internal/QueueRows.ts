@@ -2,7 +2,7 @@
  * The queue's rows as SQL returns them: a Schema per row shape (integers may come back as numbers,
  * int8 strings or bigints; the schemas coerce them) and the mapping to the domain's records.
  */
-import { Effect, Schema } from "effect"
+import { Exit, Schema } from "effect"
 import { parseStored } from "../../domain/Json.js"
 import type { DedupRecord, NewEvent, PruneCandidate, StoredGroup } from "../../domain/Operations.js"
 import { EventState } from "../../domain/Records.js"
@@ -283,16 +283,16 @@ export const decode = {
   aggregate: decodeRows(AggregateRow, rowCheck(checks.aggregate))
 }
 
-/** Rows decoded to the domain's records. */
+/** Rows decoded to the domain's records (an `Exit`: composed without the runtime, see `Store.decodeRows`). */
 export const records = {
-  events: (rows: ReadonlyArray<unknown>) => Effect.map(decode.events(rows), (decoded) => decoded.map(toEvent)),
-  flows: (rows: ReadonlyArray<unknown>) => Effect.map(decode.flows(rows), (decoded) => decoded.map(toFlow)),
-  groups: (rows: ReadonlyArray<unknown>) => Effect.map(decode.groups(rows), (decoded) => decoded.map(toGroup)),
-  candidates: (rows: ReadonlyArray<unknown>) => Effect.map(decode.candidates(rows), (decoded) => decoded.map(toCandidate)),
-  audit: (rows: ReadonlyArray<unknown>) => Effect.map(decode.audit(rows), (decoded) => decoded.map(toAudit)),
-  storedGroups: (rows: ReadonlyArray<unknown>) => Effect.map(decode.storedGroups(rows), (decoded) => decoded.map(toStoredGroup)),
-  groupViews: (rows: ReadonlyArray<unknown>) => Effect.map(decode.groupViews(rows), (decoded) => decoded.map(toGroupView)),
-  pruneCandidates: (rows: ReadonlyArray<unknown>) => Effect.map(decode.pruneCandidates(rows), (decoded) => decoded.map(toPruneCandidate))
+  events: (rows: ReadonlyArray<unknown>) => Exit.map(decode.events(rows), (decoded) => decoded.map(toEvent)),
+  flows: (rows: ReadonlyArray<unknown>) => Exit.map(decode.flows(rows), (decoded) => decoded.map(toFlow)),
+  groups: (rows: ReadonlyArray<unknown>) => Exit.map(decode.groups(rows), (decoded) => decoded.map(toGroup)),
+  candidates: (rows: ReadonlyArray<unknown>) => Exit.map(decode.candidates(rows), (decoded) => decoded.map(toCandidate)),
+  audit: (rows: ReadonlyArray<unknown>) => Exit.map(decode.audit(rows), (decoded) => decoded.map(toAudit)),
+  storedGroups: (rows: ReadonlyArray<unknown>) => Exit.map(decode.storedGroups(rows), (decoded) => decoded.map(toStoredGroup)),
+  groupViews: (rows: ReadonlyArray<unknown>) => Exit.map(decode.groupViews(rows), (decoded) => decoded.map(toGroupView)),
+  pruneCandidates: (rows: ReadonlyArray<unknown>) => Exit.map(decode.pruneCandidates(rows), (decoded) => decoded.map(toPruneCandidate))
 }
 
 /** The row an event is written back as (mutable columns and its key). */

@@ -4,13 +4,13 @@
  * PostgreSQL claim read sent with a settle's, and the locking walk of parallel claims.
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect } from "effect"
+import { Effect, Exit } from "effect"
 import type { EventId } from "../../domain/Ids.js"
 import { rotationComplete } from "../../domain/Operations.js"
 import type { Candidate } from "../../domain/Operations.js"
 import type { ClaimRead } from "../../services/QueueBackend.js"
 import * as Rows from "./QueueRows.js"
-import { limitTo } from "./Store.js"
+import { limitTo, query } from "./Store.js"
 import type { Store } from "./Store.js"
 
 const candidateColumns = `f.flow_id, f.seq, f.served, f.head_seq, f.eligible_at, f.weight, f.burst, f.group_id,
@@ -78,14 +78,12 @@ export const selectCandidates = (store: Store) => {
   const together = walkTogether(store, false)
   return byGroupsFirst((now, limit, perGroup) =>
     apart
-      ? Effect.flatMap(
-        Effect.zip(store.exec(alone(now, limit)), store.exec(anyGroup)),
-        ([first, [groups]]) =>
+      ? query(store, alone(now, limit), (first) =>
+        query(store, anyGroup, ([groups]) =>
           groups?.any !== 1
             ? Rows.records.candidates(first)
-            : Effect.flatMap(store.exec(grouped(now, limit, perGroup)), (second) => Rows.records.candidates(second.length === 0 ? first : [...first, ...second]))
-      )
-      : Effect.flatMap(store.exec(together(now, limit, limit, perGroup)), Rows.records.candidates))
+            : query(store, grouped(now, limit, perGroup), (second) => Rows.records.candidates(second.length === 0 ? first : [...first, ...second]))))
+      : query(store, together(now, limit, limit, perGroup), Rows.records.candidates))
 }
 
 /**
@@ -156,7 +154,7 @@ export const claimRead = (store: Store, execLater: NonNullable<Store["execLater"
         const walked = rows.filter((row) => row.settled === 0)
         const settled = rows.filter((row) => row.settled === 1)
         const due = rows[0]?.due_after
-        return Effect.zipWith(Rows.records.candidates(walked), Rows.records.flows(settled), (candidates, flows): ClaimRead => ({
+        return Exit.map(Exit.zip(Rows.records.candidates(walked), Rows.records.flows(settled)), ([candidates, flows]): ClaimRead => ({
           candidates,
           perGroup,
           flows,

@@ -20,7 +20,7 @@ import type { ApplyResult, InboxBusiness, InboxPruneResult, InboxRetention, Inbo
 import * as Metrics from "../../services/Metrics.js"
 import { decodePruneOptions, PruneBatchSize } from "../../services/Retention.js"
 import type { PruneOptions } from "../../services/Retention.js"
-import { chunks, decodeRows, execWrite, idType, isolated, limitTo, rowCheck, rowsTable, SqlInt } from "./Store.js"
+import { chunks, decodeRows, execWrite, idType, isolated, limitTo, query, rowCheck, rowsTable, SqlInt } from "./Store.js"
 import type { ColumnKind, Store } from "./Store.js"
 
 
@@ -139,11 +139,12 @@ const service = (store: Store, business: InboxBusiness, retention: InboxRetentio
       const ids = [...new Set(batch.map((d) => d.delivery.eventId))]
       const flows = [...new Set(batch.map((d) => d.delivery.flowId))]
       const stored = new Map(
-        (yield* Effect.flatMap(store.exec(sql`SELECT event_id, flow_id, seq, body FROM inbox_receipt WHERE event_id IN ${sql.in(ids)}`), inboxRows.receipt.decode))
+        (yield* query(store, sql`SELECT event_id, flow_id, seq, body FROM inbox_receipt WHERE event_id IN ${sql.in(ids)}`, inboxRows.receipt.decode))
           .map((r): [string, Receipt] => [r.event_id, { eventId: r.event_id, flowId: r.flow_id, seq: r.seq, bodyText: r.body }])
       )
-      const progressOf = yield* Effect.flatMap(
-        store.exec(sql`SELECT flow_id, last_seq, pruned_through FROM inbox_progress WHERE flow_id IN ${sql.in(flows)}`),
+      const progressOf = yield* query(
+        store,
+        sql`SELECT flow_id, last_seq, pruned_through FROM inbox_progress WHERE flow_id IN ${sql.in(flows)}`,
         inboxRows.progress.decode
       )
       const last = new Map(progressOf.map((r): [string, number] => [r.flow_id, r.last_seq]))

@@ -6,7 +6,7 @@
  * as a table (`Store.rowsTable`: bound `VALUES` on SQLite, one JSON parameter on PostgreSQL).
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect } from "effect"
+import { Effect, Exit } from "effect"
 import type { FlowId } from "../../domain/Ids.js"
 import type { Head } from "../../domain/Operations.js"
 import type { PolicyInput, RelayPolicy } from "../../domain/Policy.js"
@@ -19,7 +19,7 @@ import type { Fragment } from "@effect/sql/Statement"
 import * as Rows from "./QueueRows.js"
 import { resolvePolicy } from "./QueueSchema.js"
 import { claimRead, selectCandidates } from "./QueueWalk.js"
-import { chunks, execWrite, isolated, limitTo, rowsTable } from "./Store.js"
+import { chunks, execWrite, isolated, limitTo, query, rowsTable } from "./Store.js"
 import type { Store } from "./Store.js"
 
 const eventColumns = ["event_id", "state", "next_at", "lease_until", "generation", "attempts", "lifetime_attempts", "reason"]
@@ -31,7 +31,7 @@ const groupColumns = ["group_id", "served", "weight", "burst"]
 
 const { audit, events, flows, groups } = Rows.records
 const identities = (rows: ReadonlyArray<unknown>) =>
-  Effect.map(Rows.decode.identities(rows), (decoded) =>
+  Exit.map(Rows.decode.identities(rows), (decoded) =>
     decoded.map((row) => ({ eventId: row.event_id, flowId: row.flow_id, seq: row.seq, bodyText: row.body, bodyHash: row.body_hash })))
 const { aggregate: aggregates, clock: clocks, counts } = Rows.decode
 
@@ -39,10 +39,10 @@ const { aggregate: aggregates, clock: clocks, counts } = Rows.decode
 const valuesOf = (row: Readonly<Record<string, unknown>>, columns: ReadonlyArray<string>) => columns.map((column) => row[column] ?? null)
 
 /** One statement per part of `rows` that fits the bound-parameter limit (one part for any batch up to thousands). */
-const bulk = <A>(rows: ReadonlyArray<A>, columns: number, statement: (part: ReadonlyArray<A>) => Effect.Effect<unknown, SqlError>) => {
+const bulk = <A>(rows: ReadonlyArray<A>, columns: number, statement: (part: ReadonlyArray<A>) => Effect.Effect<void, SqlError>) => {
   const parts = chunks(rows, columns)
   // Nearly always one statement: `Effect.forEach` would cost more than it does.
-  return parts.length === 1 ? Effect.asVoid(statement(parts[0]!)) : Effect.forEach(parts, statement, { discard: true })
+  return parts.length === 1 ? statement(parts[0]!) : Effect.forEach(parts, statement, { discard: true })
 }
 
 /**
@@ -62,10 +62,11 @@ export const insertGroups = (store: Store, records: ReadonlyArray<GroupRecord>, 
 
 /** The named groups and whether each has a flow with a head; `lock` ends the statement. */
 export const selectGroups = (store: Store, ids: ReadonlyArray<string>, lock: Fragment = store.sql.literal("")) =>
-  ids.length === 0 ? Effect.succeed([]) : Effect.flatMap(
-    store.exec(store.sql`SELECT g.group_id, g.served, g.weight, g.burst, CASE WHEN EXISTS (SELECT 1 FROM relay_flow f
+  ids.length === 0 ? Effect.succeed([]) : query(
+    store,
+    store.sql`SELECT g.group_id, g.served, g.weight, g.burst, CASE WHEN EXISTS (SELECT 1 FROM relay_flow f
         WHERE f.group_id = g.group_id AND f.head_seq IS NOT NULL) THEN 1 ELSE 0 END AS active
-      FROM relay_group g WHERE g.group_id IN ${store.sql.in(ids)} ORDER BY g.group_id ${lock}`),
+      FROM relay_group g WHERE g.group_id IN ${store.sql.in(ids)} ORDER BY g.group_id ${lock}`,
     Rows.records.storedGroups
   )
 
@@ -115,41 +116,43 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean; r
       WHERE e.event_id IN ${sql.in(ids)}`
   const splitNext = (rows: ReadonlyArray<unknown>) => {
     const isNext = (row: unknown) => Number((row as { readonly next: unknown }).next) === 1
-    return Effect.zipWith(events(rows.filter((row) => !isNext(row))), events(rows.filter(isNext)), (read, next) => ({ events: read, next }))
+    return Exit.map(Exit.zip(events(rows.filter((row) => !isNext(row))), events(rows.filter(isNext))), ([read, next]) => ({ events: read, next }))
   }
   return {
     now: store.now,
-    clock: Effect.map(Effect.flatMap(store.exec(sql`SELECT tick, ticket FROM relay_clock WHERE id = 1`), clocks), (rows) => rows[0]!),
-    wakeAt: Effect.flatMap(
-      store.exec(sql`SELECT MIN(eligible_at) AS at FROM relay_flow WHERE eligible_at IS NOT NULL`),
-      (rows) => Effect.map(aggregates(rows), ([row]) => row!.at)
+    clock: query(store, sql`SELECT tick, ticket FROM relay_clock WHERE id = 1`, (rows) => Exit.map(clocks(rows), (decoded) => decoded[0]!)),
+    wakeAt: query(
+      store,
+      sql`SELECT MIN(eligible_at) AS at FROM relay_flow WHERE eligible_at IS NOT NULL`,
+      (rows) => Exit.map(aggregates(rows), ([row]) => row!.at)
     ),
     candidates: selectCandidates(store),
-    events: (ids) =>
-      ids.length === 0 ? Effect.succeed([]) : Effect.flatMap(store.exec(sql`SELECT * FROM relay_event WHERE event_id IN ${sql.in(ids)}`), events),
+    events: (ids) => ids.length === 0 ? Effect.succeed([]) : query(store, sql`SELECT * FROM relay_event WHERE event_id IN ${sql.in(ids)}`, events),
     // Every write holds the store's lock from its start (SQLite's single writer, PostgreSQL's exact
     // claims): the events after these cannot change before the transaction ends.
-    eventsWithNext: (ids) => (ids.length === 0 ? Effect.succeed({ events: [], next: [] }) : Effect.flatMap(store.exec(withNext(ids)), splitNext)),
+    eventsWithNext: (ids) => (ids.length === 0 ? Effect.succeed({ events: [], next: [] }) : query(store, withNext(ids), splitNext)),
     startSettleRead: execLater === undefined ? undefined : (ids) =>
       ids.length === 0
         ? Effect.succeed(Effect.succeed({ events: [], next: [] }))
         : Effect.map(execLater(withNext(ids)), (rows) => Effect.flatMap(rows, splitNext)),
     startClaimRead: execLater === undefined ? undefined : claimRead(store, execLater),
     identities: (ids) =>
-      ids.length === 0 ? Effect.succeed([]) : Effect.flatMap(
-        store.exec(sql`SELECT event_id, flow_id, seq, body, NULL AS body_hash FROM relay_event WHERE event_id IN ${sql.in(ids)}
-          UNION ALL SELECT event_id, flow_id, seq, NULL AS body, body_hash FROM relay_pruned WHERE event_id IN ${sql.in(ids)}`),
+      ids.length === 0 ? Effect.succeed([]) : query(
+        store,
+        sql`SELECT event_id, flow_id, seq, body, NULL AS body_hash FROM relay_event WHERE event_id IN ${sql.in(ids)}
+          UNION ALL SELECT event_id, flow_id, seq, NULL AS body, body_hash FROM relay_pruned WHERE event_id IN ${sql.in(ids)}`,
         identities
       ),
     eventsAt: (positions: ReadonlyArray<Position>) =>
-      positions.length === 0 ? Effect.succeed([]) : Effect.flatMap(
-        store.exec(sql`SELECT e.* FROM ${
+      positions.length === 0 ? Effect.succeed([]) : query(
+        store,
+        sql`SELECT e.* FROM ${
           rowsTable(sql, "relay_event", ["flow_id", "seq"], positions.map((p) => ({ flow_id: p.flowId, seq: p.seq })))
-        } JOIN relay_event e ON e.flow_id = v.flow_id AND e.seq = v.seq`),
+        } JOIN relay_event e ON e.flow_id = v.flow_id AND e.seq = v.seq`,
         events
       ),
     flows: (ids: ReadonlyArray<FlowId>) =>
-      ids.length === 0 ? Effect.succeed([]) : Effect.flatMap(store.exec(sql`SELECT * FROM relay_flow WHERE flow_id IN ${sql.in(ids)}`), flows),
+      ids.length === 0 ? Effect.succeed([]) : query(store, sql`SELECT * FROM relay_flow WHERE flow_id IN ${sql.in(ids)}`, flows),
     groups: (ids) => selectGroups(store, ids),
     reachingBeyond: (nextAtAfter, leaseAfter) =>
       Effect.flatMap(
@@ -308,10 +311,10 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean; r
       const grouped: Array<string | null> = []
       return Effect.zipRight(
         bulk(heads, 3, (heads) =>
-          Effect.map(
-            store.exec(update(heads, sql.literal("RETURNING relay_flow.group_id"))),
-            (rows) => grouped.push(...rows.map((row) => (row as { readonly group_id: string | null }).group_id))
-          )),
+          query(store, update(heads, sql.literal("RETURNING relay_flow.group_id")), (rows) => {
+            grouped.push(...rows.map((row) => (row as { readonly group_id: string | null }).group_id))
+            return Exit.void
+          })),
         Effect.suspend(() => refreshGroups(store, grouped, lockGroups))
       )
     },

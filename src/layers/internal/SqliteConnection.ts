@@ -37,6 +37,8 @@ export interface ConnectionLock {
    * is then interrupted before it can give it back.
    */
   readonly take: (restore: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>) => Effect.Effect<void>
+  /** Takes the permit if it is free, at once (true); call it where interruption is masked. */
+  readonly unsafeTryTake: () => boolean
   /** Gives the permit back; only its holder calls this, exactly once. */
   readonly unsafeRelease: () => void
 }
@@ -57,17 +59,18 @@ export const makeLock = (): ConnectionLock => {
     waiters.add(wake)
     return Effect.sync(() => waiters.delete(wake))
   })
+  const unsafeTryTake = () => {
+    if (held) return false
+    held = true
+    return true
+  }
   const take: ConnectionLock["take"] = (restore) =>
-    Effect.suspend(() => {
-      if (held) return Effect.zipRight(restore(wait), take(restore))
-      held = true
-      return Effect.void
-    })
+    Effect.suspend(() => (unsafeTryTake() ? Effect.void : Effect.zipRight(restore(wait), take(restore))))
   const unsafeRelease = () => {
     held = false
     for (const wake of [...waiters]) wake()
   }
-  return { take, unsafeRelease }
+  return { take, unsafeTryTake, unsafeRelease }
 }
 
 /** Most prepared statements kept (least recently used are dropped). */

@@ -160,10 +160,11 @@ const handleTransaction = (connection: SqliteConnection.SqliteConnection, begin:
     const error = attempt(begin)
     return error === undefined ? Effect.void : Effect.fail(error)
   }))
-  const start = Effect.suspend(() => {
+  // BEGIN, run at once by whoever took the lock: the body as it is, or after the retries.
+  const started = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> => {
     const error = attempt(begin)
-    return error === undefined ? Effect.void : isBusy(error) ? beginAgain : Effect.fail(error)
-  })
+    return error === undefined ? effect : isBusy(error) ? Effect.zipRight(beginAgain, effect) : Effect.fail(error)
+  }
   // A COMMIT that fails leaves SQLite's transaction open on our only connection; roll it back
   // so the next operation does not find itself inside a dead transaction. SQLite may already have
   // rolled back (some errors do, and a BEGIN that failed began nothing); that ROLLBACK's
@@ -180,35 +181,38 @@ const handleTransaction = (connection: SqliteConnection.SqliteConnection, begin:
   }
   // Our `TransactionConnection` replaces any the caller's context holds.
   const onConnection = exitProviding(SqlClient.TransactionConnection, [connection.connection, 0] as const)
+  // Every way out of the body (success, failure, defect, interruption) comes through `finish`.
+  const end = <A, E>(exit: Exit.Exit<A, E>) => {
+    const done = finish(exit)
+    lock.unsafeRelease()
+    return done
+  }
   return <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
-    Effect.uninterruptibleMask((restore) =>
-      Effect.zipRight(
-        lock.take(restore),
-        // Every way out of the body (success, failure, defect, interruption) comes through here.
-        Effect.flatMap(onConnection(restore, Effect.zipRight(start, effect)), (exit) =>
-          Effect.suspend(() => {
-            const done = finish(exit)
-            lock.unsafeRelease()
-            return done
-          }))
-      )
-    )
+    Effect.uninterruptibleMask((restore) => {
+      const held = () => Effect.flatMap(onConnection(restore, started(effect)), end)
+      // The lock is nearly always free: taken at once, without the wait's effects.
+      return Effect.suspend(() => (lock.unsafeTryTake() ? held() : Effect.zipRight(lock.take(restore), Effect.suspend(held))))
+    })
 }
 
 /**
  * Runs the store's own statements synchronously on the connection's handle (see
- * `SqliteConnection`), as one runtime step: compiled, reported to the `StatementLog`, run.
+ * `SqliteConnection`), as one runtime step: compiled, reported to the `StatementLog`, run, and
+ * its rows handed to `then` (`Store.query`; `exec` answers them).
  */
-const execOnHandle = (connection: SqliteConnection.SqliteConnection) =>
-<A extends object>(statement: Statement.Statement<A>): Effect.Effect<ReadonlyArray<A>, SqlError> =>
+const queryOnHandle = (connection: SqliteConnection.SqliteConnection) =>
+<A extends object, B, E>(statement: Statement.Statement<A>, then: (rows: ReadonlyArray<A>) => Effect.Effect<B, E>): Effect.Effect<B, E | SqlError> =>
   Effect.withFiberRuntime((fiber) => {
     const [text, params] = statement.compile()
     recordStatement(fiber.currentContext, text)
+    let rows: ReadonlyArray<A>
     try {
-      return Exit.succeed(connection.run(text, params) as ReadonlyArray<A>)
+      rows = connection.run(text, params) as ReadonlyArray<A>
     } catch (cause) {
       return Exit.fail(new SqlError({ cause, message: "Failed to execute statement" }))
     }
+    // Outside the try: what `then` throws is a defect, not the statement's failure.
+    return then(rows)
   })
 
 /**
@@ -291,13 +295,15 @@ export const open = (
       Effect.catchAllDefect((defect) => openFailed(options.filename)(Cause.die(defect)))
     )
     const { sql } = connection
+    const query = queryOnHandle(connection)
     yield* sql.unsafe(`PRAGMA busy_timeout = ${Math.min(busy, NativeBusyMillis)}`)
     yield* sql.unsafe(`PRAGMA synchronous = ${options.synchronous === "normal" ? "NORMAL" : "FULL"}`)
     const store: Store = {
       sql,
       write: handleTransaction(connection, "BEGIN IMMEDIATE", busy),
       read: handleTransaction(connection, "BEGIN", busy),
-      exec: execOnHandle(connection)
+      exec: (statement) => query(statement, Exit.succeed),
+      query
     }
     yield* store.write(
       Effect.zipRight(

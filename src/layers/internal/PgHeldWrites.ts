@@ -26,6 +26,10 @@ interface Held {
 /** The statements held in the current write transaction; `undefined` outside one (a write then runs at once). */
 const heldStatements = FiberRef.unsafeMake<Array<Held> | undefined>(undefined)
 
+/** `f` of what the fiber's transaction holds, in the runtime step that reads it. */
+const withHeld = <A, E>(f: (held: Array<Held> | undefined) => Effect.Effect<A, E>): Effect.Effect<A, E> =>
+  Effect.withFiberRuntime((fiber) => f(fiber.getFiberRef(heldStatements)))
+
 /** Sends what is held, and `main` after it, in one round trip: `main`'s rows. */
 const sendWith = (held: Array<Held> | undefined, main?: Wired): Effect.Effect<ReadonlyArray<object>, SqlError> => {
   const sent = held === undefined ? [] : held.splice(0)
@@ -67,11 +71,11 @@ export const holding = (atCommit?: AtCommit) => <A, E, R>(effect: Effect.Effect<
 
 /** Runs `statement` with what is held in front of it (one round trip): its rows. */
 export const exec = <A extends object>(statement: Statement.Statement<A>): Effect.Effect<ReadonlyArray<A>, SqlError> =>
-  Effect.flatMap(FiberRef.get(heldStatements), (held) => sendWith(held, wired(statement, true)) as Effect.Effect<ReadonlyArray<A>, SqlError>)
+  withHeld((held) => sendWith(held, wired(statement, true)) as Effect.Effect<ReadonlyArray<A>, SqlError>)
 
 /** Holds a write whose result nobody reads until the transaction's next statement; outside a holding transaction it runs at once. */
 export const execWrite = (statement: Statement.Statement<object>): Effect.Effect<void, SqlError> =>
-  Effect.flatMap(FiberRef.get(heldStatements), (held) => {
+  withHeld((held) => {
     if (held === undefined) return Effect.asVoid(sendWith(undefined, wired(statement, false)))
     held.push({ statement: wired(statement, false) })
     return Effect.void
@@ -83,7 +87,7 @@ export const execWrite = (statement: Statement.Statement<object>): Effect.Effect
  * at once.
  */
 export const execLater = <A extends object>(statement: Statement.Statement<A>): Effect.Effect<Effect.Effect<ReadonlyArray<A>, SqlError>> =>
-  Effect.flatMap(FiberRef.get(heldStatements), (held) => {
+  withHeld((held) => {
     if (held === undefined) return Effect.succeed(exec(statement))
     const entry: Held = { statement: wired(statement, true) }
     held.push(entry)

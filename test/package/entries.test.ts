@@ -8,6 +8,7 @@ import { describe, expect, it } from "vitest"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import { importSpecifiers } from "./imports.js"
 
 const root = fileURLToPath(new URL("../../", import.meta.url))
 const src = path.join(root, "src")
@@ -21,12 +22,7 @@ const sourceOf = (target: string) => path.join(src, target.replace(/^\.\/dist\//
 
 /** What a module's value imports and re-exports name: relative files, and packages. */
 const importsOf = (file: string): { readonly files: Array<string>; readonly packages: Array<string> } => {
-  const text = fs.readFileSync(file, "utf8")
-  const specifiers = [
-    ...text.matchAll(/^\s*(?:import|export)(?!\s+type\b)[^;]*?\bfrom\s+"([^"]+)"/gms),
-    ...text.matchAll(/^\s*import\s+"([^"]+)"/gm),
-    ...text.matchAll(/\bimport\(\s*"([^"]+)"\s*\)/g)
-  ].map((match) => match[1]!)
+  const specifiers = importSpecifiers(file)
   return {
     files: specifiers.filter((s) => s.startsWith(".")).map((s) => path.resolve(path.dirname(file), s.replace(/\.js$/, ".ts"))),
     packages: specifiers.filter((s) => !s.startsWith(".") && !s.startsWith("node:"))

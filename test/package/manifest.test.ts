@@ -9,6 +9,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { cliBundleOptions } from "../../bin/cli-bundle.mjs"
+import { importSpecifiers } from "./imports.js"
 
 const root = fileURLToPath(new URL("../../", import.meta.url))
 
@@ -40,17 +41,10 @@ const sources = (dir: string): Array<string> =>
   })
 
 /** The packages (not node: builtins, not relative paths) a file imports, type-only imports excluded. */
-const importedPackages = (file: string): Array<string> => {
-  const text = fs.readFileSync(file, "utf8")
-  const specifiers = [
-    ...text.matchAll(/^\s*(?:import|export)(?!\s+type\b)[^;]*?\bfrom\s+"([^"]+)"/gms),
-    ...text.matchAll(/^\s*import\s+"([^"]+)"/gm),
-    ...text.matchAll(/\bimport\(\s*"([^"]+)"\s*\)/g)
-  ].map((match) => match[1]!)
-  return specifiers
+const importedPackages = (file: string): Array<string> =>
+  importSpecifiers(file)
     .filter((specifier) => !specifier.startsWith(".") && !specifier.startsWith("node:"))
     .map((specifier) => specifier.split("/").slice(0, specifier.startsWith("@") ? 2 : 1).join("/"))
-}
 
 const cli = path.join(root, "src", "cli")
 const library = sources(path.join(root, "src")).filter((file) => !file.startsWith(cli + path.sep))

@@ -33,7 +33,7 @@ const withHeld = <A, E>(f: (held: Array<Held> | undefined) => Effect.Effect<A, E
 /** Sends what is held, and `main` after it, in one round trip: `main`'s rows. */
 const sendWith = (held: Array<Held> | undefined, main?: Wired): Effect.Effect<ReadonlyArray<object>, SqlError> => {
   const sent = held === undefined ? [] : held.splice(0)
-  if (sent.length === 0) return main === undefined ? Effect.succeed([]) : Effect.map(sendAll([main]), (answers) => answers[0]!)
+  if (sent.length === 0) return main === undefined ? Effect.succeed([]) : sendAll([main], undefined, (answers) => answers[0]!)
   const statements = sent.map((h) => h.statement)
   if (main !== undefined) statements.push(main)
   // The held statements take their answers (or the batch's failure) as the batch ends.
@@ -43,7 +43,7 @@ const sendWith = (held: Array<Held> | undefined, main?: Wired): Effect.Effect<Re
       else sent[i]!.answer = answers?.[i] ?? []
     }
   }
-  return Effect.map(sendAll(statements, answered), (answers) => (main === undefined ? [] : answers[answers.length - 1]!))
+  return sendAll(statements, answered, (answers) => (main === undefined ? [] : answers[answers.length - 1]!))
 }
 
 /**

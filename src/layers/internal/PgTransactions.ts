@@ -256,14 +256,16 @@ type Answers = readonly [ReadonlyArray<ReadonlyArray<object>>, string]
 /**
  * Sends `statements` in one round trip on `client`; `sent` hears the outcome first (statements
  * held by a caller take their answers there). Reports the round trip to `log`, if it listens.
+ * Succeeds with `answer` of the statements' rows and the last command's tag (default: both).
  */
-const send = (
+const send = <A = Answers>(
   client: Pg.ClientBase,
   statements: ReadonlyArray<Wired>,
   context: Context.Context<never>,
-  sent?: (answers: ReadonlyArray<ReadonlyArray<object>> | undefined, failure: SqlError | undefined) => void
+  sent?: (answers: ReadonlyArray<ReadonlyArray<object>> | undefined, failure: SqlError | undefined) => void,
+  answer: (answers: ReadonlyArray<ReadonlyArray<object>>, tag: string) => A = (answers, tag) => [answers, tag] as const as A
 ) =>
-  Effect.async<Answers, SqlError>((resume) => {
+  Effect.async<A, SqlError>((resume) => {
     const log = Context.get(context, StatementLog)
     if (log.roundTrip !== undefined) log.roundTrip(statements.map((s) => s.text))
     const types = (client as unknown as { readonly _types?: TypeParsers })._types ?? (pg.types as unknown as TypeParsers)
@@ -271,7 +273,7 @@ const send = (
       new Batch(Context.get(context, PreparedStatements) ? statements : statements.map(unnamed), types, (failure, answers, tag) => {
         if (failure === undefined) {
           sent?.(answers, undefined)
-          return resume(Effect.succeed([answers, tag] as const))
+          return resume(Effect.succeed(answer(answers, tag)))
         }
         // A table changed under a prepared statement (another process migrated the store): the
         // statement fails once, and its text is prepared afresh under a new name next time.
@@ -356,11 +358,13 @@ export const atCommit = (statements: ReadonlyArray<Wired>): Effect.Effect<boolea
  * Sends `statements` in one round trip on the transaction's connection — with BEGIN in front of
  * them if it was not sent yet — and answers each one's rows (`sent` hears them first). Outside a
  * transaction (or on a connection that is not `pg`'s) each runs as usual, one after the other.
+ * Succeeds with `pick` of those rows (default: all of them), taken as the answer arrives.
  */
-export const sendAll = (
+export const sendAll = <A = ReadonlyArray<ReadonlyArray<object>>>(
   statements: ReadonlyArray<Wired>,
-  sent?: (answers: ReadonlyArray<ReadonlyArray<object>> | undefined, failure: SqlError | undefined) => void
-): Effect.Effect<ReadonlyArray<ReadonlyArray<object>>, SqlError> =>
+  sent?: (answers: ReadonlyArray<ReadonlyArray<object>> | undefined, failure: SqlError | undefined) => void,
+  pick: (answers: ReadonlyArray<ReadonlyArray<object>>) => A = (answers) => answers as A
+): Effect.Effect<A, SqlError> =>
   Effect.contextWithEffect((context: Context.Context<never>) => {
     const transaction = Context.getOption(context, SqlClient.TransactionConnection)
     const connection = Option.isSome(transaction) ? transaction.value[0] : undefined
@@ -368,7 +372,8 @@ export const sendAll = (
     if (connection === undefined || client === undefined) {
       return Effect.forEach(statements, (s) => (s.statement === undefined ? Effect.succeed([]) : execOnConnection(s.statement))).pipe(
         Effect.tap((answers) => Effect.sync(() => sent?.(answers, undefined))),
-        Effect.tapError((failure) => Effect.sync(() => sent?.(undefined, failure)))
+        Effect.tapError((failure) => Effect.sync(() => sent?.(undefined, failure))),
+        Effect.map(pick)
       )
     }
     const log = Context.get(context, StatementLog)
@@ -376,9 +381,12 @@ export const sendAll = (
     const batch = connection instanceof LazyBegin ? connection.lead(statements) : statements
     // The answers of `statements`, without those of BEGIN and what leads it.
     const own = (answers: ReadonlyArray<ReadonlyArray<object>>) => (batch === statements ? answers : answers.slice(batch.length - statements.length))
-    return Effect.map(
-      send(client, batch, context, sent === undefined ? undefined : (answers, failure) => sent(answers === undefined ? undefined : own(answers), failure)),
-      ([answers]) => own(answers)
+    return send(
+      client,
+      batch,
+      context,
+      sent === undefined ? undefined : (answers, failure) => sent(answers === undefined ? undefined : own(answers), failure),
+      (answers) => pick(own(answers))
     )
   })
 

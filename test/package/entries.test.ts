@@ -44,12 +44,29 @@ const reach = (entry: string) => {
   return { files: [...files].map((f) => path.relative(src, f)), packages: [...packages] }
 }
 
-const isHttp = (file: string) => file.startsWith(`http${path.sep}`) || file.startsWith(`dashboard${path.sep}`)
-const isPg = (file: string) => /^layers\/(internal\/)?Pg/.test(file.split(path.sep).join("/"))
-const isSqlite = (file: string) => /^layers\/(internal\/)?Sqlite/.test(file.split(path.sep).join("/"))
-const httpPackages = (p: string) => p.startsWith("@effect/platform")
-const pgPackages = (p: string) => p === "pg" || p.startsWith("@effect/sql-pg")
-const sqlitePackages = (p: string) => p === "better-sqlite3" || p.startsWith("@effect/sql-sqlite-node")
+/** The parts an entry may load or leave out: their source modules, and their packages. */
+const parts = {
+  SQLite: {
+    file: (file: string) => /^layers\/(internal\/)?Sqlite/.test(file.split(path.sep).join("/")),
+    pkg: (p: string) => p === "better-sqlite3" || p.startsWith("@effect/sql-sqlite-node")
+  },
+  PostgreSQL: {
+    file: (file: string) => /^layers\/(internal\/)?Pg/.test(file.split(path.sep).join("/")),
+    pkg: (p: string) => p === "pg" || p.startsWith("@effect/sql-pg")
+  },
+  HTTP: {
+    file: (file: string) => file.startsWith(`http${path.sep}`) || file.startsWith(`dashboard${path.sep}`),
+    pkg: (p: string) => p.startsWith("@effect/platform")
+  }
+}
+type Part = keyof typeof parts
+
+/** Each lean entry, and the parts it loads: every other part it must not. */
+const lean: ReadonlyArray<readonly [string, ReadonlyArray<Part>]> = [
+  ["fair-relay/sqlite", ["SQLite"]],
+  ["fair-relay/postgres", ["PostgreSQL"]],
+  ["fair-relay/core", []]
+]
 
 describe("package entry points", () => {
   it("each points at a module of src/ compiled to the file named, with its declarations beside it", () => {
@@ -61,27 +78,20 @@ describe("package entry points", () => {
     }
   })
 
-  it("fair-relay/sqlite loads SQLite and neither PostgreSQL nor HTTP", () => {
-    const { files, packages } = reach("sqlite.ts")
-    expect(files.filter(isSqlite).length).toBeGreaterThan(0)
-    expect(packages.filter(sqlitePackages).length).toBeGreaterThan(0)
-    expect(files.filter((f) => isPg(f) || isHttp(f))).toEqual([])
-    expect(packages.filter((p) => pgPackages(p) || httpPackages(p))).toEqual([])
-  })
-
-  it("fair-relay/postgres loads PostgreSQL and neither SQLite nor HTTP", () => {
-    const { files, packages } = reach("postgres.ts")
-    expect(files.filter(isPg).length).toBeGreaterThan(0)
-    expect(packages.filter(pgPackages).length).toBeGreaterThan(0)
-    expect(files.filter((f) => isSqlite(f) || isHttp(f))).toEqual([])
-    expect(packages.filter((p) => sqlitePackages(p) || httpPackages(p))).toEqual([])
-  })
-
-  it("fair-relay/core loads no backend and no HTTP", () => {
-    const { files, packages } = reach("core.ts")
-    expect(files.filter((f) => isSqlite(f) || isPg(f) || isHttp(f))).toEqual([])
-    expect(packages.filter((p) => sqlitePackages(p) || pgPackages(p) || httpPackages(p))).toEqual([])
-  })
+  for (const [entry, loaded] of lean) {
+    const left = (Object.keys(parts) as Array<Part>).filter((part) => !loaded.includes(part))
+    it(`${entry} loads ${loaded.join(", ") || "no backend"} and no ${left.join(" or ")}`, () => {
+      const { files, packages } = reach(`${entry.replace("fair-relay/", "")}.ts`)
+      for (const part of loaded) {
+        expect(files.filter(parts[part].file).length, part).toBeGreaterThan(0)
+        expect(packages.filter(parts[part].pkg).length, part).toBeGreaterThan(0)
+      }
+      for (const part of left) {
+        expect(files.filter(parts[part].file), part).toEqual([])
+        expect(packages.filter(parts[part].pkg), part).toEqual([])
+      }
+    })
+  }
 
   it("fair-relay is every other entry's names, the same values", async () => {
     const [all, core, sqlite, postgres, http, dashboard] = await Promise.all([

@@ -23,7 +23,7 @@
  * whole-store write, locks the flow table against every other writer (`lockStore`).
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect, Either } from "effect"
+import { Effect, Either, Exit } from "effect"
 import { PolicyMismatch } from "../../domain/Errors.js"
 import type { FlowId } from "../../domain/Ids.js"
 import { compareIds } from "../../domain/Protocol.js"
@@ -32,7 +32,7 @@ import type { QueueBackend, QueueWrites } from "../../services/QueueBackend.js"
 import * as Rows from "./QueueRows.js"
 import * as QueueWalk from "./QueueWalk.js"
 import * as SqlRelayQueue from "./SqlRelayQueue.js"
-import { execWrite } from "./Store.js"
+import { execWrite, query } from "./Store.js"
 import type { Store } from "./Store.js"
 
 /** How claims share a PostgreSQL store. */
@@ -76,9 +76,10 @@ export const resolveMode = (
 
 /** The clock of a parallel store: the tick from `relay_clock`, the ticket from the sequence. */
 export const readClock = (store: Store) =>
-  Effect.flatMap(
-    store.exec(store.sql`SELECT c.tick, s.last_value AS ticket FROM relay_clock c CROSS JOIN relay_ticket s WHERE c.id = 1`),
-    (rows) => Effect.map(Rows.decode.clock(rows), (decoded) => decoded[0]!)
+  query(
+    store,
+    store.sql`SELECT c.tick, s.last_value AS ticket FROM relay_clock c CROSS JOIN relay_ticket s WHERE c.id = 1`,
+    (rows) => Exit.map(Rows.decode.clock(rows), (decoded) => decoded[0]!)
   )
 
 /**
@@ -127,9 +128,10 @@ const transactionWrites = (
     sql`SELECT n.* FROM relay_event e JOIN relay_event n ON n.flow_id = e.flow_id AND n.seq = e.seq + 1
       WHERE e.event_id IN ${sql.in(ids)}`
   const lockedFlows = (ids: ReadonlyArray<FlowId>) =>
-    Effect.flatMap(
-      store.exec(sql`SELECT * FROM relay_flow WHERE flow_id IN ${sql.in(ids)} ORDER BY flow_id FOR UPDATE`),
-      (rows) => Effect.map(Rows.decode.flows(rows), (decoded) => decoded.filter((row) => row.served >= 0).map(Rows.toFlow))
+    query(
+      store,
+      sql`SELECT * FROM relay_flow WHERE flow_id IN ${sql.in(ids)} ORDER BY flow_id FOR UPDATE`,
+      (rows) => Exit.map(Rows.decode.flows(rows), (decoded) => decoded.filter((row) => row.served >= 0).map(Rows.toFlow))
     )
   return {
     ...base,
@@ -150,7 +152,7 @@ const transactionWrites = (
     // walk sent with the settle's read, `limit` + its events deep, would lock flows it does not
     // claim, and other claims pass them over: docs/postgres.md, "The fairness bound").
     startClaimRead: undefined,
-    events: (ids) => (ids.length === 0 ? Effect.succeed([]) : Effect.flatMap(store.exec(lockedEvents(ids)), Rows.records.events)),
+    events: (ids) => (ids.length === 0 ? Effect.succeed([]) : query(store, lockedEvents(ids), Rows.records.events)),
     // A settle's locked read goes with its clock read, and so does the read of the event after
     // each: a statement of its own after the locks, so its snapshot sees every successor committed
     // before them (an enqueue appends under the flow's lock, which this transaction then holds).

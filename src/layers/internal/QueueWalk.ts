@@ -180,6 +180,6 @@ export const claimRead = (store: Store, execLater: NonNullable<Store["execLater"
  */
 export const selectLockedCandidates = (store: Store) => {
   const walk = walkTogether(store, true)
-  return byGroupsFirst((now, limit, perGroup) => Effect.flatMap(store.exec(walk(now, limit, limit, perGroup)), Rows.records.candidates))
+  return byGroupsFirst((now, limit, perGroup) => query(store, walk(now, limit, limit, perGroup), Rows.records.candidates))
 }
 

@@ -4,7 +4,7 @@
  */
 import { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Clock, Effect, Either, Metric, Schema } from "effect"
+import { Clock, Effect, Either, Exit, Metric, Schema } from "effect"
 import { InvalidInput } from "../../domain/Errors.js"
 import { decodeInput, shorten } from "../../domain/Input.js"
 import { canonicalize, parseStored } from "../../domain/Json.js"
@@ -227,18 +227,17 @@ const service = (store: Store, business: InboxBusiness, retention: InboxRetentio
       .pipe(Metrics.withHotSpan("Inbox.receiveBatch", { attributes: { size: inputs.length } }))
 
   const receiptsRead = store.read(
-    Effect.map(Effect.flatMap(store.exec(sql`SELECT * FROM inbox_receipt ORDER BY flow_id, seq`), inboxRows.receipt.decode), (rows) =>
-      rows.map((row) => ({ eventId: row.event_id, flowId: row.flow_id, seq: row.seq, body: parseStored(row.body) })))
+    query(store, sql`SELECT * FROM inbox_receipt ORDER BY flow_id, seq`, (rows) =>
+      Exit.map(inboxRows.receipt.decode(rows), (decoded) =>
+        decoded.map((row) => ({ eventId: row.event_id, flowId: row.flow_id, seq: row.seq, body: parseStored(row.body) }))))
   )
 
   const progress = store.read(
-    Effect.map(
-      Effect.flatMap(store.exec(sql`SELECT flow_id, last_seq, pruned_through FROM inbox_progress ORDER BY flow_id`), inboxRows.progress.decode),
-      (rows) => new Map(rows.map((row) => [row.flow_id, row.last_seq]))
-    )
+    query(store, sql`SELECT flow_id, last_seq, pruned_through FROM inbox_progress ORDER BY flow_id`, (rows) =>
+      Exit.map(inboxRows.progress.decode(rows), (decoded) => new Map(decoded.map((row) => [row.flow_id, row.last_seq]))))
   )
 
-  const read = <A, E>(query: (sql: SqlClient) => Effect.Effect<A, E>) => store.read(query(sql))
+  const read = <A, E>(body: (sql: SqlClient) => Effect.Effect<A, E>) => store.read(body(sql))
 
   /**
    * One prune batch: up to `size` receipts received at or before `cutoff` are deleted, and each
@@ -246,8 +245,9 @@ const service = (store: Store, business: InboxBusiness, retention: InboxRetentio
    */
   const pruneBatch = (cutoff: number, size: number) =>
     store.write(Effect.gen(function*() {
-      const due = yield* Effect.flatMap(
-        store.exec(sql`SELECT event_id, flow_id, seq FROM inbox_receipt WHERE received_at <= ${cutoff} ORDER BY received_at ${limitTo(sql, size)}`),
+      const due = yield* query(
+        store,
+        sql`SELECT event_id, flow_id, seq FROM inbox_receipt WHERE received_at <= ${cutoff} ORDER BY received_at ${limitTo(sql, size)}`,
         inboxRows.due.decode
       )
       if (due.length === 0) return 0
@@ -271,8 +271,9 @@ const service = (store: Store, business: InboxBusiness, retention: InboxRetentio
         if (retention.receipts === null) return { receipts: 0, dryRun }
         const cutoff = (yield* Clock.currentTimeMillis) - retention.receipts
         if (dryRun) {
-          const [row] = yield* store.read(Effect.flatMap(
-            store.exec(sql`SELECT COUNT(*) AS n FROM (SELECT 1 AS one FROM inbox_receipt WHERE received_at <= ${cutoff} ${limitTo(sql, limit)}) AS due`),
+          const [row] = yield* store.read(query(
+            store,
+            sql`SELECT COUNT(*) AS n FROM (SELECT 1 AS one FROM inbox_receipt WHERE received_at <= ${cutoff} ${limitTo(sql, limit)}) AS due`,
             inboxRows.count.decode
           ))
           return { receipts: row?.n ?? 0, dryRun }

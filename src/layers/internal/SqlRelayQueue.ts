@@ -155,88 +155,97 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean; r
       ids.length === 0 ? Effect.succeed([]) : query(store, sql`SELECT * FROM relay_flow WHERE flow_id IN ${sql.in(ids)}`, flows),
     groups: (ids) => selectGroups(store, ids),
     reachingBeyond: (nextAtAfter, leaseAfter) =>
-      Effect.flatMap(
-        store.exec(sql`SELECT * FROM relay_event WHERE (state = 'ready' AND next_at > ${nextAtAfter})
-          OR (state = 'inflight' AND lease_until > ${leaseAfter})`),
+      query(
+        store,
+        sql`SELECT * FROM relay_event WHERE (state = 'ready' AND next_at > ${nextAtAfter})
+          OR (state = 'inflight' AND lease_until > ${leaseAfter})`,
         events
       ),
-    listEvents: (query: EventQuery) =>
-      Effect.flatMap(
-        store.exec(sql`SELECT * FROM relay_event WHERE ${
+    listEvents: (filter: EventQuery) =>
+      query(
+        store,
+        sql`SELECT * FROM relay_event WHERE ${
           sql.and([
-            ...(query.state === undefined ? [] : [sql`state = ${query.state}`]),
-            ...(query.flowId === undefined ? [] : [sql`flow_id = ${query.flowId}`]),
-            ...(query.afterEventId === undefined ? [] : [sql`event_id > ${query.afterEventId}`])
+            ...(filter.state === undefined ? [] : [sql`state = ${filter.state}`]),
+            ...(filter.flowId === undefined ? [] : [sql`flow_id = ${filter.flowId}`]),
+            ...(filter.afterEventId === undefined ? [] : [sql`event_id > ${filter.afterEventId}`])
           ])
-        } ORDER BY event_id ${limitTo(sql, query.limit)}`),
+        } ORDER BY event_id ${limitTo(sql, filter.limit)}`,
         events
       ),
-    listFlows: (query: FlowQuery) => {
-      const group = query.group === undefined ? [] : [sql`group_id = ${query.group}`]
-      return Effect.flatMap(
-        query.order === "id"
-          ? store.exec(sql`SELECT * FROM relay_flow WHERE ${
-            sql.and([...group, ...(query.after === undefined ? [] : [sql`flow_id > ${query.after}`])])
-          } ORDER BY flow_id ${limitTo(sql, query.limit)}`)
-          : store.exec(sql`SELECT * FROM relay_flow WHERE ${
+    listFlows: (filter: FlowQuery) => {
+      const group = filter.group === undefined ? [] : [sql`group_id = ${filter.group}`]
+      return query(
+        store,
+        filter.order === "id"
+          ? sql`SELECT * FROM relay_flow WHERE ${
+            sql.and([...group, ...(filter.after === undefined ? [] : [sql`flow_id > ${filter.after}`])])
+          } ORDER BY flow_id ${limitTo(sql, filter.limit)}`
+          : sql`SELECT * FROM relay_flow WHERE ${
             sql.and([
               ...group,
-              ...(query.after === undefined
+              ...(filter.after === undefined
                 ? []
-                : [sql`(served > ${query.after.served} OR (served = ${query.after.served} AND flow_id > ${query.after.flowId}))`])
+                : [sql`(served > ${filter.after.served} OR (served = ${filter.after.served} AND flow_id > ${filter.after.flowId}))`])
             ])
-          } ORDER BY served, flow_id ${limitTo(sql, query.limit)}`),
+          } ORDER BY served, flow_id ${limitTo(sql, filter.limit)}`,
         flows
       )
     },
-    listGroups: (query) =>
-      Effect.flatMap(
-        store.exec(sql`SELECT g.group_id, g.served, g.weight, g.burst,
+    listGroups: (filter) =>
+      query(
+        store,
+        sql`SELECT g.group_id, g.served, g.weight, g.burst,
             (SELECT COUNT(*) FROM relay_flow f WHERE f.group_id = g.group_id) AS flows,
             (SELECT COUNT(*) FROM relay_flow f WHERE f.group_id = g.group_id AND f.head_seq IS NOT NULL) AS waiting
-          FROM relay_group g WHERE ${query.after === undefined ? sql.literal("1 = 1") : sql`g.group_id > ${query.after}`}
-          ORDER BY g.group_id ${limitTo(sql, query.limit)}`),
+          FROM relay_group g WHERE ${filter.after === undefined ? sql.literal("1 = 1") : sql`g.group_id > ${filter.after}`}
+          ORDER BY g.group_id ${limitTo(sql, filter.limit)}`,
         Rows.records.groupViews
       ),
-    listAudit: (query) =>
-      Effect.flatMap(
-        store.exec(sql`SELECT * FROM relay_audit WHERE ${query.eventId === undefined ? sql.literal("1 = 1") : sql`event_id = ${query.eventId}`}
-          ORDER BY id ${query.limit === undefined ? sql.literal("") : limitTo(sql, query.limit)}`),
+    listAudit: (filter) =>
+      query(
+        store,
+        sql`SELECT * FROM relay_audit WHERE ${filter.eventId === undefined ? sql.literal("1 = 1") : sql`event_id = ${filter.eventId}`}
+          ORDER BY id ${filter.limit === undefined ? sql.literal("") : limitTo(sql, filter.limit)}`,
         audit
       ),
     dump: Effect.all({
-      flows: Effect.flatMap(store.exec(sql`SELECT * FROM relay_flow ORDER BY flow_id`), flows),
-      groups: Effect.flatMap(store.exec(sql`SELECT * FROM relay_group ORDER BY group_id`), groups),
-      events: Effect.flatMap(store.exec(sql`SELECT * FROM relay_event ORDER BY flow_id, seq`), events),
-      audit: Effect.flatMap(store.exec(sql`SELECT * FROM relay_audit ORDER BY id`), audit)
+      flows: query(store, sql`SELECT * FROM relay_flow ORDER BY flow_id`, flows),
+      groups: query(store, sql`SELECT * FROM relay_group ORDER BY group_id`, groups),
+      events: query(store, sql`SELECT * FROM relay_event ORDER BY flow_id, seq`, events),
+      audit: query(store, sql`SELECT * FROM relay_audit ORDER BY id`, audit)
     }),
-    countByState: Effect.flatMap(store.exec(sql`SELECT state, COUNT(*) AS n FROM relay_event GROUP BY state`), (rows) =>
-      Effect.map(counts(rows), (decoded) => {
+    countByState: query(store, sql`SELECT state, COUNT(*) AS n FROM relay_event GROUP BY state`, (rows) =>
+      Exit.map(counts(rows), (decoded) => {
         const byState = { ready: 0, inflight: 0, acked: 0, quarantined: 0 }
         for (const { n, state } of decoded) byState[state] = n
         return byState
       })),
     eligibleHeads: (now) =>
-      Effect.flatMap(
-        store.exec(sql`SELECT MIN(eligible_at) AS at, COUNT(*) AS n FROM relay_flow WHERE eligible_at IS NOT NULL AND eligible_at <= ${now}`),
-        (rows) => Effect.map(aggregates(rows), ([row]) => ({ count: row!.n ?? 0, oldest: row!.at }))
+      query(
+        store,
+        sql`SELECT MIN(eligible_at) AS at, COUNT(*) AS n FROM relay_flow WHERE eligible_at IS NOT NULL AND eligible_at <= ${now}`,
+        (rows) => Exit.map(aggregates(rows), ([row]) => ({ count: row!.n ?? 0, oldest: row!.at }))
       ),
     pruneCandidates: (cutoff, limit) =>
-      Effect.flatMap(
-        store.exec(sql`SELECT event_id, flow_id, seq, state, acked_at, body FROM relay_event
-          WHERE state = 'acked' AND acked_at <= ${cutoff} ORDER BY acked_at ${limitTo(sql, limit)}`),
+      query(
+        store,
+        sql`SELECT event_id, flow_id, seq, state, acked_at, body FROM relay_event
+          WHERE state = 'acked' AND acked_at <= ${cutoff} ORDER BY acked_at ${limitTo(sql, limit)}`,
         Rows.records.pruneCandidates
       ),
     countPrunable: (eventCutoff, dedupCutoff, limit) =>
       Effect.all({
-        events: eventCutoff === null ? Effect.succeed(0) : Effect.flatMap(
-          store.exec(sql`SELECT NULL AS at, COUNT(*) AS n FROM (SELECT 1 AS one FROM relay_event
-            WHERE state = 'acked' AND acked_at <= ${eventCutoff} ${limitTo(sql, limit)}) AS due`),
-          (rows) => Effect.map(aggregates(rows), ([row]) => row?.n ?? 0)
+        events: eventCutoff === null ? Effect.succeed(0) : query(
+          store,
+          sql`SELECT NULL AS at, COUNT(*) AS n FROM (SELECT 1 AS one FROM relay_event
+            WHERE state = 'acked' AND acked_at <= ${eventCutoff} ${limitTo(sql, limit)}) AS due`,
+          (rows) => Exit.map(aggregates(rows), ([row]) => row?.n ?? 0)
         ),
-        dedup: dedupCutoff === null ? Effect.succeed(0) : Effect.flatMap(
-          store.exec(sql`SELECT NULL AS at, COUNT(*) AS n FROM (SELECT 1 AS one FROM relay_pruned WHERE pruned_at <= ${dedupCutoff} ${limitTo(sql, limit)}) AS due`),
-          (rows) => Effect.map(aggregates(rows), ([row]) => row?.n ?? 0)
+        dedup: dedupCutoff === null ? Effect.succeed(0) : query(
+          store,
+          sql`SELECT NULL AS at, COUNT(*) AS n FROM (SELECT 1 AS one FROM relay_pruned WHERE pruned_at <= ${dedupCutoff} ${limitTo(sql, limit)}) AS due`,
+          (rows) => Exit.map(aggregates(rows), ([row]) => row?.n ?? 0)
         )
       }),
 
@@ -333,15 +342,17 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean; r
             body_hash = excluded.body_hash, pruned_at = excluded.pruned_at`)
       ),
     deleteAcked: (ids) =>
-      ids.length === 0 ? Effect.succeed(0) : Effect.map(
-        store.exec(sql`DELETE FROM relay_event WHERE event_id IN ${sql.in(ids)} AND state = 'acked' RETURNING event_id`),
-        (rows) => rows.length
+      ids.length === 0 ? Effect.succeed(0) : query(
+        store,
+        sql`DELETE FROM relay_event WHERE event_id IN ${sql.in(ids)} AND state = 'acked' RETURNING event_id`,
+        (rows) => Exit.succeed(rows.length)
       ),
     deleteDedup: (cutoff, limit) =>
-      Effect.map(
-        store.exec(sql`DELETE FROM relay_pruned WHERE event_id IN (
-            SELECT event_id FROM relay_pruned WHERE pruned_at <= ${cutoff} ORDER BY pruned_at ${limitTo(sql, limit)}) RETURNING event_id`),
-        (rows) => rows.length
+      query(
+        store,
+        sql`DELETE FROM relay_pruned WHERE event_id IN (
+            SELECT event_id FROM relay_pruned WHERE pruned_at <= ${cutoff} ORDER BY pruned_at ${limitTo(sql, limit)}) RETURNING event_id`,
+        (rows) => Exit.succeed(rows.length)
       )
   }
 }

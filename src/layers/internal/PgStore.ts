@@ -13,7 +13,7 @@ import { Cause, Duration, Effect, Redacted } from "effect"
 import type { Scope } from "effect"
 import * as PgHeldWrites from "./PgHeldWrites.js"
 import { atCommit, PreparedStatements, transactions } from "./PgTransactions.js"
-import { alone, commitFailuresAsErrors, insideTransaction, isolated, misuse } from "./Store.js"
+import { alone, commitFailuresAsErrors, insideTransaction, isolated, isPostgres, misuse } from "./Store.js"
 import type { Migrations, OpenError, Store } from "./Store.js"
 
 export { TransactionMisuse } from "./Store.js"
@@ -270,7 +270,7 @@ export const fromClient = (
   lockName: string
 ): Effect.Effect<PgStore, OpenError> =>
   Effect.gen(function*() {
-    if (!sql.onDialectOrElse({ pg: () => true, orElse: () => false })) {
+    if (!isPostgres(sql)) {
       return yield* new InvalidInput({ operation: "layerClient", message: "the SqlClient in context is not a PostgreSQL client" })
     }
     const checked = yield* checkOptions(options, "open")

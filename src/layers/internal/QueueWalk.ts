@@ -10,7 +10,7 @@ import { rotationComplete } from "../../domain/Operations.js"
 import type { Candidate } from "../../domain/Operations.js"
 import type { ClaimRead } from "../../services/QueueBackend.js"
 import * as Rows from "./QueueRows.js"
-import { limitTo, query } from "./Store.js"
+import { isSqlite, limitTo, query } from "./Store.js"
 import type { Store } from "./Store.js"
 
 const candidateColumns = `f.flow_id, f.seq, f.served, f.head_seq, f.eligible_at, f.weight, f.burst, f.group_id,
@@ -74,7 +74,7 @@ export const selectCandidates = (store: Store) => {
   // with none, more than the rest of a claim's reads): it runs only when some group has an
   // eligible head or waits for one (the first entry of the turn index, if any).
   const anyGroup = sql<{ readonly any: number }>`SELECT EXISTS (SELECT 1 FROM relay_group WHERE eligible_at IS NOT NULL) AS any`
-  const apart = sql.onDialectOrElse({ sqlite: () => true, orElse: () => false })
+  const apart = isSqlite(sql)
   const together = walkTogether(store, false)
   return byGroupsFirst((now, limit, perGroup) =>
     apart

@@ -17,7 +17,7 @@ import { Cause, Clock, Context, Duration, Effect, Exit, Schedule } from "effect"
 import type { Scope } from "effect"
 import * as StoreCheck from "./StoreCheck.js"
 import * as SqliteConnection from "./SqliteConnection.js"
-import { alone, execOnConnection, insideTransaction, isolated, exitProviding, misuse, recordStatement } from "./Store.js"
+import { alone, execOnConnection, insideTransaction, isolated, isSqlite, exitProviding, misuse, recordStatement } from "./Store.js"
 import type { Migrations, OpenError, Store } from "./Store.js"
 
 export { TransactionMisuse } from "./Store.js"
@@ -396,7 +396,7 @@ export const fromClient = (
   options: Pick<SqliteStoreOptions, "busyTimeoutMillis"> = {}
 ): Effect.Effect<Store, OpenError> =>
   Effect.gen(function*() {
-    if (!sql.onDialectOrElse({ sqlite: () => true, orElse: () => false })) {
+    if (!isSqlite(sql)) {
       return yield* Effect.fail(new InvalidInput({ operation: "layerClient", message: "the SqlClient in context is not a SQLite client" }))
     }
     const busy = yield* busyTimeout(options)

@@ -5,7 +5,8 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
 import type { MigrationError } from "@effect/sql/Migrator"
-import * as Statement from "@effect/sql/Statement"
+import type * as Statement from "@effect/sql/Statement"
+import { unsafeFragment } from "@effect/sql/Statement"
 import type { Fragment } from "@effect/sql/Statement"
 import { Context, Effect, Exit, FiberRef, Option, Schema } from "effect"
 import type { IncompatibleStore, InvalidInput } from "../../domain/Errors.js"
@@ -184,12 +185,23 @@ export const isolated = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect
 export const commitFailuresAsErrors = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
   Effect.catchSomeDefect(effect, (defect) => (defect instanceof SqlError ? Option.some(Effect.fail(defect)) : Option.none()))
 
+// The dialect questions, asked with options made once: `onDialectOrElse` with closures made per
+// call cost a hot statement (a bulk write's rows table) two closures, and V8 threw away the
+// optimized code of those closures on one call in fourteen (`node --trace-deopt`).
+const postgresDialect = { pg: () => true, orElse: () => false }
+const sqliteDialect = { sqlite: () => true, orElse: () => false }
+
+/** Whether `sql` is a PostgreSQL client. */
+export const isPostgres = (sql: SqlClient.SqlClient): boolean => sql.onDialectOrElse(postgresDialect)
+
+/** Whether `sql` is a SQLite client. */
+export const isSqlite = (sql: SqlClient.SqlClient): boolean => sql.onDialectOrElse(sqliteDialect)
+
 /**
  * Ids compare by their bytes in every backend (SQLite's BINARY collation; PostgreSQL's "C"),
  * so the `(served, flow_id)` order is the same everywhere and agrees with `Protocol.compareIds`.
  */
-export const idType = (sql: SqlClient.SqlClient) =>
-  sql.onDialectOrElse({ pg: () => sql.literal(`TEXT COLLATE "C"`), orElse: () => sql.literal("TEXT") })
+export const idType = (sql: SqlClient.SqlClient) => sql.literal(isPostgres(sql) ? `TEXT COLLATE "C"` : "TEXT")
 
 /**
  * `LIMIT n`, with n bound. SQLite's planner reads the bound value of a LIMIT that is a bare
@@ -198,8 +210,7 @@ export const idType = (sql: SqlClient.SqlClient) =>
  * where it runs in 9 µs with the LIMIT as an expression (`+?`, planned once). PostgreSQL keeps its
  * parameter.
  */
-export const limitTo = (sql: SqlClient.SqlClient, n: number): Fragment =>
-  sql.onDialectOrElse({ sqlite: () => sql`LIMIT +${n}`, orElse: () => sql`LIMIT ${n}` })
+export const limitTo = (sql: SqlClient.SqlClient, n: number): Fragment => (isSqlite(sql) ? sql`LIMIT +${n}` : sql`LIMIT ${n}`)
 
 /** Bound parameters one SQLite statement may carry (SQLite's limit is 32766). */
 const MaxParameters = 30_000
@@ -216,17 +227,29 @@ export const rowsTable = (
   columns: ReadonlyArray<string>,
   rows: ReadonlyArray<Readonly<Record<string, unknown>>>
 ): Fragment =>
-  sql.onDialectOrElse({
-    // The LIMIT tells the planner how many rows there are (a generic plan takes a tenth of the
-    // function's rows): it takes a set-returning function for 100 rows and would join them to a
-    // table of up to ~30k rows by scanning all of it.
-    pg: () => sql`(SELECT * FROM json_populate_recordset(NULL::${sql(table)}, ${JSON.stringify(rows)}::json) LIMIT ${rows.length}) AS v`,
-    orElse: () => {
-      const params: Array<unknown> = []
-      for (const row of rows) for (const column of columns) params.push(row[column] ?? null)
-      return Statement.unsafeFragment(valuesText(columns, rows.length), params)
-    }
-  })
+  // The LIMIT tells the planner how many rows there are (a generic plan takes a tenth of the
+  // function's rows): it takes a set-returning function for 100 rows and would join them to a
+  // table of up to ~30k rows by scanning all of it.
+  isPostgres(sql)
+    ? sql`(SELECT * FROM json_populate_recordset(NULL::${sql(table)}, ${JSON.stringify(rows)}::json) LIMIT ${rows.length}) AS v`
+    : valuesTable(columns, rows)
+
+const valuesTable = (columns: ReadonlyArray<string>, rows: ReadonlyArray<Readonly<Record<string, unknown>>>): Fragment =>
+  unsafeFragment(valuesText(columns, rows.length), valuesParams(columns, rows))
+
+/**
+ * The rows' values in column order, in a function whose loop is followed by nothing but its
+ * return. A first call with a large batch (thousands of rows) gets its loop compiled while it
+ * runs (on-stack replacement), before the code after the loop ever ran; V8 kept that code and
+ * entered it from later calls' loops, and each time the code after the loop had no type feedback
+ * it fell back to the interpreter — in one call of four to twenty of a daemon's drain
+ * (`node --trace-deopt`), when the loop and the statement were one function.
+ */
+const valuesParams = (columns: ReadonlyArray<string>, rows: ReadonlyArray<Readonly<Record<string, unknown>>>): Array<unknown> => {
+  const params: Array<unknown> = []
+  for (const row of rows) for (const column of columns) params.push(row[column] ?? null)
+  return params
+}
 
 // The text of a VALUES table only depends on its columns and row count: made once for each.
 const valuesTexts = new Map<string, string>()

@@ -12,6 +12,12 @@
  *
  * With `--callgrind`, under valgrind's callgrind (`bench/instructions.sh` runs it so), no CPU
  * profile: the instruction counters are zeroed as the drain starts and dumped as it ends.
+ *
+ * With `--floor`, the same drain by the floor (`floor.ts`: the statements through raw
+ * better-sqlite3) on the same files: batched n = 64, `--single` one event per step (3 commits),
+ * `--daemon` settle + next claim in one commit as one daemon worker commits — what the library's
+ * figures are compared with, counted the same way (`bash bench/instructions.sh 3000 --floor
+ * --daemon --normal`).
  */
 import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
@@ -85,11 +91,12 @@ if (args[0] === "--summarize") {
   for (const f of summary.top) console.log(`  ${String(f.share).padStart(5)} %  ${String(f.ms).padStart(6)} ms  ${f.name}`)
 } else {
   // Imported here so that summarizing works while the library is mid-edit.
-  const { Effect } = await import("effect")
-  const { TickClock } = await import("../src/index.js")
+  const { Effect, Ref } = await import("effect")
+  const { Counter, SqliteInbox, TickClock } = await import("../src/index.js")
   const { daemonLoop, delivered, drainLoop, relayLayer } = await import("./drain.js")
   const { fill, removeDb, workDir } = await import("./stores.js")
   const { startCpuProfile } = await import("./cpuProfile.js")
+  const { floorDrain } = await import("./floor.js")
   const events = Number(args.find((arg, i) => !arg.startsWith("--") && args[i - 1] !== "--workers") ?? 10_000)
   const daemon = args.includes("--daemon")
   const single = args.includes("--single")
@@ -103,25 +110,42 @@ if (args[0] === "--summarize") {
   const inboxFile = path.join(workDir, "profile.inbox.db")
   removeDb(queueFile)
   removeDb(inboxFile)
-  await Effect.runPromise(fill(queueFile, { events, flows: 64 }))
-  const seen = delivered()
   const out = path.join(workDir, "..", "profile", `drain-only-${Date.now()}.cpuprofile`)
   // Besides any whole-process `--cpu-prof`, profile the drain alone (no module loading, no fill;
   // the stores are opened before the profile starts).
   let profiler: Awaited<ReturnType<typeof startCpuProfile>> | undefined
-  const loop = await Effect.runPromise(
-    Effect.gen(function*() {
-      if (callgrind) callgrindControl("--zero")
-      else profiler = yield* Effect.promise(startCpuProfile)
-      return daemon ? yield* daemonLoop(events, 600, seen, { workers, batchSize: 1 }) : yield* drainLoop(single ? 1 : 64, 600, true)
-    }).pipe(Effect.provide(relayLayer(queueFile, inboxFile, { synchronous }, seen)), daemon ? (effect) => effect : TickClock.at(0))
-  )
-  if (callgrind) callgrindControl("--dump")
-  else {
-    await profiler!.stop(out)
-    console.log(`wrote ${path.relative(process.cwd(), out)} (the drain alone)`)
+  const report = async (loop: { readonly drained: number; readonly seconds: number; readonly cpuSeconds: number }) => {
+    if (callgrind) callgrindControl("--dump")
+    else {
+      await profiler!.stop(out)
+      console.log(`wrote ${path.relative(process.cwd(), out)} (the drain alone)`)
+    }
+    console.log(`drained ${loop.drained} events in ${loop.seconds.toFixed(2)} s: ${(loop.drained / loop.seconds).toFixed(0)} events/s, CPU ${((loop.cpuSeconds * 1e6) / loop.drained).toFixed(0)} µs/event`)
   }
-  console.log(`drained ${loop.drained} events in ${loop.seconds.toFixed(2)} s: ${(loop.drained / loop.seconds).toFixed(0)} events/s, CPU ${((loop.cpuSeconds * 1e6) / loop.drained).toFixed(0)} µs/event`)
+  await Effect.runPromise(fill(queueFile, { events, flows: 64 }))
+  if (args.includes("--floor")) {
+    // The floor drains into an inbox the library made, as in the throughput table.
+    await Effect.runPromise(
+      Effect.gen(function*() {
+        yield* SqliteInbox.make({ filename: inboxFile, business: Counter.business(yield* Ref.make(1000)) })
+      }).pipe(Effect.scoped, Effect.orDie)
+    )
+    const batchSize = daemon || single ? 1 : 64
+    if (callgrind) callgrindControl("--zero")
+    else profiler = await startCpuProfile()
+    const loop = floorDrain({ queueFile, inboxFile, batchSize, exchange: daemon, synchronous, leaseTicks: 60_000, maxSeconds: 600 })
+    await report(loop)
+  } else {
+    const seen = delivered()
+    const loop = await Effect.runPromise(
+      Effect.gen(function*() {
+        if (callgrind) callgrindControl("--zero")
+        else profiler = yield* Effect.promise(startCpuProfile)
+        return daemon ? yield* daemonLoop(events, 600, seen, { workers, batchSize: 1 }) : yield* drainLoop(single ? 1 : 64, 600, true)
+      }).pipe(Effect.provide(relayLayer(queueFile, inboxFile, { synchronous }, seen)), daemon ? (effect) => effect : TickClock.at(0))
+    )
+    await report(loop)
+  }
   removeDb(queueFile)
   removeDb(inboxFile)
 }

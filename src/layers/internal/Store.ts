@@ -185,9 +185,8 @@ export const isolated = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect
 export const commitFailuresAsErrors = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
   Effect.catchSomeDefect(effect, (defect) => (defect instanceof SqlError ? Option.some(Effect.fail(defect)) : Option.none()))
 
-// The dialect questions, asked with options made once: `onDialectOrElse` with closures made per
-// call cost a hot statement (a bulk write's rows table) two closures, and V8 threw away the
-// optimized code of those closures on one call in fourteen (`node --trace-deopt`).
+// The dialect questions, asked with options made once: `onDialectOrElse` with options made per
+// call cost every bulk statement (its rows table) an object and two closures.
 const postgresDialect = { pg: () => true, orElse: () => false }
 const sqliteDialect = { sqlite: () => true, orElse: () => false }
 
@@ -227,9 +226,9 @@ export const rowsTable = (
   columns: ReadonlyArray<string>,
   rows: ReadonlyArray<Readonly<Record<string, unknown>>>
 ): Fragment =>
-  // The LIMIT tells the planner how many rows there are (a generic plan takes a tenth of the
-  // function's rows): it takes a set-returning function for 100 rows and would join them to a
-  // table of up to ~30k rows by scanning all of it.
+  // On PostgreSQL the LIMIT tells the planner how many rows there are (a generic plan takes a
+  // tenth of the function's rows): it takes a set-returning function for 100 rows and would join
+  // them to a table of up to ~30k rows by scanning all of it.
   isPostgres(sql)
     ? sql`(SELECT * FROM json_populate_recordset(NULL::${sql(table)}, ${JSON.stringify(rows)}::json) LIMIT ${rows.length}) AS v`
     : valuesTable(columns, rows)

@@ -134,7 +134,12 @@ export const queueOnlyLayer = (queueFile: string, options: StoreOptions = {}, se
         return accept
       })
   })
-  return Relay.layer.pipe(Layer.provide(transport), Layer.provideMerge(SqliteRelayQueue.layer(sqliteOptions(queueFile, options))), Layer.orDie)
+  return Relay.layer.pipe(
+    Layer.provide(transport),
+    Layer.provide(countingQueue(seen)),
+    Layer.provideMerge(SqliteRelayQueue.layer(sqliteOptions(queueFile, options))),
+    Layer.orDie
+  )
 }
 
 /**

@@ -1,7 +1,9 @@
 /**
  * A CPU profile of the batched drain (`Relay.stepBatch(64)`, FULL), or with `--daemon` of
  * `relay.run({ workers: 8, batchSize: 1 })` (`--workers N` for another count), with `--single` of
- * `Relay.step` one event at a time; `--normal` for `synchronous: "normal"` stores. For diagnosis;
+ * `Relay.step` one event at a time; `--normal` for `synchronous: "normal"` stores; `--in-memory`
+ * with the throughput table's in-memory handler instead of the durable inbox (the queue's share of
+ * a step). For diagnosis;
  * not part of `npm run bench`. Profile,
  * then summarize self time by package:
  *
@@ -93,7 +95,7 @@ if (args[0] === "--summarize") {
   // Imported here so that summarizing works while the library is mid-edit.
   const { Effect, Ref } = await import("effect")
   const { Counter, SqliteInbox, TickClock } = await import("../src/index.js")
-  const { daemonLoop, delivered, drainLoop, relayLayer } = await import("./drain.js")
+  const { daemonLoop, delivered, drainLoop, queueOnlyLayer, relayLayer } = await import("./drain.js")
   const { fill, removeDb, workDir } = await import("./stores.js")
   const { startCpuProfile } = await import("./cpuProfile.js")
   const { floorDrain } = await import("./floor.js")
@@ -104,6 +106,7 @@ if (args[0] === "--summarize") {
   const workers = workersAt < 0 ? 8 : Number(args[workersAt + 1])
   const synchronous = args.includes("--normal") ? "normal" as const : "full" as const
   const callgrind = args.includes("--callgrind")
+  const inMemory = args.includes("--in-memory")
   const callgrindControl = (flag: "--zero" | "--dump") => execFileSync("callgrind_control", [flag, String(process.pid)], { stdio: "ignore" })
   fs.mkdirSync(workDir, { recursive: true })
   const queueFile = path.join(workDir, "profile.queue.db")
@@ -141,8 +144,11 @@ if (args[0] === "--summarize") {
       Effect.gen(function*() {
         if (callgrind) callgrindControl("--zero")
         else profiler = yield* Effect.promise(startCpuProfile)
-        return daemon ? yield* daemonLoop(events, 600, seen, { workers, batchSize: 1 }) : yield* drainLoop(single ? 1 : 64, 600, true)
-      }).pipe(Effect.provide(relayLayer(queueFile, inboxFile, { synchronous }, seen)), daemon ? (effect) => effect : TickClock.at(0))
+        return daemon ? yield* daemonLoop(events, 600, seen, { workers, batchSize: 1 }) : yield* drainLoop(single ? 1 : 64, 600, !inMemory)
+      }).pipe(
+        Effect.provide(inMemory ? queueOnlyLayer(queueFile, { synchronous }, seen) : relayLayer(queueFile, inboxFile, { synchronous }, seen)),
+        daemon ? (effect) => effect : TickClock.at(0)
+      )
     )
     await report(loop)
   }

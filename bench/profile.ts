@@ -134,6 +134,7 @@ if (args[0] === "--summarize") {
       }).pipe(Effect.scoped, Effect.orDie)
     )
     const batchSize = daemon || single ? 1 : 64
+    // The floor opens its two connections inside the counted part (once per run); its lease is the throughput table's.
     if (callgrind) callgrindControl("--zero")
     else profiler = await startCpuProfile()
     const loop = floorDrain({ queueFile, inboxFile, batchSize, exchange: daemon, synchronous, leaseTicks: 60_000, maxSeconds: 600 })

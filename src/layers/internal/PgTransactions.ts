@@ -250,20 +250,17 @@ class Batch {
 
 const failed = (cause: unknown) => new SqlError({ cause, message: "Failed to execute statement" })
 
-/** What the server answered: every statement's rows, and the last command tag. */
-type Answers = readonly [ReadonlyArray<ReadonlyArray<object>>, string]
-
 /**
  * Sends `statements` in one round trip on `client`; `sent` hears the outcome first (statements
  * held by a caller take their answers there). Reports the round trip to `log`, if it listens.
- * Succeeds with `answer` of the statements' rows and the last command's tag (default: both).
+ * Succeeds with `answer` of the statements' rows and the last command's tag.
  */
-const send = <A = Answers>(
+const send = <A>(
   client: Pg.ClientBase,
   statements: ReadonlyArray<Wired>,
   context: Context.Context<never>,
-  sent?: (answers: ReadonlyArray<ReadonlyArray<object>> | undefined, failure: SqlError | undefined) => void,
-  answer: (answers: ReadonlyArray<ReadonlyArray<object>>, tag: string) => A = (answers, tag) => [answers, tag] as const as A
+  sent: ((answers: ReadonlyArray<ReadonlyArray<object>> | undefined, failure: SqlError | undefined) => void) | undefined,
+  answer: (answers: ReadonlyArray<ReadonlyArray<object>>, tag: string) => A
 ) =>
   Effect.async<A, SqlError>((resume) => {
     const log = Context.get(context, StatementLog)
@@ -301,7 +298,7 @@ class LazyBegin implements Connection {
   readonly ensure = Effect.contextWithEffect((context: Context.Context<never>) => {
     if (this.begun) return Effect.void
     this.begun = true
-    return Effect.asVoid(send(this.pg, this.begin, context))
+    return send(this.pg, this.begin, context, undefined, () => undefined)
   })
   get pg() {
     return this.conn.pg
@@ -326,8 +323,10 @@ class LazyBegin implements Connection {
     if (statement === "ROLLBACK" || (!this.begun && last.length === 0)) {
       return this.begun ? Effect.asVoid(this.conn.executeUnprepared("ROLLBACK", [], undefined)) : Effect.void
     }
-    return Effect.contextWithEffect((context: Context.Context<never>) => send(this.pg, this.lead([...last, Commit]), context)).pipe(
-      Effect.flatMap(([, tag]) => (tag === "COMMIT" ? Effect.void : Effect.fail(new SqlError({ cause: tag, message: `COMMIT answered ${tag}` })))),
+    return Effect.contextWithEffect((context: Context.Context<never>) =>
+      send(this.pg, this.lead([...last, Commit]), context, undefined, (_, tag) => tag)
+    ).pipe(
+      Effect.flatMap((tag) => (tag === "COMMIT" ? Effect.void : Effect.fail(new SqlError({ cause: tag, message: `COMMIT answered ${tag}` })))),
       // A failed statement leaves the transaction open and failed: roll it back before the
       // connection goes back to the pool (after a failed COMMIT there is nothing to roll back,
       // and the server only warns).

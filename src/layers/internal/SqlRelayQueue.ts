@@ -34,6 +34,10 @@ const identities = (rows: ReadonlyArray<unknown>) =>
   Exit.map(Rows.decode.identities(rows), (decoded) =>
     decoded.map((row) => ({ eventId: row.event_id, flowId: row.flow_id, seq: row.seq, bodyText: row.body, bodyHash: row.body_hash })))
 const { aggregate: aggregates, clock: clocks, counts } = Rows.decode
+/** The `n` of an aggregate read's one row. */
+const countOf = (rows: ReadonlyArray<unknown>) => Exit.map(aggregates(rows), ([row]) => row?.n ?? 0)
+/** How many rows a statement returned (a `DELETE … RETURNING`'s deleted rows). */
+const rowCount = (rows: ReadonlyArray<unknown>) => Exit.succeed(rows.length)
 
 /** A row's values in `columns` order (one row written by plain parameters). */
 const valuesOf = (row: Readonly<Record<string, unknown>>, columns: ReadonlyArray<string>) => columns.map((column) => row[column] ?? null)
@@ -240,12 +244,12 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean; r
           store,
           sql`SELECT NULL AS at, COUNT(*) AS n FROM (SELECT 1 AS one FROM relay_event
             WHERE state = 'acked' AND acked_at <= ${eventCutoff} ${limitTo(sql, limit)}) AS due`,
-          (rows) => Exit.map(aggregates(rows), ([row]) => row?.n ?? 0)
+          countOf
         ),
         dedup: dedupCutoff === null ? Effect.succeed(0) : query(
           store,
           sql`SELECT NULL AS at, COUNT(*) AS n FROM (SELECT 1 AS one FROM relay_pruned WHERE pruned_at <= ${dedupCutoff} ${limitTo(sql, limit)}) AS due`,
-          (rows) => Exit.map(aggregates(rows), ([row]) => row?.n ?? 0)
+          countOf
         )
       }),
 
@@ -345,14 +349,14 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean; r
       ids.length === 0 ? Effect.succeed(0) : query(
         store,
         sql`DELETE FROM relay_event WHERE event_id IN ${sql.in(ids)} AND state = 'acked' RETURNING event_id`,
-        (rows) => Exit.succeed(rows.length)
+        rowCount
       ),
     deleteDedup: (cutoff, limit) =>
       query(
         store,
         sql`DELETE FROM relay_pruned WHERE event_id IN (
             SELECT event_id FROM relay_pruned WHERE pruned_at <= ${cutoff} ORDER BY pruned_at ${limitTo(sql, limit)}) RETURNING event_id`,
-        (rows) => Exit.succeed(rows.length)
+        rowCount
       )
   }
 }

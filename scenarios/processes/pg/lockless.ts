@@ -28,7 +28,7 @@ const program = Effect.gen(function*() {
     .pipe(TickClock.at(0))
   const policy = Either.getOrThrow(makePolicy({}))
   const lockless = Effect.map(PgClient.make({ url: Redacted.make(url), maxConnections: 1 }), (sql) =>
-    SqlRelayQueue.make({ sql, write: sql.withTransaction, read: sql.withTransaction, exec: execOnConnection }, policy))
+    SqlRelayQueue.make({ sql, client: sql, write: sql.withTransaction, read: sql.withTransaction, exec: execOnConnection }, policy))
   const workers = yield* Effect.forEach(Array.from({ length: Workers }), () => lockless)
   const claims: Array<string> = []
   let died = 0

@@ -231,6 +231,7 @@ const openOn = (
     const read = readTransaction(sql, statements)
     const store: PgStore = {
       sql,
+      client: sql,
       write,
       rowLockedWrite,
       statements,
@@ -336,6 +337,7 @@ export const openReadonly = (
     }
     return {
       sql,
+      client: sql,
       read: readTransaction(sql, statements),
       write: StoreCheck.refuseWrite(label),
       exec: PgHeldWrites.exec,

@@ -94,10 +94,11 @@ interface Decoded {
 
 /** Builds the inbox service over an opened store, after the business step's own setup. */
 export const make = (store: Store, business: InboxBusiness, retention?: InboxRetention): Effect.Effect<InboxService, SqlError> =>
-  Effect.as(business.setup ? store.write(business.setup(store.sql)) : Effect.void, service(store, business, retention ?? defaultInboxRetention))
+  Effect.as(business.setup ? store.write(business.setup(store.client)) : Effect.void, service(store, business, retention ?? defaultInboxRetention))
 
 const service = (store: Store, business: InboxBusiness, retention: InboxRetention): InboxService => {
-  const { sql } = store
+  // The inbox's own statements are built with `sql`; the business step and `read` get the client itself.
+  const { client, sql } = store
 
   const decode = (input: DeliveryInput, operation: "receive" | "receiveBatch") =>
     Effect.gen(function*() {
@@ -118,8 +119,8 @@ const service = (store: Store, business: InboxBusiness, retention: InboxRetentio
 
   /** One business step in a savepoint of its own: a refusal rolls back what it wrote, and nothing else. */
   const applyOne = ({ body, delivery }: Decoded): Effect.Effect<ApplyResult, SqlError> =>
-    sql.withTransaction(
-      Effect.flatMap(business.apply({ ...delivery, body: body.value }, sql), (result) =>
+    client.withTransaction(
+      Effect.flatMap(business.apply({ ...delivery, body: body.value }, client), (result) =>
         result._tag === "Refused" ? Effect.fail(new Refusal(result.code)) : Effect.succeed(result))
     ).pipe(
       Effect.catchIf((error): error is Refusal => error instanceof Refusal, (refusal) => Effect.succeed<ApplyResult>({
@@ -157,7 +158,7 @@ const service = (store: Store, business: InboxBusiness, retention: InboxRetentio
           decideReceive(incoming(d), stored.get(d.delivery.eventId), last.get(d.delivery.flowId) ?? 0, pruned.get(d.delivery.flowId) ?? 0)
         )
         const toApply = batch.filter((_, i) => decisions[i]!._tag === "Apply")
-        const results = toApply.length === 0 ? [] : yield* applyBatch(toApply.map(({ body, delivery }) => ({ ...delivery, body: body.value })), sql)
+        const results = toApply.length === 0 ? [] : yield* applyBatch(toApply.map(({ body, delivery }) => ({ ...delivery, body: body.value })), client)
         let next = 0
         batch.forEach((d, i) => {
           const decision = decisions[i]!
@@ -237,7 +238,7 @@ const service = (store: Store, business: InboxBusiness, retention: InboxRetentio
       Exit.map(inboxRows.progress.decode(rows), (decoded) => new Map(decoded.map((row) => [row.flow_id, row.last_seq]))))
   )
 
-  const read = <A, E>(body: (sql: SqlClient) => Effect.Effect<A, E>) => store.read(body(sql))
+  const read = <A, E>(body: (sql: SqlClient) => Effect.Effect<A, E>) => store.read(body(client))
 
   /**
    * One prune batch: up to `size` receipts received at or before `cutoff` are deleted, and each

@@ -16,6 +16,7 @@ import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import { Cause, Clock, Context, Duration, Effect, Exit, Schedule } from "effect"
 import type { Scope } from "effect"
 import * as StoreCheck from "./StoreCheck.js"
+import { compiledOnce, textOf } from "./CompiledOnce.js"
 import * as SqliteConnection from "./SqliteConnection.js"
 import { alone, execOnConnection, insideTransaction, isolated, isSqlite, exitProviding, misuse, recordStatement } from "./Store.js"
 import type { Migrations, OpenError, Store } from "./Store.js"
@@ -203,7 +204,7 @@ const handleTransaction = (connection: SqliteConnection.SqliteConnection, begin:
 const queryOnHandle = (connection: SqliteConnection.SqliteConnection) =>
 <A extends object, B, E>(statement: Statement.Statement<A>, then: (rows: ReadonlyArray<A>) => Effect.Effect<B, E>): Effect.Effect<B, E | SqlError> =>
   Effect.withFiberRuntime((fiber) => {
-    const [text, params] = statement.compile()
+    const [text, params] = textOf(statement)
     recordStatement(fiber.currentContext, text)
     let rows: ReadonlyArray<A>
     try {
@@ -299,7 +300,8 @@ export const open = (
     yield* sql.unsafe(`PRAGMA busy_timeout = ${Math.min(busy, NativeBusyMillis)}`)
     yield* sql.unsafe(`PRAGMA synchronous = ${options.synchronous === "normal" ? "NORMAL" : "FULL"}`)
     const store: Store = {
-      sql,
+      sql: compiledOnce(sql),
+      client: sql,
       write: handleTransaction(connection, "BEGIN IMMEDIATE", busy),
       read: handleTransaction(connection, "BEGIN", busy),
       exec: (statement) => query(statement, Exit.succeed),
@@ -358,7 +360,8 @@ export const openReadonly = (
       Effect.flatMap(notReadable(options.filename, latest))
     )
     return {
-      sql,
+      sql: compiledOnce(sql),
+      client: sql,
       read: transaction(sql, "BEGIN", busy),
       write: StoreCheck.refuseWrite(options.filename),
       exec: execOnConnection
@@ -413,7 +416,14 @@ export const fromClient = (
                 "enqueue",
                 "the application's transaction did not take the write lock at its start; wrap it in SqliteRelayQueue.withImmediateTransaction"
               )))
-    const store: Store = { sql, write: alone(own, "write"), read: alone(ownRead, "read"), join, exec: execOnConnection }
+    const store: Store = {
+      sql: compiledOnce(sql),
+      client: sql,
+      write: alone(own, "write"),
+      read: alone(ownRead, "read"),
+      join,
+      exec: execOnConnection
+    }
     // The application's tables are expected here; only a queue schema newer than this library is refused.
     yield* own(
       Effect.zipRight(

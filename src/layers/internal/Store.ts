@@ -10,6 +10,7 @@ import { unsafeFragment } from "@effect/sql/Statement"
 import type { Fragment } from "@effect/sql/Statement"
 import { Context, Effect, Exit, FiberRef, Option, Schema } from "effect"
 import type { IncompatibleStore, InvalidInput } from "../../domain/Errors.js"
+import { textOf } from "./CompiledOnce.js"
 
 /** Why a store could not be opened. */
 export type OpenError = SqlError | MigrationError | InvalidInput | IncompatibleStore
@@ -19,7 +20,10 @@ export type Migrations = Record<string, Effect.Effect<void, SqlError, SqlClient.
 
 /** A SQL store opened by one backend. */
 export interface Store {
+  /** What the store's own statements are built with (on SQLite, each text compiled once: `CompiledOnce`). */
   readonly sql: SqlClient.SqlClient
+  /** The client itself: what a receiver's business step and a read's body are handed. */
+  readonly client: SqlClient.SqlClient
   /** Runs `effect` in a transaction that holds the store's write lock from its start. */
   readonly write: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | SqlError, R>
   /** Runs `effect` in a transaction that sees one consistent state. */
@@ -132,7 +136,7 @@ export const logStatement = (text: string): Effect.Effect<void> =>
 export const execOnConnection = <A extends object>(statement: Statement.Statement<A>): Effect.Effect<ReadonlyArray<A>, SqlError> =>
   Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (transaction) => {
     if (Option.isNone(transaction)) return statement
-    const [text, params] = statement.compile()
+    const [text, params] = textOf(statement)
     return Effect.zipRight(logStatement(text), transaction.value[0].execute(text, params, undefined) as Effect.Effect<ReadonlyArray<A>, SqlError>)
   })
 

@@ -1,0 +1,123 @@
+/**
+ * `sql` for a SQLite store's own statements with each statement's text compiled once. Building a
+ * statement with `sql` makes a segment per literal and per value, and compiling it concatenates
+ * them afresh; a daemon worker's event (some ten statements) spent ~200k instructions on the two,
+ * an eighth of its JavaScript (`bench/instructions.sh` with `--perf-basic-prof`). Here a template
+ * whose interpolations are values, `sql.in` lists and single-literal fragments (`sql.literal`,
+ * `rowsTable`, another statement made here) has its text compiled by `sql` the first time a call
+ * site meets its shape — the length of each list, the text of each fragment — and is made after
+ * that as `sql.unsafe(text, values)`: the same text and the same values in the same order, as the
+ * first build checks; anything else is `sql`'s own statement.
+ *
+ * SQLite only: its placeholders are all `?`, so a compiled text may also go into another statement
+ * as a fragment; PostgreSQL's are numbered by their place in the whole statement.
+ */
+import type * as SqlClient from "@effect/sql/SqlClient"
+import { isFragment } from "@effect/sql/Statement"
+import type { Fragment, Segment, Statement } from "@effect/sql/Statement"
+
+/** What an interpolation is: a value (`Value`), a list of that many values, or a fragment of that one text. */
+type Part = typeof Value | number | string
+const Value = null
+
+/** A call site's texts by shape: one shape's parts, one per interpolation, and its text. */
+interface Compiled {
+  readonly parts: ReadonlyArray<Part>
+  readonly text: string
+}
+
+/** The most shapes kept per call site (a bulk statement's text changes with its row count). */
+const MaxShapes = 16
+
+const isValue = (u: unknown): boolean =>
+  u === null || typeof u === "string" || typeof u === "number" || typeof u === "bigint" || typeof u === "boolean"
+
+/** `sql.in`'s list (its segment, as `sql` builds it), or undefined. */
+const listOf = (u: unknown): ReadonlyArray<unknown> | undefined =>
+  typeof u === "object" && u !== null && (u as Segment)._tag === "ArrayHelper" ? (u as { readonly value: ReadonlyArray<unknown> }).value : undefined
+
+/** A fragment of one literal segment (its text and values), or undefined. */
+const literalOf = (u: unknown): { readonly value: string; readonly params?: ReadonlyArray<unknown> | undefined } | undefined => {
+  if (!isFragment(u)) return undefined
+  const segments = (u as Fragment).segments
+  const [only] = segments
+  return segments.length === 1 && only!._tag === "Literal" ? only : undefined
+}
+
+/** The parts of `args`, or undefined when one is none of them. */
+const partsOf = (args: ReadonlyArray<unknown>): Array<Part> | undefined => {
+  const parts: Array<Part> = []
+  for (const arg of args) {
+    if (isValue(arg)) parts.push(Value)
+    else {
+      const list = listOf(arg)
+      const literal = list === undefined ? literalOf(arg) : undefined
+      if (list !== undefined) parts.push(list.length)
+      else if (literal !== undefined) parts.push(literal.value)
+      else return undefined
+    }
+  }
+  return parts
+}
+
+/** Whether `args` have the shape `parts`. */
+const fits = (parts: ReadonlyArray<Part>, args: ReadonlyArray<unknown>): boolean => {
+  for (let i = 0; i < parts.length; i++) {
+    const part = parts[i]!
+    const arg = args[i]
+    if (part === Value) {
+      if (!isValue(arg)) return false
+    } else if (typeof part === "number") {
+      if (listOf(arg)?.length !== part) return false
+    } else if (literalOf(arg)?.value !== part) return false
+  }
+  return true
+}
+
+/** The values `args` bind, in the order of the text's placeholders. */
+const valuesOf = (parts: ReadonlyArray<Part>, args: ReadonlyArray<unknown>): Array<unknown> => {
+  const values: Array<unknown> = []
+  for (let i = 0; i < parts.length; i++) {
+    const part = parts[i]!
+    const arg = args[i]
+    if (part === Value) values.push(arg)
+    else if (typeof part === "number") values.push(...listOf(arg)!)
+    else values.push(...(literalOf(arg)!.params ?? []))
+  }
+  return values
+}
+
+const sameValues = (a: ReadonlyArray<unknown>, b: ReadonlyArray<unknown>) => a.length === b.length && a.every((value, i) => value === b[i])
+
+/** `sql` with each call site's text compiled once per shape (see above); `sql` itself on any dialect but SQLite's. */
+export const compiledOnce = (sql: SqlClient.SqlClient): SqlClient.SqlClient => {
+  if (!sql.onDialectOrElse({ sqlite: () => true, orElse: () => false })) return sql
+  const sites = new WeakMap<TemplateStringsArray, Array<Compiled>>()
+  const build = (strings: TemplateStringsArray, args: ReadonlyArray<unknown>) => {
+    const compiled = sites.get(strings)
+    if (compiled !== undefined) {
+      for (const known of compiled) if (known.parts.length === args.length && fits(known.parts, args)) return sql.unsafe(known.text, valuesOf(known.parts, args))
+    }
+    const statement = sql(strings, ...args)
+    const parts = partsOf(args)
+    if (parts === undefined || (compiled?.length ?? 0) >= MaxShapes) return statement
+    const [text, values] = statement.compile()
+    // What the text binds must be what its shape reads from the arguments: otherwise not kept.
+    if (!sameValues(values, valuesOf(parts, args))) return statement
+    if (compiled === undefined) sites.set(strings, [{ parts, text }])
+    else compiled.push({ parts, text })
+    return statement
+  }
+  const tag = (strings: unknown, ...args: Array<unknown>) =>
+    Array.isArray(strings) && "raw" in strings ? build(strings as unknown as TemplateStringsArray, args) : sql(strings as string)
+  return Object.assign(tag, sql) as unknown as SqlClient.SqlClient
+}
+
+/**
+ * A statement's text and values: those of its one literal (what `compiledOnce` makes), or what
+ * `compile` answers — the same, without the compiler's closures and the cache it adds to the statement.
+ */
+export const textOf = <A>(statement: Statement<A>): readonly [string, ReadonlyArray<unknown>] => {
+  const literal = literalOf(statement)
+  return literal === undefined ? statement.compile() : [literal.value, literal.params ?? []]
+}

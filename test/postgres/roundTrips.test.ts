@@ -8,12 +8,13 @@
  * then go together with COMMIT; a claim alone sends its walk with the clock read. With parallel
  * claims, the tickets of a claim's turns are drawn by a statement held for its writes, in front
  * of them (the writes take them in SQL). The bench's figures (exact: 2 round trips per claim, 2
- * per settle, 2 per `settleAndClaim`; parallel: 3, 2 and 3) rest on these shapes.
+ * per settle, 2 per `settleAndClaim`; parallel: 3, 2 and 3) rest on these shapes. An inbox prune
+ * batch makes two: its read, then its writes with COMMIT.
  */
 import { it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Ref } from "effect"
 import { expect } from "vitest"
-import { PgRelayQueue } from "../../src/index.js"
+import { Counter, PgInbox, PgRelayQueue } from "../../src/index.js"
 import { StatementLog } from "../../src/layers/internal/Store.js"
 import { freshSchema } from "../support/backends.js"
 import { describePg } from "./support.js"
@@ -154,5 +155,26 @@ describePg("PostgreSQL: round trips of a claim and a settle", (url) => {
         .toHaveLength(1)
       // A, G's only flow, has no head left: G waits for nothing.
       expect(yield* eligibleAt("G")).toBeNull()
+    }))
+
+  it.scopedLive("an inbox prune batch: its read, then its writes (progress marks, receipts deleted) with COMMIT", () =>
+    Effect.gen(function*() {
+      const schema = yield* freshSchema(url)
+      const inbox = yield* PgInbox.make({ url: schema.url, maxConnections: 1, business: Counter.business(yield* Ref.make(10)), retention: { receipts: 0 } })
+      for (const [eventId, flowId, seq] of [["A1", "A", 1], ["A2", "A", 2], ["B1", "B", 1]] as const) {
+        expect(yield* inbox.receive({ eventId, flowId, seq, body: { delta: 1 } })).toEqual({ _tag: "Accepted" })
+      }
+      const [pruned, trips] = yield* captureTrips(inbox.prune())
+      expect(pruned).toEqual({ receipts: 3, dryRun: false })
+      expect(trips).toHaveLength(2)
+      expect(trips[0]![0]).toBe("BEGIN")
+      expect(at(trips[0], /^SELECT event_id, flow_id, seq FROM inbox_receipt/)).toBe(trips[0]!.length - 1)
+      const [last] = trips.slice(-1)
+      expect(at(last, /^UPDATE inbox_progress SET pruned_through/)).toBeGreaterThanOrEqual(0)
+      expect(at(last, /^DELETE FROM inbox_receipt/)).toBeGreaterThan(at(last, /^UPDATE inbox_progress/))
+      expect(last![last!.length - 1]).toBe("COMMIT")
+      // What the prune wrote: no receipt left; a redelivery at or below each flow's pruned seq is a duplicate.
+      expect(yield* inbox.receipts).toEqual([])
+      expect(yield* inbox.receive({ eventId: "A2", flowId: "A", seq: 2, body: { delta: 1 } })).toEqual({ _tag: "Duplicate" })
     }))
 })

@@ -79,6 +79,14 @@ describe("CompiledOnce", () => {
         expect(table(once, rows).compile()).toEqual(table(sql, rows).compile())
         expect(yield* table(once, rows)).toEqual(rows)
       }
+      // A long text (a large bulk statement) is compiled each time: not kept.
+      const many = Array.from({ length: 3_000 }, (_, i) => ({ id: `r${i}` }))
+      for (let i = 0; i < 2; i++) {
+        const statement = table(once, many)
+        expect(statement.compile()[0].length).toBeGreaterThan(8_192)
+        expect(statement.segments.length).toBeGreaterThan(1)
+        expect(statement.compile()).toEqual(table(sql, many).compile())
+      }
     }))
 
   it("is the client itself on any other dialect (PostgreSQL numbers its placeholders across a whole statement)", () => {

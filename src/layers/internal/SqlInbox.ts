@@ -20,7 +20,7 @@ import type { ApplyResult, InboxBusiness, InboxPruneResult, InboxRetention, Inbo
 import * as Metrics from "../../services/Metrics.js"
 import { decodePruneOptions, PruneBatchSize } from "../../services/Retention.js"
 import type { PruneOptions } from "../../services/Retention.js"
-import { chunks, decodeRows, execWrite, idType, isolated, limitTo, query, rowCheck, rowsTable, SqlInt } from "./Store.js"
+import { chunks, decodeRows, execWrite, idType, insertRows, isolated, limitTo, query, rowCheck, rowsTable, SqlInt } from "./Store.js"
 import type { ColumnKind, Store } from "./Store.js"
 
 
@@ -193,15 +193,12 @@ const service = (store: Store, business: InboxBusiness, retention: InboxRetentio
         const rows = accepted.map((r) => ({ event_id: r.eventId, flow_id: r.flowId, seq: r.seq, body: r.bodyText, received_at: receivedAt }))
         for (const part of chunks(rows, columns.length)) {
           yield* execWrite(store, sql`INSERT INTO inbox_receipt (event_id, flow_id, seq, body, received_at)
-            SELECT v.event_id, v.flow_id, v.seq, v.body, v.received_at
-            FROM ${rowsTable(sql, "inbox_receipt", columns, part)}`)
+            ${insertRows(sql, "inbox_receipt", columns, part)}`)
         }
         const progress = [...new Map(accepted.map((r) => [r.flowId, r.seq]))].map(([flow_id, last_seq]) => ({ flow_id, last_seq }))
         for (const part of chunks(progress, 2)) {
-          // `WHERE true` tells SQLite's parser that ON CONFLICT belongs to the INSERT, not a join.
-          yield* execWrite(store, sql`INSERT INTO inbox_progress (flow_id, last_seq) SELECT v.flow_id, v.last_seq
-            FROM ${rowsTable(sql, "inbox_progress", ["flow_id", "last_seq"], part)}
-            WHERE true ON CONFLICT (flow_id) DO UPDATE SET last_seq = excluded.last_seq`)
+          yield* execWrite(store, sql`INSERT INTO inbox_progress (flow_id, last_seq) ${insertRows(sql, "inbox_progress", ["flow_id", "last_seq"], part)}
+            ON CONFLICT (flow_id) DO UPDATE SET last_seq = excluded.last_seq`)
         }
       }
       return replies

@@ -19,7 +19,7 @@ import type { Fragment } from "@effect/sql/Statement"
 import * as Rows from "./QueueRows.js"
 import { resolvePolicy } from "./QueueSchema.js"
 import { claimRead, selectCandidates } from "./QueueWalk.js"
-import { chunks, execWrite, isolated, limitTo, query, rowsTable } from "./Store.js"
+import { chunks, execWrite, insertRows, isolated, limitTo, query, rowsTable } from "./Store.js"
 import type { Store } from "./Store.js"
 
 const eventColumns = ["event_id", "state", "next_at", "lease_until", "generation", "attempts", "lifetime_attempts", "reason"]
@@ -38,9 +38,6 @@ const { aggregate: aggregates, clock: clocks, counts } = Rows.decode
 const countOf = (rows: ReadonlyArray<unknown>) => Exit.map(aggregates(rows), ([row]) => row?.n ?? 0)
 /** How many rows a statement returned (a `DELETE … RETURNING`'s deleted rows). */
 const rowCount = (rows: ReadonlyArray<unknown>) => Exit.succeed(rows.length)
-
-/** A row's values in `columns` order (one row written by plain parameters). */
-const valuesOf = (row: Readonly<Record<string, unknown>>, columns: ReadonlyArray<string>) => columns.map((column) => row[column] ?? null)
 
 /** One statement per part of `rows` that fits the bound-parameter limit (one part for any batch up to thousands). */
 const bulk = <A>(rows: ReadonlyArray<A>, columns: number, statement: (part: ReadonlyArray<A>) => Effect.Effect<void, SqlError>) => {
@@ -257,8 +254,7 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean; r
     insertEvents: (rows) =>
       bulk(rows, insertColumns.length, (rows) =>
         execWrite(store, sql`INSERT INTO relay_event (${sql.literal(insertColumns.join(", "))})
-          SELECT ${sql.literal(insertColumns.map((c) => `v.${c}`).join(", "))}
-          FROM ${rowsTable(sql, "relay_event", insertColumns, rows.map(Rows.eventInsert))}`)
+          ${insertRows(sql, "relay_event", insertColumns, rows.map(Rows.eventInsert))}`)
       ),
     updateEvents: (records: ReadonlyArray<EventRecord>, acked = []) => {
       const ackedAt = new Map(acked.map((a): [string, number] => [a.eventId, a.ackedAt]))
@@ -286,8 +282,8 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean; r
       Effect.zipRight(
         bulk(records, flowColumns.length, (records) => {
           // `WHERE true` tells SQLite's parser that ON CONFLICT belongs to the INSERT, not a join.
-          const rows = records.length === 1 && options.turn === undefined
-            ? sql`VALUES ${sql.in(valuesOf(Rows.flowRow(records[0]!), flowColumns))}`
+          const rows = options.turn === undefined
+            ? insertRows(sql, "relay_flow", flowColumns, records.map(Rows.flowRow))
             : sql`SELECT ${flowValues}
               FROM ${rowsTable(sql, "relay_flow", flowColumns, records.map(Rows.flowRow))} WHERE true`
           return execWrite(store, sql`INSERT INTO relay_flow (${sql.literal(flowColumns.join(", "))}) ${rows}

@@ -100,15 +100,13 @@ const service = (store: Store, business: InboxBusiness, retention: InboxRetentio
   // The inbox's own statements are built with `sql`; the business step and `read` get the client itself.
   const { client, sql } = store
 
-  const decode = (input: DeliveryInput, operation: "receive" | "receiveBatch") =>
-    Effect.gen(function*() {
-      const delivery = yield* decodeDelivery[operation](input)
-      const body = yield* Either.match(canonicalize(delivery.body, Number.MAX_SAFE_INTEGER), {
+  // Per delivery: `flatMap`s rather than `Effect.gen`, a couple of runtime steps fewer.
+  const decode = (input: DeliveryInput, operation: "receive" | "receiveBatch"): Effect.Effect<Decoded, InvalidInput> =>
+    Effect.flatMap(decodeDelivery[operation](input), (delivery) =>
+      Either.match(canonicalize(delivery.body, Number.MAX_SAFE_INTEGER), {
         onLeft: (message) => Effect.fail(new InvalidInput({ operation, message: shorten(message) })),
-        onRight: Effect.succeed
-      })
-      return { delivery, body }
-    })
+        onRight: (body) => Effect.succeed({ delivery, body })
+      }))
 
   const incoming = ({ body, delivery }: Decoded): Receipt => ({
     eventId: delivery.eventId,
@@ -205,16 +203,15 @@ const service = (store: Store, business: InboxBusiness, retention: InboxRetentio
     })
 
   /** Receives decoded deliveries in one transaction, with the fault points around its commit. */
-  const receiveAll = (decoded: ReadonlyArray<Decoded>) =>
-    Effect.gen(function*() {
-      if (decoded.length === 0) return []
-      return yield* Faults.whenInstalled(store.write(receiveInTransaction(decoded)), (faults) =>
+  const receiveAll = (decoded: ReadonlyArray<Decoded>): Effect.Effect<ReadonlyArray<DeliveryReply>, SqlError> =>
+    decoded.length === 0
+      ? Effect.succeed([])
+      : Faults.whenInstalled(store.write(receiveInTransaction(decoded)), (faults) =>
         Effect.gen(function*() {
           const replies = yield* store.write(Effect.zipLeft(receiveInTransaction(decoded), isolated(faults.hit("receive:before-commit"))))
           if (replies.some((reply) => reply._tag === "Accepted")) yield* faults.hit("receive:after-commit")
           return replies
         }))
-    })
 
   const receive = (input: DeliveryInput) =>
     Effect.flatMap(decode(input, "receive"), (decoded) => Effect.map(receiveAll([decoded]), (replies) => replies[0]!))

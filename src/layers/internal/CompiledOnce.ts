@@ -13,8 +13,8 @@
  * as a fragment; PostgreSQL's are numbered by their place in the whole statement.
  */
 import type * as SqlClient from "@effect/sql/SqlClient"
-import { isFragment } from "@effect/sql/Statement"
-import type { Fragment, Segment, Statement } from "@effect/sql/Statement"
+import type { Segment } from "@effect/sql/Statement"
+import { isSqlite, literalOf } from "./Store.js"
 
 /** What an interpolation is: a value (`Value`), a list of that many values, or a fragment of that one text. */
 type Part = typeof Value | number | string
@@ -39,14 +39,6 @@ const isValue = (u: unknown): boolean =>
 const listOf = (u: unknown): ReadonlyArray<unknown> | undefined =>
   typeof u === "object" && u !== null && (u as Segment)._tag === "ArrayHelper" ? (u as { readonly value: ReadonlyArray<unknown> }).value : undefined
 
-/** A fragment of one literal segment (its text and values), or undefined. */
-const literalOf = (u: unknown): { readonly value: string; readonly params?: ReadonlyArray<unknown> | undefined } | undefined => {
-  if (!isFragment(u)) return undefined
-  const segments = (u as Fragment).segments
-  const [only] = segments
-  return segments.length === 1 && only!._tag === "Literal" ? only : undefined
-}
-
 /** The parts of `args`, or undefined when one is none of them. */
 const partsOf = (args: ReadonlyArray<unknown>): Array<Part> | undefined => {
   const parts: Array<Part> = []
@@ -65,6 +57,7 @@ const partsOf = (args: ReadonlyArray<unknown>): Array<Part> | undefined => {
 
 /** Whether `args` have the shape `parts`. */
 const fits = (parts: ReadonlyArray<Part>, args: ReadonlyArray<unknown>): boolean => {
+  if (parts.length !== args.length) return false
   for (let i = 0; i < parts.length; i++) {
     const part = parts[i]!
     const arg = args[i]
@@ -94,12 +87,12 @@ const sameValues = (a: ReadonlyArray<unknown>, b: ReadonlyArray<unknown>) => a.l
 
 /** `sql` with each call site's text compiled once per shape (see above); `sql` itself on any dialect but SQLite's. */
 export const compiledOnce = (sql: SqlClient.SqlClient): SqlClient.SqlClient => {
-  if (!sql.onDialectOrElse({ sqlite: () => true, orElse: () => false })) return sql
+  if (!isSqlite(sql)) return sql
   const sites = new WeakMap<TemplateStringsArray, Array<Compiled>>()
   const build = (strings: TemplateStringsArray, args: ReadonlyArray<unknown>) => {
     const compiled = sites.get(strings)
     if (compiled !== undefined) {
-      for (const known of compiled) if (known.parts.length === args.length && fits(known.parts, args)) return sql.unsafe(known.text, valuesOf(known.parts, args))
+      for (const known of compiled) if (fits(known.parts, args)) return sql.unsafe(known.text, valuesOf(known.parts, args))
     }
     const statement = sql(strings, ...args)
     const parts = partsOf(args)
@@ -114,13 +107,4 @@ export const compiledOnce = (sql: SqlClient.SqlClient): SqlClient.SqlClient => {
   const tag = (strings: unknown, ...args: Array<unknown>) =>
     Array.isArray(strings) && "raw" in strings ? build(strings as unknown as TemplateStringsArray, args) : sql(strings as string)
   return Object.assign(tag, sql) as unknown as SqlClient.SqlClient
-}
-
-/**
- * A statement's text and values: those of its one literal (what `compiledOnce` makes), or what
- * `compile` answers — the same, without the compiler's closures and the cache it adds to the statement.
- */
-export const textOf = <A>(statement: Statement<A>): readonly [string, ReadonlyArray<unknown>] => {
-  const literal = literalOf(statement)
-  return literal === undefined ? statement.compile() : [literal.value, literal.params ?? []]
 }

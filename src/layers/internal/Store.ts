@@ -6,11 +6,10 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
 import type { MigrationError } from "@effect/sql/Migrator"
 import type * as Statement from "@effect/sql/Statement"
-import { unsafeFragment } from "@effect/sql/Statement"
+import { isFragment, unsafeFragment } from "@effect/sql/Statement"
 import type { Fragment } from "@effect/sql/Statement"
 import { Context, Effect, Exit, FiberRef, Option, Schema } from "effect"
 import type { IncompatibleStore, InvalidInput } from "../../domain/Errors.js"
-import { textOf } from "./CompiledOnce.js"
 
 /** Why a store could not be opened. */
 export type OpenError = SqlError | MigrationError | InvalidInput | IncompatibleStore
@@ -127,6 +126,23 @@ export const logStatement = (text: string): Effect.Effect<void> =>
     recordStatement(fiber.currentContext, text)
     return Effect.void
   })
+
+/** A fragment of one literal segment (its text and values), or undefined. */
+export const literalOf = (u: unknown): { readonly value: string; readonly params?: ReadonlyArray<unknown> | undefined } | undefined => {
+  if (!isFragment(u)) return undefined
+  const segments = u.segments
+  const [only] = segments
+  return segments.length === 1 && only!._tag === "Literal" ? only : undefined
+}
+
+/**
+ * A statement's text and values: those of its one literal (what `CompiledOnce` makes), or what
+ * `compile` answers — the same, without the compiler's closures and the cache it adds to the statement.
+ */
+export const textOf = <A>(statement: Statement.Statement<A>): readonly [string, ReadonlyArray<unknown>] => {
+  const literal = literalOf(statement)
+  return literal === undefined ? statement.compile() : [literal.value, literal.params ?? []]
+}
 
 /**
  * Runs a statement on the transaction's connection directly: no span and no scope per statement

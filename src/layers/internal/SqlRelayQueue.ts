@@ -57,8 +57,7 @@ export const insertGroups = (store: Store, records: ReadonlyArray<GroupRecord>, 
   const { sql } = store
   return bulk([...records].sort((a, b) => compareIds(a.groupId, b.groupId)), groupColumns.length, (records) =>
     execWrite(store, sql`INSERT INTO relay_group (${sql.literal(groupColumns.join(", "))})
-      SELECT ${sql.literal(selectColumns(groupColumns, turn))}
-      FROM ${rowsTable(sql, "relay_group", groupColumns, records.map(Rows.groupRow))} WHERE true ${conflict}`))
+      ${insertRows(sql, "relay_group", groupColumns, records.map(Rows.groupRow), selectColumns(groupColumns, turn))} ${conflict}`))
 }
 
 /** The named groups and whether each has a flow with a head; `lock` ends the statement. */
@@ -109,8 +108,8 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean; r
   const { execLater, sql } = store
   const lockGroups = options.lockGroups ?? false
   const turn = options.turn ?? "v.served"
-  // The flows' stored columns, read from rows `v`: written once for the store, not per write.
-  const flowValues = sql.literal(selectColumns(flowColumns, turn))
+  // The flows' stored columns, read from rows `v` where a backend decides turns in SQL: written once for the store.
+  const flowSelect = options.turn === undefined ? undefined : selectColumns(flowColumns, turn)
   const withNext = (ids: ReadonlyArray<string>) =>
     sql`SELECT 0 AS next, e.* FROM relay_event e WHERE e.event_id IN ${sql.in(ids)}
       UNION ALL SELECT 1 AS next, n.* FROM relay_event e JOIN relay_event n ON n.flow_id = e.flow_id AND n.seq = e.seq + 1
@@ -280,16 +279,11 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean; r
       insertGroups(store, records, sql`ON CONFLICT (group_id) DO UPDATE SET served = excluded.served, weight = excluded.weight, burst = excluded.burst`, turn),
     putFlows: (records: ReadonlyArray<FlowRecord>) =>
       Effect.zipRight(
-        bulk(records, flowColumns.length, (records) => {
-          // `WHERE true` tells SQLite's parser that ON CONFLICT belongs to the INSERT, not a join.
-          const rows = options.turn === undefined
-            ? insertRows(sql, "relay_flow", flowColumns, records.map(Rows.flowRow))
-            : sql`SELECT ${flowValues}
-              FROM ${rowsTable(sql, "relay_flow", flowColumns, records.map(Rows.flowRow))} WHERE true`
-          return execWrite(store, sql`INSERT INTO relay_flow (${sql.literal(flowColumns.join(", "))}) ${rows}
+        bulk(records, flowColumns.length, (records) =>
+          execWrite(store, sql`INSERT INTO relay_flow (${sql.literal(flowColumns.join(", "))})
+            ${insertRows(sql, "relay_flow", flowColumns, records.map(Rows.flowRow), flowSelect)}
             ON CONFLICT (flow_id) DO UPDATE SET seq = excluded.seq, served = excluded.served, head_seq = excluded.head_seq,
-              eligible_at = excluded.eligible_at, weight = excluded.weight, burst = excluded.burst, group_id = excluded.group_id`)
-        }),
+              eligible_at = excluded.eligible_at, weight = excluded.weight, burst = excluded.burst, group_id = excluded.group_id`)),
         Effect.suspend(() => refreshGroups(store, records.map((f) => f.group), lockGroups))
       ),
     setHeads: (heads: ReadonlyArray<Head>, ungrouped = false) => {
@@ -336,8 +330,7 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean; r
     putDedup: (records) =>
       bulk(records, dedupColumns.length, (records) =>
         execWrite(store, sql`INSERT INTO relay_pruned (${sql.literal(dedupColumns.join(", "))})
-          SELECT ${sql.literal(dedupColumns.map((c) => `v.${c}`).join(", "))}
-          FROM ${rowsTable(sql, "relay_pruned", dedupColumns, records.map(Rows.dedupRow))} WHERE true
+          ${insertRows(sql, "relay_pruned", dedupColumns, records.map(Rows.dedupRow))}
           ON CONFLICT (event_id) DO UPDATE SET flow_id = excluded.flow_id, seq = excluded.seq,
             body_hash = excluded.body_hash, pruned_at = excluded.pruned_at`)
       ),

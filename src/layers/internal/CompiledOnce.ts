@@ -55,30 +55,25 @@ const partsOf = (args: ReadonlyArray<unknown>): Array<Part> | undefined => {
   return parts
 }
 
-/** Whether `args` have the shape `parts`. */
-const fits = (parts: ReadonlyArray<Part>, args: ReadonlyArray<unknown>): boolean => {
-  if (parts.length !== args.length) return false
-  for (let i = 0; i < parts.length; i++) {
-    const part = parts[i]!
-    const arg = args[i]
-    if (part === Value) {
-      if (!isValue(arg)) return false
-    } else if (typeof part === "number") {
-      if (listOf(arg)?.length !== part) return false
-    } else if (literalOf(arg)?.value !== part) return false
-  }
-  return true
-}
-
-/** The values `args` bind, in the order of the text's placeholders. */
-const valuesOf = (parts: ReadonlyArray<Part>, args: ReadonlyArray<unknown>): Array<unknown> => {
+/** The values `args` bind, in the order of the text's placeholders, when they have the shape `parts`; else undefined. */
+const valuesFitting = (parts: ReadonlyArray<Part>, args: ReadonlyArray<unknown>): Array<unknown> | undefined => {
+  if (parts.length !== args.length) return undefined
   const values: Array<unknown> = []
   for (let i = 0; i < parts.length; i++) {
     const part = parts[i]!
     const arg = args[i]
-    if (part === Value) values.push(arg)
-    else if (typeof part === "number") values.push(...listOf(arg)!)
-    else values.push(...(literalOf(arg)!.params ?? []))
+    if (part === Value) {
+      if (!isValue(arg)) return undefined
+      values.push(arg)
+    } else if (typeof part === "number") {
+      const list = listOf(arg)
+      if (list?.length !== part) return undefined
+      values.push(...list)
+    } else {
+      const literal = literalOf(arg)
+      if (literal?.value !== part) return undefined
+      values.push(...(literal.params ?? []))
+    }
   }
   return values
 }
@@ -92,14 +87,17 @@ export const compiledOnce = (sql: SqlClient.SqlClient): SqlClient.SqlClient => {
   const build = (strings: TemplateStringsArray, args: ReadonlyArray<unknown>) => {
     const compiled = sites.get(strings)
     if (compiled !== undefined) {
-      for (const known of compiled) if (fits(known.parts, args)) return sql.unsafe(known.text, valuesOf(known.parts, args))
+      for (const known of compiled) {
+        const values = valuesFitting(known.parts, args)
+        if (values !== undefined) return sql.unsafe(known.text, values)
+      }
     }
     const statement = sql(strings, ...args)
     const parts = partsOf(args)
     if (parts === undefined || (compiled?.length ?? 0) >= MaxShapes) return statement
     const [text, values] = statement.compile()
     // What the text binds must be what its shape reads from the arguments: otherwise not kept.
-    if (text.length > MaxTextLength || !sameValues(values, valuesOf(parts, args))) return statement
+    if (text.length > MaxTextLength || !sameValues(values, valuesFitting(parts, args)!)) return statement
     if (compiled === undefined) sites.set(strings, [{ parts, text }])
     else compiled.push({ parts, text })
     return statement

@@ -12,23 +12,19 @@
 import type { SqlError } from "@effect/sql/SqlError"
 import type * as Statement from "@effect/sql/Statement"
 import { Effect, FiberRef } from "effect"
-import { sendAll, wired } from "./PgTransactions.js"
+import { heldIn, sendAll, wired } from "./PgTransactions.js"
 import { locally } from "./Store.js"
-import type { Wired } from "./PgTransactions.js"
+import type { Held, Wired } from "./PgTransactions.js"
 
-/** A held statement, and once sent, its answer. */
-interface Held {
-  readonly statement: Wired
-  answer?: ReadonlyArray<object>
-  failure?: SqlError
-}
-
-/** The statements held in the current write transaction; `undefined` outside one (a write then runs at once). */
+/** The statements held in the application's transaction an enqueue runs in (`holding`). */
 const heldStatements = FiberRef.unsafeMake<Array<Held> | undefined>(undefined)
 
-/** `f` of what the fiber's transaction holds, in the runtime step that reads it. */
+/**
+ * `f` of what the fiber's transaction holds — the store's own write transaction, or `holding`'s
+ * in the application's; undefined outside both (a write then runs at once) — in one runtime step.
+ */
 const withHeld = <A, E>(f: (held: Array<Held> | undefined) => Effect.Effect<A, E>): Effect.Effect<A, E> =>
-  Effect.withFiberRuntime((fiber) => f(fiber.getFiberRef(heldStatements)))
+  Effect.withFiberRuntime((fiber) => f(heldIn(fiber.currentContext) ?? fiber.getFiberRef(heldStatements)))
 
 /** Sends what is held, and `main` after it, in one round trip: `main`'s rows. */
 const sendWith = (held: Array<Held> | undefined, main?: Wired): Effect.Effect<ReadonlyArray<object>, SqlError> => {
@@ -47,26 +43,14 @@ const sendWith = (held: Array<Held> | undefined, main?: Wired): Effect.Effect<Re
 }
 
 /**
- * Keeps what the transaction still holds at its end to send with its COMMIT: true when it will,
- * false when it must be sent now (`PgTransactions.atCommit`).
+ * Runs `effect` — an enqueue's work in the application's transaction, which the store does not
+ * commit — holding the statements whose answers wait, and sends what is still held as it ends.
+ * (The store's own write transactions hold them on their connection, and send them with COMMIT.)
  */
-type AtCommit = (statements: ReadonlyArray<Wired>) => Effect.Effect<boolean>
-
-/**
- * Runs the work of one write transaction holding the statements whose answers wait; what is still
- * held at its end goes with the COMMIT when `atCommit` keeps it, else it is sent then. Each run
- * starts with nothing held (a transaction retried from its start too).
- */
-export const holding = (atCommit?: AtCommit) => <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
+export const holding = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
   Effect.suspend(() => {
     const held: Array<Held> = []
-    const last = Effect.suspend(() => {
-      if (held.length === 0) return Effect.void
-      if (atCommit === undefined) return Effect.asVoid(sendWith(held))
-      const statements = held.splice(0).map((h) => h.statement)
-      return Effect.flatMap(atCommit(statements), (kept) => (kept ? Effect.void : Effect.asVoid(sendAll(statements))))
-    })
-    return locally(heldStatements, held)(Effect.zipLeft(effect, last))
+    return locally(heldStatements, held)(Effect.zipLeft(effect, Effect.suspend(() => Effect.asVoid(sendWith(held)))))
   })
 
 /** Runs `statement` with what is held in front of it (one round trip): its rows. */

@@ -12,7 +12,7 @@ import * as PgClient from "@effect/sql-pg/PgClient"
 import { Cause, Duration, Effect, Redacted } from "effect"
 import type { Scope } from "effect"
 import * as PgHeldWrites from "./PgHeldWrites.js"
-import { atCommit, PreparedStatements, transactions } from "./PgTransactions.js"
+import { PreparedStatements, transactions } from "./PgTransactions.js"
 import { alone, commitFailuresAsErrors, insideTransaction, isolated, isPostgres, misuse } from "./Store.js"
 import type { Migrations, OpenError, Store } from "./Store.js"
 
@@ -215,16 +215,16 @@ const openOn = (
     // lock's row reads it): a write transaction opens with two statements where it took four.
     const settings = `SELECT set_config('lock_timeout', '${lockTimeoutMillis}', true) AS lock_timeout, ` +
       "set_config('plan_cache_mode', 'force_generic_plan', true) AS plan_cache_mode"
+    // Both hold the statements whose answers wait (`PgHeldWrites`), sent at the latest with COMMIT.
     const locked = transactions(sql, [
       "BEGIN",
       `SELECT pg_advisory_xact_lock(hashtext(current_schema() || ${quote(`/${lockName}`)})) FROM (${settings} OFFSET 0) AS settings`
-    ])
-    const hold = PgHeldWrites.holding(atCommit)
-    const write = <A, E, R>(effect: Effect.Effect<A, E, R>) => statements(isolated(commitFailuresAsErrors(locked(hold(effect)))))
+    ], true)
+    const write = <A, E, R>(effect: Effect.Effect<A, E, R>) => statements(isolated(commitFailuresAsErrors(locked(effect))))
     // Without the store's lock: the statements lock the rows they change (parallel claims).
-    const rowLocked = transactions(sql, ["BEGIN", settings])
+    const rowLocked = transactions(sql, ["BEGIN", settings], true)
     const rowLockedWrite = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-      Effect.retry(statements(isolated(commitFailuresAsErrors(rowLocked(hold(effect))))), {
+      Effect.retry(statements(isolated(commitFailuresAsErrors(rowLocked(effect)))), {
         times: 5,
         while: isRetryable
       })
@@ -293,13 +293,12 @@ export const fromClient = (
 export const joinAmbient = (store: PgStore, parallel: boolean): Store["write"] => {
   const own = parallel ? store.rowLockedWrite : store.write
   // Inside, the enqueue's held writes are sent before it returns to the application.
-  const hold = PgHeldWrites.holding()
   return (effect) =>
     Effect.flatMap(insideTransaction, (inside) =>
       !inside
         ? own(effect)
         : parallel
-        ? store.statements(hold(effect))
+        ? store.statements(PgHeldWrites.holding(effect))
         : misuse(
           "enqueue",
           "an enqueue inside the application's transaction needs a store with parallel claims (claims: \"parallel\"); " +

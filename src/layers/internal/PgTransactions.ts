@@ -288,12 +288,26 @@ const send = <A>(
     )
   })
 
-/** A transaction's connection that sends `begin` in front of its first batch. */
+/** A statement a transaction holds until it sends its next batch (`PgHeldWrites`), and once sent, its answer. */
+export interface Held {
+  readonly statement: Wired
+  answer?: ReadonlyArray<object>
+  failure?: SqlError
+}
+
+/**
+ * A transaction's connection that sends `begin` in front of its first batch, and holds the
+ * statements whose answers wait (`held`, in a transaction that holds them): what is still held
+ * when its work ends goes with the COMMIT, one round trip for all, or is dropped with everything
+ * else if it rolls back.
+ */
 class LazyBegin implements Connection {
   begun = false
-  /** What the transaction's work left to send with its COMMIT (`atCommit`). */
-  last: ReadonlyArray<Wired> = []
-  constructor(readonly conn: Connection & { readonly pg: Pg.PoolClient }, readonly begin: ReadonlyArray<Wired>) {}
+  constructor(
+    readonly conn: Connection & { readonly pg: Pg.PoolClient },
+    readonly begin: ReadonlyArray<Wired>,
+    readonly held: Array<Held> | undefined
+  ) {}
   /** BEGIN and the rest of `begin`, if not sent yet (a statement run through `@effect/sql`). */
   readonly ensure = Effect.contextWithEffect((context: Context.Context<never>) => {
     if (this.begun) return Effect.void
@@ -316,16 +330,20 @@ class LazyBegin implements Connection {
     Effect.zipRight(this.ensure, this.conn.executeUnprepared(sql, params, transform))
   readonly executeStream: Connection["executeStream"] = (sql, params, transform) =>
     Stream.unwrap(Effect.as(this.ensure, this.conn.executeStream(sql, params, transform)))
-  /** COMMIT (with what waits for it, and BEGIN if only that much ran) or ROLLBACK, if BEGIN was sent. */
+  /**
+   * COMMIT (with what is still held, and BEGIN if only that much ran) or ROLLBACK, if BEGIN was
+   * sent. A held statement that fails at COMMIT fails the transaction with its error.
+   */
   end(statement: "COMMIT" | "ROLLBACK") {
-    const last = this.last
-    this.last = []
+    const last = this.held === undefined ? [] : this.held.splice(0).map((h) => h.statement)
     if (statement === "ROLLBACK" || (!this.begun && last.length === 0)) {
       return this.begun ? Effect.asVoid(this.conn.executeUnprepared("ROLLBACK", [], undefined)) : Effect.void
     }
-    return Effect.contextWithEffect((context: Context.Context<never>) =>
-      send(this.pg, this.lead([...last, Commit]), context, undefined, (_, tag) => tag)
-    ).pipe(
+    return Effect.contextWithEffect((context: Context.Context<never>) => {
+      const log = Context.get(context, StatementLog)
+      if (log.record !== undefined) for (const s of last) log.record(s.text)
+      return send(this.pg, this.lead([...last, Commit]), context, undefined, (_, tag) => tag)
+    }).pipe(
       Effect.flatMap((tag) => (tag === "COMMIT" ? Effect.void : Effect.fail(new SqlError({ cause: tag, message: `COMMIT answered ${tag}` })))),
       // A failed statement leaves the transaction open and failed: roll it back before the
       // connection goes back to the pool (after a failed COMMIT there is nothing to roll back,
@@ -336,22 +354,13 @@ class LazyBegin implements Connection {
 }
 
 /**
- * Keeps `statements` to send with the transaction's COMMIT, one round trip for all: true when
- * they will be (the store's own transaction, not a savepoint), false when the caller must send
- * them now. If the transaction fails before its COMMIT, they are dropped with everything else; if
- * one fails at COMMIT, the transaction fails with its error and is rolled back.
+ * What the store's transaction in `context` holds (`PgHeldWrites`): undefined outside one, or in
+ * one that holds nothing (a read).
  */
-export const atCommit = (statements: ReadonlyArray<Wired>): Effect.Effect<boolean> =>
-  Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (transaction) => {
-    if (Option.isNone(transaction)) return Effect.succeed(false)
-    const [connection, depth] = transaction.value
-    if (!(connection instanceof LazyBegin) || depth !== 0) return Effect.succeed(false)
-    connection.last = [...connection.last, ...statements]
-    return Effect.map(StatementLog, (log) => {
-      if (log.record !== undefined) for (const s of statements) log.record(s.text)
-      return true
-    })
-  })
+export const heldIn = (context: Context.Context<never>): Array<Held> | undefined => {
+  const transaction = Context.getOption(context, SqlClient.TransactionConnection)
+  return Option.isSome(transaction) && transaction.value[0] instanceof LazyBegin ? transaction.value[0].held : undefined
+}
 
 /**
  * Sends `statements` in one round trip on the transaction's connection — with BEGIN in front of
@@ -399,9 +408,11 @@ export const sendAll = <A = ReadonlyArray<ReadonlyArray<object>>>(
  * and no span is made (the operation has its own) — 146 steps a transaction
  * before its first statement were measured with `@effect/sql`'s. The store's transactions are
  * never nested (the caller's transaction is always left out: `isolated`), so there are no
- * savepoints; our `TransactionConnection` replaces any the caller's context holds.
+ * savepoints; our `TransactionConnection` replaces any the caller's context holds. With `holds`,
+ * the transaction holds the statements whose answers wait (`PgHeldWrites`) until its next batch,
+ * at the latest its COMMIT.
  */
-export const transactions = (sql: SqlClient.SqlClient, begin: ReadonlyArray<string>) => {
+export const transactions = (sql: SqlClient.SqlClient, begin: ReadonlyArray<string>, holds = false) => {
   const leading = begin.map(control)
   // `sql.reserve` hands the pool's connection back when the scope in its context closes.
   const reserve = sql.reserve as Effect.Effect<Connection, SqlError, Scope.Scope>
@@ -412,7 +423,7 @@ export const transactions = (sql: SqlClient.SqlClient, begin: ReadonlyArray<stri
         // a connection handed over after an interruption would never go back to the pool.
         Effect.flatMap(exitProviding(Scope.Scope, scope)((self) => self, reserve), (reserved) => {
           if (Exit.isFailure(reserved)) return Effect.zipRight(Scope.close(scope, reserved), Exit.failCause(reserved.cause))
-          const conn = new LazyBegin(reserved.value as Connection & { readonly pg: Pg.PoolClient }, leading)
+          const conn = new LazyBegin(reserved.value as Connection & { readonly pg: Pg.PoolClient }, leading, holds ? [] : undefined)
           // Every way out of the body (success, failure, defect, interruption) comes through here.
           return Effect.flatMap(exitProviding(SqlClient.TransactionConnection, [conn, 0] as const)(restore, effect), (exit) =>
             Effect.flatMap(Effect.exit(conn.end(Exit.isSuccess(exit) ? "COMMIT" : "ROLLBACK")), (ended) => {

@@ -223,11 +223,12 @@ const openOn = (
     const write = <A, E, R>(effect: Effect.Effect<A, E, R>) => statements(isolated(commitFailuresAsErrors(locked(effect))))
     // Without the store's lock: the statements lock the rows they change (parallel claims).
     const rowLocked = transactions(sql, ["BEGIN", settings], true)
-    const rowLockedWrite = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-      Effect.retry(statements(isolated(commitFailuresAsErrors(rowLocked(effect)))), {
-        times: 5,
-        while: isRetryable
-      })
+    // Retried from the start up to five times; `Effect.retry`'s schedule and driver (some fifteen
+    // runtime steps a call) only once a race was lost, as it rarely is.
+    const rowLockedWrite = <A, E, R>(effect: Effect.Effect<A, E, R>) => {
+      const once = statements(isolated(commitFailuresAsErrors(rowLocked(effect))))
+      return Effect.catchIf(once, isRetryable, () => Effect.retry(once, { times: 4, while: isRetryable }))
+    }
     const read = readTransaction(sql, statements)
     const store: PgStore = {
       sql,

@@ -15,9 +15,13 @@
  *     deciding and building statements), and from the last answer to the step's end (one `getrusage`
  *     per boundary: the figures include that)
  *   (--cpu-profile: a CPU profile of the counted steps alone; summarize it with bench/profile.ts --summarize)
+ *   (--callgrind: under valgrind's callgrind, its counters zeroed as the counted steps start and
+ *   dumped as they end — `bench/instructions.sh --pg` runs it so: this process's instructions per
+ *   step, a figure that holds still where the CPU times of this VM move by a third)
  *   node --import tsx --cpu-prof --cpu-prof-dir bench/.cache/profile bench/pg/profile.ts …
  */
 import { Effect, Scope, Exit } from "effect"
+import { execFileSync } from "node:child_process"
 import pg from "pg"
 import * as PgRelayQueue from "../../src/layers/PgRelayQueue.js"
 import { startCpuProfile } from "../cpuProfile.js"
@@ -33,6 +37,8 @@ const exchange = process.argv.includes("--exchange")
 const batch = Number(argument("--batch") ?? 1)
 const steps = Number(argument("--steps") ?? 2000)
 const cpuProfile = argument("--cpu-profile")
+const callgrind = process.argv.includes("--callgrind")
+const callgrindControl = (flag: "--zero" | "--dump") => execFileSync("callgrind_control", [flag, String(process.pid)], { stdio: "ignore" })
 const phases = process.argv.includes("--phases")
 const unnamed = process.argv.includes("--unnamed")
 const flows = Number(argument("--flows") ?? 64)
@@ -171,12 +177,14 @@ try {
   await Effect.runPromise(Effect.repeatN(step, 50))
   counting = true
   const profiler = cpuProfile === undefined ? undefined : await startCpuProfile()
+  if (callgrind) callgrindControl("--zero")
   const cpu = process.cpuUsage()
   const server = await serverCpuMs()
   const start = performance.now()
   const measured = phases ? Effect.zipRight(Effect.sync(startStep), Effect.zipLeft(step, Effect.sync(endStep))) : step
   await Effect.runPromise(Effect.repeatN(measured, steps - 1))
   const wall = performance.now() - start
+  if (callgrind) callgrindControl("--dump")
   if (profiler !== undefined) await profiler.stop(cpuProfile!)
   const used = process.cpuUsage(cpu)
   const serverUsed = (await serverCpuMs()) - server

@@ -11,7 +11,7 @@
 import { it } from "@effect/vitest"
 import { SqlClient } from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
-import { Effect } from "effect"
+import { Effect, Exit } from "effect"
 import pg from "pg"
 import { expect } from "vitest"
 import * as PgStore from "../../src/layers/internal/PgStore.js"
@@ -39,7 +39,7 @@ const open = (url: string, maxConnections = 2) =>
         roundTrip: (texts: ReadonlyArray<string>) => trips.push(texts.map((text) => text.replace(/\s+/g, " ")))
       })
     const rows = (table: string) => Effect.map(schema.admin.unsafe(`SELECT * FROM "${schema.name}".${table} ORDER BY id`), (r) => [...r])
-    return { store, trips, logged, rows }
+    return { store, trips, logged, rows, schema }
   })
 
 /** What leads a write transaction's first round trip. */
@@ -163,6 +163,24 @@ describePg("PostgreSQL: statements in batches, BEGIN with the first, COMMIT with
       yield* logged(store.write(execWrite(store, sql`INSERT INTO b (id, n) VALUES (${1}, ${1})`)))
       // A transaction of held writes only: BEGIN, the write and COMMIT in one round trip.
       expect(trips).toEqual([[...begin, "INSERT INTO b (id, n) VALUES ($1, $2)", "COMMIT"]])
+      expect(yield* rows("a")).toEqual([])
+      expect(yield* rows("b")).toEqual([{ id: 1, n: 1 }])
+    }))
+
+  it.scopedLive("inside another client's transaction, the store's transactions are their own: its rollback leaves theirs, and they do not see its rows", () =>
+    Effect.gen(function*() {
+      const { rows, schema, store } = yield* open(url)
+      const { sql } = store
+      // The application's own client (another pool), in a transaction that writes, then fails.
+      const app = schema.admin
+      const exit = yield* Effect.exit(app.withTransaction(Effect.gen(function*() {
+        yield* app.unsafe(`INSERT INTO "${schema.name}".a (id, note) VALUES (1, 'the application''s')`)
+        yield* store.write(execWrite(store, sql`INSERT INTO b (id, n) VALUES (${1}, ${1})`))
+        const seen = yield* store.rowLockedWrite(store.exec(sql<{ id: number }>`SELECT id FROM a`))
+        const read = yield* store.read(store.exec(sql<{ id: number }>`SELECT id FROM a`))
+        return yield* Effect.fail({ seen, read })
+      })))
+      expect(exit).toEqual(Exit.fail({ seen: [], read: [] }))
       expect(yield* rows("a")).toEqual([])
       expect(yield* rows("b")).toEqual([{ id: 1, n: 1 }])
     }))

@@ -36,7 +36,7 @@ const setup = (url: string, codes: ReadonlyArray<string>) =>
       if (code !== undefined) yield* sql.unsafe(`DO $$ BEGIN RAISE EXCEPTION 'attempt ${n} fails' USING ERRCODE = '${code}'; END $$`)
       return n
     }))
-    const stored = Effect.map(schema.admin.unsafe(`SELECT n FROM "${schema.name}".attempt ORDER BY n`), (rows) => rows.map((row) => row.n))
+    const stored = Effect.map(schema.admin.unsafe<{ readonly n: number }>(`SELECT n FROM "${schema.name}".attempt ORDER BY n`), (rows) => rows.map((row) => row.n))
     return { write, stored, attempts: () => attempts }
   })
 

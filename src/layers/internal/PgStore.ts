@@ -13,7 +13,7 @@ import { Cause, Duration, Effect, Redacted } from "effect"
 import type { Scope } from "effect"
 import * as PgHeldWrites from "./PgHeldWrites.js"
 import { PreparedStatements, transactions } from "./PgTransactions.js"
-import { alone, commitFailuresAsErrors, insideTransaction, isolated, isPostgres, misuse } from "./Store.js"
+import { alone, commitFailuresAsErrors, insideTransaction, isPostgres, misuse } from "./Store.js"
 import type { Migrations, OpenError, Store } from "./Store.js"
 
 export { TransactionMisuse } from "./Store.js"
@@ -122,7 +122,7 @@ const connect = (options: PgStoreOptions): Effect.Effect<PgClient.PgClient, Inva
 /** A read transaction: one consistent snapshot, refused writes. */
 const readTransaction = (sql: SqlClient.SqlClient, statements: Statements) => {
   const transaction = transactions(sql, ["BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"])
-  return <A, E, R>(effect: Effect.Effect<A, E, R>) => statements(isolated(commitFailuresAsErrors(transaction(effect))))
+  return <A, E, R>(effect: Effect.Effect<A, E, R>) => statements(commitFailuresAsErrors(transaction(effect)))
 }
 
 /** A SQL string literal. */
@@ -220,13 +220,13 @@ const openOn = (
       "BEGIN",
       `SELECT pg_advisory_xact_lock(hashtext(current_schema() || ${quote(`/${lockName}`)})) FROM (${settings} OFFSET 0) AS settings`
     ], true)
-    const write = <A, E, R>(effect: Effect.Effect<A, E, R>) => statements(isolated(commitFailuresAsErrors(locked(effect))))
+    const write = <A, E, R>(effect: Effect.Effect<A, E, R>) => statements(commitFailuresAsErrors(locked(effect)))
     // Without the store's lock: the statements lock the rows they change (parallel claims).
     const rowLocked = transactions(sql, ["BEGIN", settings], true)
     // Retried from the start up to five times; `Effect.retry`'s schedule and driver (some fifteen
     // runtime steps a call) only once a race was lost, as it rarely is.
     const rowLockedWrite = <A, E, R>(effect: Effect.Effect<A, E, R>) => {
-      const once = statements(isolated(commitFailuresAsErrors(rowLocked(effect))))
+      const once = statements(commitFailuresAsErrors(rowLocked(effect)))
       return Effect.catchIf(once, isRetryable, () => Effect.retry(once, { times: 4, while: isRetryable }))
     }
     const read = readTransaction(sql, statements)

@@ -407,8 +407,9 @@ export const sendAll = <A = ReadonlyArray<ReadonlyArray<object>>>(
  * fewer runtime steps: the context is swapped by `exitProviding` rather than by `Effect.locally`,
  * and no span is made (the operation has its own) — 146 steps a transaction
  * before its first statement were measured with `@effect/sql`'s. The store's transactions are
- * never nested (the caller's transaction is always left out: `isolated`), so there are no
- * savepoints; our `TransactionConnection` replaces any the caller's context holds. With `holds`,
+ * never nested, so there are no savepoints: our `TransactionConnection` replaces any the caller's
+ * context holds (the application's own transaction, on another client, is never borrowed — what
+ * `Store.isolated` does for the SQLite store, without another runtime step or two). With `holds`,
  * the transaction holds the statements whose answers wait (`PgHeldWrites`) until its next batch,
  * at the latest its COMMIT.
  */

@@ -83,18 +83,20 @@ const refreshGroups = (store: Store, ids: ReadonlyArray<string | null>, lock: bo
   return refreshGroupsWhere(store, sql`group_id IN ${sql.in(named)}`, lock)
 }
 
+/** `write`, then the refresh of the groups among `ids` (`refreshGroups`); `write` alone where they name none. */
+const thenRefreshGroups = (write: Effect.Effect<void, SqlError>, store: Store, ids: ReadonlyArray<string | null>, lock: boolean) =>
+  ids.some((id) => id !== null) ? Effect.zipRight(write, refreshGroups(store, ids, lock)) : write
+
 /** Sets `eligible_at` of the groups `which` names (held writes where the backend holds them), after locking them when `lock`. */
 const refreshGroupsWhere = (store: Store, which: Fragment, lock: boolean) => {
   const { sql } = store
-  return Effect.zipRight(
-    lock ? execWrite(store, sql`SELECT group_id FROM relay_group WHERE ${which} ORDER BY group_id FOR UPDATE`) : Effect.void,
-    execWrite(
-      store,
-      sql`UPDATE relay_group SET eligible_at = (SELECT MIN(f.eligible_at) FROM relay_flow f
-          WHERE f.group_id = relay_group.group_id AND f.head_seq IS NOT NULL AND f.eligible_at IS NOT NULL)
-        WHERE ${which}`
-    )
+  const update = execWrite(
+    store,
+    sql`UPDATE relay_group SET eligible_at = (SELECT MIN(f.eligible_at) FROM relay_flow f
+        WHERE f.group_id = relay_group.group_id AND f.head_seq IS NOT NULL AND f.eligible_at IS NOT NULL)
+      WHERE ${which}`
   )
+  return lock ? Effect.zipRight(execWrite(store, sql`SELECT group_id FROM relay_group WHERE ${which} ORDER BY group_id FOR UPDATE`), update) : update
 }
 
 /**
@@ -278,13 +280,15 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean; r
     putGroups: (records) =>
       insertGroups(store, records, sql`ON CONFLICT (group_id) DO UPDATE SET served = excluded.served, weight = excluded.weight, burst = excluded.burst`, turn),
     putFlows: (records: ReadonlyArray<FlowRecord>) =>
-      Effect.zipRight(
+      thenRefreshGroups(
         bulk(records, flowColumns.length, (records) =>
           execWrite(store, sql`INSERT INTO relay_flow (${sql.literal(flowColumns.join(", "))})
             ${insertRows(sql, "relay_flow", flowColumns, records.map(Rows.flowRow), flowSelect)}
             ON CONFLICT (flow_id) DO UPDATE SET seq = excluded.seq, served = excluded.served, head_seq = excluded.head_seq,
               eligible_at = excluded.eligible_at, weight = excluded.weight, burst = excluded.burst, group_id = excluded.group_id`)),
-        Effect.suspend(() => refreshGroups(store, records.map((f) => f.group), lockGroups))
+        store,
+        records.map((f) => f.group),
+        lockGroups
       ),
     setHeads: (heads: ReadonlyArray<Head>, ungrouped = false) => {
       // The head update: one row by its key, more as a join.
@@ -312,13 +316,13 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean; r
         )
       }
       const grouped: Array<string | null> = []
-      return Effect.zipRight(
+      return Effect.flatMap(
         bulk(heads, 3, (heads) =>
           query(store, update(heads, sql.literal("RETURNING relay_flow.group_id")), (rows) => {
             grouped.push(...rows.map((row) => (row as { readonly group_id: string | null }).group_id))
             return Exit.void
           })),
-        Effect.suspend(() => refreshGroups(store, grouped, lockGroups))
+        () => refreshGroups(store, grouped, lockGroups)
       )
     },
     appendAudit: (record) =>

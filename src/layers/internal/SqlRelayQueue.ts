@@ -72,20 +72,17 @@ export const selectGroups = (store: Store, ids: ReadonlyArray<string>, lock: Fra
 
 /**
  * Sets each named group's `eligible_at` to the least of its flows' (what the claim's group walk
- * filters on); run after a write changed those flows.
+ * filters on); run after a write changed those flows. Undefined where `ids` name no group: the
+ * write then runs alone, without a step for nothing.
  */
-const refreshGroups = (store: Store, ids: ReadonlyArray<string | null>, lock: boolean) => {
+const refreshGroups = (store: Store, ids: ReadonlyArray<string | null>, lock: boolean): Effect.Effect<void, SqlError> | undefined => {
   const named = [...new Set(ids.filter((id): id is string => id !== null))].sort(compareIds)
-  if (named.length === 0) return Effect.void
+  if (named.length === 0) return undefined
   // Side by side, the group rows are locked first, so the update's snapshot (a new statement's)
   // sees every flow change committed by a writer that refreshed them before.
   const { sql } = store
   return refreshGroupsWhere(store, sql`group_id IN ${sql.in(named)}`, lock)
 }
-
-/** `write`, then the refresh of the groups among `ids` (`refreshGroups`); `write` alone where they name none. */
-const thenRefreshGroups = (write: Effect.Effect<void, SqlError>, store: Store, ids: ReadonlyArray<string | null>, lock: boolean) =>
-  ids.some((id) => id !== null) ? Effect.zipRight(write, refreshGroups(store, ids, lock)) : write
 
 /** Sets `eligible_at` of the groups `which` names (held writes where the backend holds them), after locking them when `lock`. */
 const refreshGroupsWhere = (store: Store, which: Fragment, lock: boolean) => {
@@ -279,17 +276,15 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean; r
     },
     putGroups: (records) =>
       insertGroups(store, records, sql`ON CONFLICT (group_id) DO UPDATE SET served = excluded.served, weight = excluded.weight, burst = excluded.burst`, turn),
-    putFlows: (records: ReadonlyArray<FlowRecord>) =>
-      thenRefreshGroups(
-        bulk(records, flowColumns.length, (records) =>
-          execWrite(store, sql`INSERT INTO relay_flow (${sql.literal(flowColumns.join(", "))})
-            ${insertRows(sql, "relay_flow", flowColumns, records.map(Rows.flowRow), flowSelect)}
-            ON CONFLICT (flow_id) DO UPDATE SET seq = excluded.seq, served = excluded.served, head_seq = excluded.head_seq,
-              eligible_at = excluded.eligible_at, weight = excluded.weight, burst = excluded.burst, group_id = excluded.group_id`)),
-        store,
-        records.map((f) => f.group),
-        lockGroups
-      ),
+    putFlows: (records: ReadonlyArray<FlowRecord>) => {
+      const insert = bulk(records, flowColumns.length, (records) =>
+        execWrite(store, sql`INSERT INTO relay_flow (${sql.literal(flowColumns.join(", "))})
+          ${insertRows(sql, "relay_flow", flowColumns, records.map(Rows.flowRow), flowSelect)}
+          ON CONFLICT (flow_id) DO UPDATE SET seq = excluded.seq, served = excluded.served, head_seq = excluded.head_seq,
+            eligible_at = excluded.eligible_at, weight = excluded.weight, burst = excluded.burst, group_id = excluded.group_id`))
+      const refresh = refreshGroups(store, records.map((f) => f.group), lockGroups)
+      return refresh === undefined ? insert : Effect.zipRight(insert, refresh)
+    },
     setHeads: (heads: ReadonlyArray<Head>, ungrouped = false) => {
       // The head update: one row by its key, more as a join.
       const update = (heads: ReadonlyArray<Head>, returning: Fragment) => {
@@ -322,7 +317,7 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean; r
             grouped.push(...rows.map((row) => (row as { readonly group_id: string | null }).group_id))
             return Exit.void
           })),
-        () => refreshGroups(store, grouped, lockGroups)
+        () => refreshGroups(store, grouped, lockGroups) ?? Effect.void
       )
     },
     appendAudit: (record) =>

@@ -8,7 +8,8 @@
  *   npx tsx bench/ops.ts [count] [--pg URL [--parallel]]
  *
  * Counts `count` (default 500) of each operation after as many of warm-up, on a file store
- * (synchronous NORMAL: the count does not depend on it), the Counter receiver in its own file —
+ * (synchronous NORMAL: the count does not depend on it), the Counter receiver in its own file (and
+ * once more with a second inbox whose business has only `apply`, a savepoint per delivery) —
  * or, with `--pg`, on PostgreSQL at URL (an empty database: the queue's and the inbox's tables are
  * made there; exact claims unless `--parallel`).
  */
@@ -16,6 +17,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { Effect, Fiber, Layer, Logger, LogLevel, Ref, RuntimeFlags, RuntimeFlagsPatch, Supervisor } from "effect"
 import { Counter, Inbox, PgInbox, PgRelayQueue, Relay, RelayQueue, SqliteInbox, SqliteRelayQueue, TickClock, Transport } from "../src/index.js"
+import pg from "pg"
 import { removeDb, workDir } from "./stores.js"
 
 /** Counts run-loop steps and fiber starts while installed. */
@@ -37,8 +39,10 @@ const pgUrl = args.includes("--pg") ? args[args.indexOf("--pg") + 1] : undefined
 fs.mkdirSync(workDir, { recursive: true })
 const queueFile = path.join(workDir, "ops.queue.db")
 const inboxFile = path.join(workDir, "ops.inbox.db")
+const applyOnlyFile = path.join(workDir, "ops.apply-only.db")
 removeDb(queueFile)
 removeDb(inboxFile)
+removeDb(applyOnlyFile)
 
 const policy = { leaseTicks: 60_000 }
 const stores = Layer.mergeAll(
@@ -53,6 +57,26 @@ const stores = Layer.mergeAll(
   )
 )
 const live = Relay.layer.pipe(Layer.provideMerge(Transport.layerInbox), Layer.provideMerge(stores), Layer.orDie)
+
+/**
+ * A second inbox whose business has only `apply` (the Counter's, without `applyBatch`): each
+ * delivery's step runs in a savepoint of its own. Its own file, or its own schema on PostgreSQL.
+ */
+const applyOnly = Effect.flatMap(Ref.make(1_000), (maxDelta) => {
+  const business = { ...Counter.business(maxDelta), applyBatch: undefined }
+  if (pgUrl === undefined) return SqliteInbox.make({ filename: applyOnlyFile, synchronous: "normal", business })
+  const url = new URL(pgUrl)
+  url.searchParams.set("options", "-c search_path=ops_apply_only")
+  return Effect.zipRight(
+    Effect.promise(async () => {
+      const client = new pg.Client({ connectionString: pgUrl })
+      await client.connect()
+      await client.query("CREATE SCHEMA ops_apply_only")
+      await client.end()
+    }),
+    PgInbox.make({ url: url.toString(), business })
+  )
+})
 
 const counter = new StepCounter()
 /** `effect` with every step of it, and of the fibers it starts, counted. */
@@ -90,6 +114,9 @@ const program = Effect.gen(function*() {
   const claims = yield* counted("RelayQueue.claim", count, Effect.forEach(events("e", count), () => queue.claim))
   const taken = claims.flatMap((claim) => (claim._tag === "Claimed" ? [claim] : []))
   const replies = yield* counted("Inbox.receive", count, Effect.forEach(taken, (claimed) => inbox.receive(deliveryOf(claimed))))
+  const plain = yield* applyOnly
+  yield* Effect.forEach(taken, (claimed) => plain.receive({ ...deliveryOf(claimed), eventId: `warm-${claimed.event.eventId}`, flowId: `warm-${claimed.event.flowId}` }), { discard: true })
+  yield* counted("Inbox.receive (apply only: a savepoint each)", count, Effect.forEach(taken, (claimed) => plain.receive(deliveryOf(claimed)), { discard: true }))
   yield* counted("RelayQueue.settle", count, Effect.forEach(taken, (claimed, i) => queue.settle(claimed.token, replies[i]!), { discard: true }))
   yield* queue.enqueueBatch(events("s", count))
   yield* counted("Relay.step (claim, receive, settle)", count, Effect.repeatN(relay.step, count - 1))
@@ -140,6 +167,7 @@ const daemon = Effect.gen(function*() {
   console.log(`${"relay.run({ workers: 1 }), per event".padEnd(44)} ${stepsEach.toFixed(1).padStart(7)} steps  ${fibersEach.toFixed(2)} fibers`)
 }).pipe(Logger.withMinimumLogLevel(LogLevel.Warning))
 
-await Effect.runPromise(Effect.zipRight(program.pipe(TickClock.at(0)), daemon).pipe(Effect.provide(live)))
+await Effect.runPromise(Effect.zipRight(program.pipe(TickClock.at(0), Effect.scoped), daemon).pipe(Effect.provide(live)))
 removeDb(queueFile)
 removeDb(inboxFile)
+removeDb(applyOnlyFile)

@@ -7,7 +7,7 @@
 import type { SqlClient } from "@effect/sql/SqlClient"
 import * as Statement from "@effect/sql/Statement"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Tracer } from "effect"
 import type { Scope } from "effect"
 import * as PgInbox from "../../src/layers/PgInbox.js"
 import * as SqliteInbox from "../../src/layers/SqliteInbox.js"
@@ -25,6 +25,12 @@ const business: InboxBusiness = {
       const [row] = yield* sql<{ readonly n: number | string }>`SELECT COUNT(*) AS n FROM seen WHERE flow_id = ${delivery.flowId}`
       const values = yield* sql`SELECT seq FROM seen WHERE flow_id = ${delivery.flowId} ORDER BY seq`.values
       const raw = yield* sql`SELECT seq FROM seen WHERE flow_id = ${delivery.flowId} ORDER BY seq`.withoutTransform
+      if ((delivery.body as { readonly nested?: boolean }).nested === true) {
+        // A savepoint of the step's own: what it wrote goes with it; what follows it stays.
+        const undone = sql.withTransaction(Effect.zipRight(sql`INSERT INTO seen (flow_id, seq) VALUES (${delivery.flowId}, ${delivery.seq + 50})`, Effect.fail("undo")))
+        yield* Effect.either(undone)
+        yield* sql`INSERT INTO seen (flow_id, seq) VALUES (${delivery.flowId}, ${delivery.seq + 100})`
+      }
       // What this step wrote is there already, in either reading.
       if (values.length !== Number(row!.n) || raw.length !== Number(row!.n)) return yield* Effect.dieMessage("the step's reads disagree")
       return Number(row!.n) > 2 ? Inbox.refuse("full") : Inbox.applied
@@ -41,6 +47,29 @@ const suite = (open: () => Effect.Effect<InboxService, unknown, Scope.Scope>) =>
       const replies = yield* Effect.forEach([1, 2, 3], (seq) => inbox.receive({ eventId: `A${seq}`, flowId: "A", seq, body: {} }))
       expect(replies.map((r) => r._tag)).toEqual(["Accepted", "Accepted", "Rejected"])
       expect((yield* rows(inbox)).map((r) => [r.flow_id, Number(r.seq)])).toEqual([["A", 1], ["A", 2]])
+    }))
+
+  it.scoped("a savepoint of the business step's own is rolled back alone, and its step's writes around it stay", () =>
+    Effect.gen(function*() {
+      const inbox = yield* open()
+      const reply = yield* inbox.receive({ eventId: "C1", flowId: "C", seq: 1, body: { nested: true } })
+      expect(reply._tag).toBe("Accepted")
+      expect((yield* rows(inbox)).map((r) => [r.flow_id, Number(r.seq)])).toEqual([["C", 1], ["C", 101]])
+    }))
+
+  it.scoped("where a tracer is installed, the business step's statements and savepoint keep their spans", () =>
+    Effect.gen(function*() {
+      const inbox = yield* open()
+      const builtIn = yield* Effect.tracer
+      const names: Array<string> = []
+      const recording = Tracer.make({
+        span: (name, ...rest) => (names.push(name), builtIn.span(name, ...rest)),
+        context: builtIn.context
+      })
+      const reply = yield* inbox.receive({ eventId: "D1", flowId: "D", seq: 1, body: {} }).pipe(Effect.withTracer(recording))
+      expect(reply._tag).toBe("Accepted")
+      expect(names).toContain("sql.transaction")
+      expect(names.filter((name) => name === "sql.execute").length).toBeGreaterThanOrEqual(4)
     }))
 
   it.scoped("a statement transformer the application installed sees the business step's statements", () =>

@@ -2,7 +2,7 @@
  * Every metric of the relay, defined in one place (and the options of its hot-path spans). Export them with any Effect metrics exporter
  * (e.g. `@effect/opentelemetry`); names follow the OpenTelemetry conventions.
  */
-import { Effect, FiberRef, Metric, MetricBoundaries } from "effect"
+import { Effect, Exit, FiberRef, Metric, MetricBoundaries } from "effect"
 import type { Tracer } from "effect"
 
 /** Heads claimed. */
@@ -88,11 +88,18 @@ export type Update = <In>(metric: Pick<Metric.Metric<unknown, In, unknown>, "uns
  * `Metric.update` makes them — in one runtime step where `Metric.update` takes three for each: a
  * hot-path operation updates several.
  */
-export const record = (updates: (update: Update) => void): Effect.Effect<void> =>
+export const record = (updates: (update: Update) => void): Effect.Effect<void> => recordThen(updates, undefined)
+
+/**
+ * `record`, then `value`: what `Effect.as(record(updates), value)` answers, in two runtime steps
+ * fewer (an operation's result passes through, where `Effect.tap` and `Effect.map` would take six
+ * more).
+ */
+export const recordThen = <A>(updates: (update: Update) => void, value: A): Effect.Effect<A> =>
   Effect.withFiberRuntime((fiber) => {
     const labels = fiber.getFiberRef(FiberRef.currentMetricLabels)
     updates((metric, input) => metric.unsafeUpdate(input, labels))
-    return Effect.void
+    return Exit.succeed(value)
   })
 
 /** Span options of the hot-path operations: no stack capture (tens of µs each); the span name says where. */

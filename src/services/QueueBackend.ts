@@ -107,20 +107,26 @@ export interface QueueReads {
   /**
    * Optional: starts the read a settle begins with — `eventsWithNext(ids)` where the backend has
    * it, else `events(ids)` — before the clock is read, so that both go in one round trip (a
-   * backend that holds statements sends it with the clock read). The inner effect answers it.
+   * backend that holds statements sends it with the clock read). Answers `then` of the effect that
+   * answers it.
    */
   readonly startSettleRead?:
-    | ((ids: ReadonlyArray<EventId>) => Effect.Effect<Effect.Effect<SettleRead, SqlError>, SqlError>)
+    | (<B>(ids: ReadonlyArray<EventId>, then: (read: Effect.Effect<SettleRead, SqlError>) => B) => Effect.Effect<B, SqlError>)
     | undefined
   /**
    * Optional: starts, with the settle's read (before the clock is read: one round trip for them),
    * the read of what a claim that follows a settle of the events `ids` chooses from at `now` — so
    * that the claim's writes can go with the settle's and COMMIT; for a claim alone (no `ids`),
    * with the clock read. Only for a store whose write lock is store-wide (nothing changes under
-   * the transaction but what it writes). The inner effect answers it.
+   * the transaction but what it writes). Answers `then` of the effect that answers it.
    */
   readonly startClaimRead?:
-    | ((now: number, limit: number, ids: ReadonlyArray<EventId>) => Effect.Effect<Effect.Effect<ClaimRead, SqlError>, SqlError>)
+    | (<B>(
+      now: number,
+      limit: number,
+      ids: ReadonlyArray<EventId>,
+      then: (read: Effect.Effect<ClaimRead, SqlError>) => B
+    ) => Effect.Effect<B, SqlError>)
     | undefined
   readonly flows: (ids: ReadonlyArray<FlowId>) => Effect.Effect<ReadonlyArray<FlowRecord>, SqlError>
   /** The named groups, each saying whether any of its flows has a head. */

@@ -93,7 +93,7 @@ describePg("PostgreSQL: statements in batches, BEGIN with the first, COMMIT with
       yield* store.write(execWrite(store, sql`INSERT INTO b (id, n) VALUES (${1}, ${1})`))
       trips.length = 0
       const [early, after] = yield* logged(store.write(Effect.gen(function*() {
-        const early = yield* store.execLater!(sql<{ n: number }>`SELECT n FROM b WHERE id = ${1}`)
+        const early = yield* store.execLater!(sql<{ n: number }>`SELECT n FROM b WHERE id = ${1}`, (rows) => rows)
         yield* execWrite(store, sql`UPDATE b SET n = ${5} WHERE id = ${1}`)
         const after = yield* store.exec(sql<{ n: number }>`SELECT n FROM b WHERE id = ${1}`)
         return [yield* early, after] as const
@@ -105,7 +105,7 @@ describePg("PostgreSQL: statements in batches, BEGIN with the first, COMMIT with
       trips.length = 0
       const alone = yield* logged(store.write(Effect.gen(function*() {
         yield* execWrite(store, sql`UPDATE b SET n = ${6} WHERE id = ${1}`)
-        const early = yield* store.execLater!(sql<{ n: number }>`SELECT n FROM b WHERE id = ${1}`)
+        const early = yield* store.execLater!(sql<{ n: number }>`SELECT n FROM b WHERE id = ${1}`, (rows) => rows)
         return yield* early
       })))
       expect(alone).toEqual([{ n: 6 }])

@@ -66,13 +66,16 @@ export const execWrite = (statement: Statement.Statement<object>): Effect.Effect
   })
 
 /**
- * Holds a read until the transaction's next statement; the inner effect answers its rows (sending
- * it, with what is held before it, if nothing sent it yet). Outside a holding transaction it runs
- * at once.
+ * Holds a read until the transaction's next statement, and answers `then` of the effect that
+ * answers its rows (sending it, with what is held before it, if nothing sent it yet). Outside a
+ * holding transaction it runs at once.
  */
-export const execLater = <A extends object>(statement: Statement.Statement<A>): Effect.Effect<Effect.Effect<ReadonlyArray<A>, SqlError>> =>
+export const execLater = <A extends object, B>(
+  statement: Statement.Statement<A>,
+  then: (rows: Effect.Effect<ReadonlyArray<A>, SqlError>) => B
+): Effect.Effect<B> =>
   withHeld((held) => {
-    if (held === undefined) return Effect.succeed(exec(statement))
+    if (held === undefined) return Effect.succeed(then(exec(statement)))
     const entry: Held = { statement: wired(statement, true) }
     held.push(entry)
     const answer = Effect.suspend((): Effect.Effect<ReadonlyArray<A>, SqlError> =>
@@ -82,5 +85,5 @@ export const execLater = <A extends object>(statement: Statement.Statement<A>): 
         ? Effect.succeed(entry.answer as ReadonlyArray<A>)
         : Effect.zipRight(sendWith(held), answer)
     )
-    return Effect.succeed(answer)
+    return Effect.succeed(then(answer))
   })

@@ -156,14 +156,14 @@ const transactionWrites = (
     // A settle's locked read goes with its clock read, and so does the read of the event after
     // each: a statement of its own after the locks, so its snapshot sees every successor committed
     // before them (an enqueue appends under the flow's lock, which this transaction then holds).
-    startSettleRead: execLater === undefined ? undefined : (ids) =>
+    startSettleRead: execLater === undefined ? undefined : (ids, then) =>
       ids.length === 0
-        ? Effect.succeed(Effect.succeed({ events: [], next: [] }))
+        ? Effect.succeed(then(Effect.succeed({ events: [], next: [] })))
         // One after the other: `Effect.zipWith` goes through `Effect.all` (some fifteen runtime steps).
-        : Effect.flatMap(execLater(lockedEvents(ids)), (locked) =>
-          Effect.map(execLater(successors(ids)), (after) =>
-            Effect.flatMap(Effect.flatMap(locked, Rows.records.events), (events) =>
-              Effect.map(Effect.flatMap(after, Rows.records.events), (next) => ({ events, next }))))),
+        : Effect.flatMap(execLater(lockedEvents(ids), (locked) => locked), (locked) =>
+          execLater(successors(ids), (after) =>
+            then(Effect.flatMap(Effect.flatMap(locked, Rows.records.events), (events) =>
+              Effect.map(Effect.flatMap(after, Rows.records.events), (next) => ({ events, next })))))),
     flows: (ids) =>
       ids.length === 0 ? Effect.succeed([]) : Effect.zipRight(
         store.exec(sql`INSERT INTO relay_flow (flow_id, seq, served, head_seq, eligible_at, weight, burst)

@@ -136,7 +136,7 @@ const walkTogether = (store: Store, lock: boolean) => {
 export const claimRead = (store: Store, execLater: NonNullable<Store["execLater"]>) => {
   const { sql } = store
   const walk = walkTogether(store, false)
-  return (now: number, limit: number, ids: ReadonlyArray<EventId>): Effect.Effect<Effect.Effect<ClaimRead, SqlError>, SqlError> => {
+  return <B>(now: number, limit: number, ids: ReadonlyArray<EventId>, then: (read: Effect.Effect<ClaimRead, SqlError>) => B): Effect.Effect<B, SqlError> => {
     const perGroup = Math.min(limit, FirstFlowsPerGroup)
     // A claim with no settle before it reads no flows of settled events.
     const settledFlows = ids.length === 0 ? sql.literal("") : sql`UNION ALL
@@ -149,8 +149,8 @@ export const claimRead = (store: Store, execLater: NonNullable<Store["execLater"
         SELECT 0 AS settled, c.* FROM (${walk(now, limit + ids.length, limit, perGroup)}) AS c
         ${settledFlows}
       ) AS w ON true`
-    return Effect.map(execLater(read), (answer) =>
-      Effect.flatMap(answer, (rows) => {
+    return execLater(read, (answer) =>
+      then(Effect.flatMap(answer, (rows) => {
         const walked = rows.filter((row) => row.settled === 0)
         const settled = rows.filter((row) => row.settled === 1)
         const due = rows[0]?.due_after
@@ -160,7 +160,7 @@ export const claimRead = (store: Store, execLater: NonNullable<Store["execLater"
           flows,
           dueAfter: due === null || due === undefined ? null : Number(due)
         }))
-      }))
+      })))
   }
 }
 

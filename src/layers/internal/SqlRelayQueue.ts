@@ -130,10 +130,8 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean; r
     // Every write holds the store's lock from its start (SQLite's single writer, PostgreSQL's exact
     // claims): the events after these cannot change before the transaction ends.
     eventsWithNext: (ids) => (ids.length === 0 ? Effect.succeed({ events: [], next: [] }) : query(store, withNext(ids), splitNext)),
-    startSettleRead: execLater === undefined ? undefined : (ids) =>
-      ids.length === 0
-        ? Effect.succeed(Effect.succeed({ events: [], next: [] }))
-        : Effect.map(execLater(withNext(ids)), (rows) => Effect.flatMap(rows, splitNext)),
+    startSettleRead: execLater === undefined ? undefined : (ids, then) =>
+      ids.length === 0 ? Effect.succeed(then(Effect.succeed({ events: [], next: [] }))) : execLater(withNext(ids), (rows) => then(Effect.flatMap(rows, splitNext))),
     startClaimRead: execLater === undefined ? undefined : claimRead(store, execLater),
     identities: (ids) =>
       ids.length === 0 ? Effect.succeed([]) : query(

@@ -52,10 +52,13 @@ export interface Store {
   readonly execWrite?: ((statement: Statement.Statement<object>) => Effect.Effect<void, SqlError>) | undefined
   /**
    * Starts a read whose rows are needed later: a backend may hold it and send it with its
-   * transaction's next statement (PostgreSQL does); the inner effect answers its rows. Absent:
-   * the read runs when its rows are asked for.
+   * transaction's next statement (PostgreSQL does); answers `then` of the effect that answers its
+   * rows, in the same runtime step (an `Effect.map` of it would cost two). Absent: the read runs
+   * when its rows are asked for.
    */
-  readonly execLater?: (<A extends object>(statement: Statement.Statement<A>) => Effect.Effect<Effect.Effect<ReadonlyArray<A>, SqlError>>) | undefined
+  readonly execLater?:
+    | (<A extends object, B>(statement: Statement.Statement<A>, then: (rows: Effect.Effect<ReadonlyArray<A>, SqlError>) => B) => Effect.Effect<B>)
+    | undefined
 }
 
 /**

@@ -85,6 +85,19 @@ const store = (tx: QueueWrites, changes: Changes, ungroupedHeads = false) =>
     if (changes.heads.length > 0) yield* tx.setHeads(changes.heads, ungroupedHeads)
   })
 
+/** What a settle decided: its outcomes, its changes, and the events after those it acked. */
+type DecideSettle = (
+  tx: QueueWrites,
+  clock: ClockRecord,
+  now: number
+) => Effect.Effect<{ readonly outcomes: ReadonlyArray<SettleOutcome>; readonly changes: Changes; readonly successors: ReadonlyArray<EventRecord> }, SqlError>
+
+/** What a claim chooses from, read with the settle's read: the candidates and when to wake; undefined where it cannot stand. */
+type EarlyRead = { readonly candidates: ReadonlyArray<Operations.Candidate>; readonly dueAfter: number | null }
+
+/** The claim's early read, given the settle's changes, the events after those it acked, and the time. */
+type ClaimReadAnswer = (changes: Changes, successors: ReadonlyArray<EventRecord>, now: number) => Effect.Effect<EarlyRead | undefined, SqlError>
+
 /** What a write operation decides in its transaction, given the clock and the time it holds. */
 type Decide<A, E> = (tx: QueueWrites, clock: ClockRecord, now: number) => Effect.Effect<readonly [A, Changes], E | SqlError>
 
@@ -229,11 +242,11 @@ export const make = (
   const claimUpTo = (limit: number): Effect.Effect<ClaimBatch, ClockRegressed | SqlError> =>
     writeStaged(
       (tx) =>
-        Effect.map(startClaimRead(tx, [], limit), (claimRead): Decide<Decided, never> =>
+        startClaimRead(tx, [], limit, (claimRead): Decide<Decided, never> =>
           claimRead === undefined ? decideClaim(limit) : (tx, clock, now) =>
             Effect.flatMap(claimRead(noChanges, [], now), (early) => decideClaim(limit, early?.candidates, early?.dueAfter)(tx, clock, now))),
       [claimFaults]
-    ).pipe(Effect.tap((decided) => Metrics.record((update) => countClaims(update, decided))), Effect.map(claimBatchOf))
+    ).pipe(Effect.flatMap((decided) => Metrics.recordThen((update) => countClaims(update, decided), claimBatchOf(decided))))
 
   const claim: Effect.Effect<ClaimOutcome, ClockRegressed | SqlError> = claimUpTo(1).pipe(
     Effect.map(({ claims, wakeAt }): ClaimOutcome => claims[0] ?? (wakeAt === undefined ? { _tag: "Idle" } : { _tag: "Idle", wakeAt })),
@@ -253,15 +266,15 @@ export const make = (
    * backend can send both together.
    */
   const stageSettle = (items: ReadonlyArray<readonly [Token, DeliveryReply]>): Staged<ReadonlyArray<SettleOutcome>, never> => (tx) =>
-    Effect.map(stageSettleRead(items, tx), (decide) => (tx, clock, now) => Effect.map(decide(tx, clock, now), ({ changes, outcomes }) => [outcomes, changes] as const))
+    stageSettleRead(items, tx, (decide) => (tx, clock, now) => Effect.map(decide(tx, clock, now), ({ changes, outcomes }) => [outcomes, changes] as const))
 
-  /** `stageSettle`, whose decision also answers the events after its acked ones it read. */
-  const stageSettleRead = (items: ReadonlyArray<readonly [Token, DeliveryReply]>, tx: QueueWrites) => {
+  /**
+   * `stageSettle`, whose decision also answers the events after its acked ones it read: `then` of
+   * that decision, in the runtime step that starts the read.
+   */
+  const stageSettleRead = <B>(items: ReadonlyArray<readonly [Token, DeliveryReply]>, tx: QueueWrites, then: (decide: DecideSettle) => B) => {
     const ids = unique(items.map(([token]) => token.eventId))
-    const read: Effect.Effect<Effect.Effect<SettleRead, SqlError>, SqlError> = tx.startSettleRead !== undefined
-      ? tx.startSettleRead(ids)
-      : Effect.succeed(tx.eventsWithNext === undefined ? Effect.map(tx.events(ids), (events) => ({ events })) : tx.eventsWithNext(ids))
-    return Effect.map(read, (answer) => (tx: QueueWrites, clock: ClockRecord, now: number) =>
+    const decideWith = (answer: Effect.Effect<SettleRead, SqlError>): DecideSettle => (tx, clock, now) =>
       Effect.gen(function*() {
         const draws = policy.jitter === "full" ? yield* Effect.forEach(items, () => Random.next) : []
         const { events, next } = yield* answer
@@ -272,15 +285,19 @@ export const make = (
           : next ?? (yield* tx.eventsAt(acked.map((e) => ({ flowId: e.flowId, seq: e.seq + 1 }))))
         const changes = Operations.settleChanges(changed, byKey(successors, Operations.positionKey), clock, stamps)
         return { outcomes, changes, successors }
-      }))
+      })
+    return tx.startSettleRead !== undefined
+      ? tx.startSettleRead(ids, (answer) => then(decideWith(answer)))
+      : Effect.succeed(then(decideWith(tx.eventsWithNext === undefined ? Effect.map(tx.events(ids), (events) => ({ events })) : tx.eventsWithNext(ids))))
   }
 
   /**
    * Starts, with a settle's read (or for a claim alone, `items` empty, with the clock read), the
    * read of what the claim chooses from (`QueueReads.startClaimRead`), at the time before the
-   * transaction's first round trip; the inner effect answers the claim's candidates once the
-   * settle has decided at `now`, with the least `eligibleAt` the store held after that time (when
-   * to wake a claim alone that finds none) — or undefined where that read cannot stand for one
+   * transaction's first round trip, and answers `then` of a `ClaimReadAnswer` (undefined where
+   * nothing is started): the claim's candidates once the settle has decided at `now`, with the
+   * least `eligibleAt` the store held after that time (when to wake a claim alone that finds
+   * none) — or undefined where that read cannot stand for one
    * made after the settle's writes: a head may have become eligible since its time (or the time
    * went back), the settle changed a flow of a group, or a group offered too few flows for the
    * rotation (`Operations.rotationComplete`). The claim then reads as usual. Without
@@ -289,14 +306,18 @@ export const make = (
    * early walk reads as many flows more as it settles — a batch of 64 ran 5 % slower with it
    * (`bench/pg/ab.ts`).
    */
-  const startClaimRead = (tx: QueueWrites, items: ReadonlyArray<readonly [Token, DeliveryReply]>, limit: number) => {
+  const startClaimRead = <B>(
+    tx: QueueWrites,
+    items: ReadonlyArray<readonly [Token, DeliveryReply]>,
+    limit: number,
+    then: (claimRead: ClaimReadAnswer | undefined) => B
+  ): Effect.Effect<B, SqlError> => {
     const { startClaimRead } = tx
-    if (startClaimRead === undefined || tx.now !== undefined || items.length + limit > ClaimReadAhead) return Effect.succeed(undefined)
+    if (startClaimRead === undefined || tx.now !== undefined || items.length + limit > ClaimReadAhead) return Effect.succeed(then(undefined))
     return Effect.flatMap(localTime, (readAt) =>
-      Effect.map(
-        startClaimRead(readAt, limit, unique(items.map(([token]) => token.eventId))),
-        (answer) => (changes: Changes, successors: ReadonlyArray<EventRecord>, now: number) =>
-          Effect.map(answer, (read): { readonly candidates: ReadonlyArray<Operations.Candidate>; readonly dueAfter: number | null } | undefined => {
+      startClaimRead(readAt, limit, unique(items.map(([token]) => token.eventId)), (answer) =>
+        then((changes, successors, now) =>
+          Effect.map(answer, (read): EarlyRead | undefined => {
             if (now < readAt || (read.dueAfter !== null && read.dueAfter <= now)) return undefined
             const flows = byKey(read.flows, (f): string => f.flowId)
             // The settle's own records last: an event it changed may also be the one after another it settled.
@@ -304,8 +325,7 @@ export const make = (
             if (settled === undefined) return undefined
             const candidates = Operations.candidatesAfterSettle(read.candidates, settled, limit)
             return Operations.rotationComplete(candidates, limit, read.perGroup) ? { candidates, dueAfter: read.dueAfter } : undefined
-          })
-      ))
+          }))))
   }
 
   // An ack may expose the next head of its flow: sleeping workers look again.
@@ -318,7 +338,7 @@ export const make = (
   }
 
   const settleAll = (items: ReadonlyArray<readonly [Token, DeliveryReply]>) =>
-    writeStaged(stageSettle(items), [settleFaults]).pipe(Effect.tap((outcomes) => Metrics.record((update) => countSettles(update, outcomes))))
+    writeStaged(stageSettle(items), [settleFaults]).pipe(Effect.flatMap((outcomes) => Metrics.recordThen((update) => countSettles(update, outcomes), outcomes)))
 
   /**
    * `settleAll(items)` then `claimUpTo(limit)` in one transaction (one commit instead of two): the
@@ -334,10 +354,12 @@ export const make = (
     if (limit === 0) return Effect.map(settleAll(items), (outcomes) => ({ outcomes, claims: [] }))
     return writeStaged(
       (tx) =>
-        // `Effect.zipWith` goes through `Effect.all` (some fifteen runtime steps); one after the other, four.
-        Effect.flatMap(stageSettleRead(items, tx), (decideSettle) =>
-          Effect.map(
-            startClaimRead(tx, items, limit),
+        // The settle's read started, then the claim's (one runtime step each, with their continuations).
+        Effect.flatMap(stageSettleRead(items, tx, (decideSettle) => decideSettle), (decideSettle) =>
+          startClaimRead(
+            tx,
+            items,
+            limit,
             (claimRead): Decide<readonly [ReadonlyArray<SettleOutcome>, Decided], never> => (tx, clock, now) =>
               Effect.gen(function*() {
                 const { changes: settled, outcomes, successors } = yield* decideSettle(tx, clock, now)
@@ -356,13 +378,12 @@ export const make = (
           )),
       [settleFaults, claimFaults]
     ).pipe(
-      Effect.tap(([outcomes, decided]) =>
-        Metrics.record((update) => {
+      Effect.flatMap(([outcomes, decided]) =>
+        Metrics.recordThen((update) => {
           countSettles(update, outcomes)
           countClaims(update, decided)
-        })
-      ),
-      Effect.map(([outcomes, decided]) => ({ outcomes, ...claimBatchOf(decided) }))
+        }, { outcomes, ...claimBatchOf(decided) })
+      )
     )
   }
 

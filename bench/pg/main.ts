@@ -7,6 +7,7 @@
  *   npm run bench -- --pg --quick          64 flows × 48 = 3,072 jobs per run
  *   npm run bench -- --pg --pg-url URL     the server (default postgres://postgres@127.0.0.1:5432/postgres)
  *   npm run bench -- --pg --max-seconds N  time budget of one drain (full 15, two rounds; quick 6, one round)
+ *   npm run bench -- --pg --warmup-seconds N  each configuration's warm-up at each worker count (full 4, quick 3)
  *   npm run bench -- --pg --out FILE       the JSON (default bench/results/pg-<timestamp>.json)
  *   npm run bench -- --pg --workers 1,16 --kinds fair-relay-batch,pg-boss --idle-ms 10
  *                                          a subset, or one idle sleep for every library (experiments)
@@ -149,7 +150,7 @@ const describeKind = (kind: Kind, batchSize: number) =>
 
 /** Runs the PostgreSQL bench; returns the process exit code. */
 export const runPgBench = async (args: ReadonlyArray<string>): Promise<number> => {
-  const known = new Set(["--quick", "--out", "--pg-url", "--max-seconds", "--workers", "--kinds", "--idle-ms", "--handler-ms", "--concurrency", "--latency-ms"])
+  const known = new Set(["--quick", "--out", "--pg-url", "--max-seconds", "--workers", "--kinds", "--idle-ms", "--handler-ms", "--concurrency", "--latency-ms", "--warmup-seconds"])
   for (const arg of args) {
     if (arg.startsWith("--") && !known.has(arg)) {
       console.error(`unknown option ${arg} with --pg; known: --pg ${[...known].join(" ")}`)
@@ -177,6 +178,11 @@ export const runPgBench = async (args: ReadonlyArray<string>): Promise<number> =
   const latencyMs = Number(option("--latency-ms") ?? 0)
   if (!Number.isInteger(latencyMs) || latencyMs < 0 || latencyMs > 1000) {
     console.error(`--latency-ms takes a whole number of milliseconds from 0 to 1000, got ${option("--latency-ms")}`)
+    return 2
+  }
+  const warmupSeconds = Number(option("--warmup-seconds") ?? (quick ? 3 : 4))
+  if (!Number.isFinite(warmupSeconds) || warmupSeconds < 0 || warmupSeconds > 600) {
+    console.error(`--warmup-seconds takes a number of seconds from 0 to 600, got ${option("--warmup-seconds")}`)
     return 2
   }
   const workerCounts = list("--workers")?.map(Number) ?? [1, 4, 16]
@@ -215,7 +221,7 @@ export const runPgBench = async (args: ReadonlyArray<string>): Promise<number> =
     maxSecondsPerDrain: Number(option("--max-seconds") ?? (quick ? 6 : 15)),
     /** Full runs measure every cell twice, in two interleaved rounds. */
     rounds: quick ? 1 : 2,
-    warmupSeconds: quick ? 3 : 4,
+    warmupSeconds,
     pollMs: 50
   }
   for (const kind of plan.kinds) {

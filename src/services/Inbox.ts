@@ -24,7 +24,9 @@ export const refuse = (code: string): ApplyResult => ({ _tag: "Refused", code })
 /**
  * What a receiver does with the events it accepts. `apply` runs inside the receipt's transaction
  * on the inbox's own client: write the effect through `sql`, and do nothing there that a rollback
- * cannot undo (no e-mail, no remote call).
+ * cannot undo (no e-mail, no remote call). Where no tracer is installed, `sql`'s statements and
+ * savepoints run on that transaction's connection directly, without `@effect/sql`'s `sql.execute`
+ * and `sql.transaction` spans (which would go nowhere); with a tracer, they keep them.
  */
 export interface InboxBusiness {
   /** Creates the business tables; runs once when the inbox opens (must be idempotent). */

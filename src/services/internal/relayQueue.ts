@@ -297,10 +297,10 @@ export const make = (
    * transaction's first round trip, and answers `then` of a `ClaimReadAnswer` (undefined where
    * nothing is started): the claim's candidates once the settle has decided at `now`, with the
    * least `eligibleAt` the store held after that time (when to wake a claim alone that finds
-   * none) — or undefined where that read cannot stand for one
-   * made after the settle's writes: a head may have become eligible since its time (or the time
-   * went back), the settle changed a flow of a group, or a group offered too few flows for the
-   * rotation (`Operations.rotationComplete`). The claim then reads as usual. Without
+   * none) — or undefined where that read cannot stand for one made after the settle's writes: a
+   * head may have become eligible since its time (or the time went back), the settle changed a
+   * flow of a group, or a group offered too few flows for the rotation
+   * (`Operations.rotationComplete`). The claim then reads as usual. Without
    * `startClaimRead`, on the store's clock, or for a batch (more than `ClaimReadAhead` settles and
    * claims together), nothing is started: a batch's round trip is shared by its events, and its
    * early walk reads as many flows more as it settles — a batch of 64 ran 5 % slower with it

@@ -105,8 +105,8 @@ export const recordThen = <A>(updates: (update: Update) => void, value: A): Effe
 /** Span options of the hot-path operations: no stack capture (tens of µs each); the span name says where. */
 const hotSpan = { captureStackTrace: false } as const
 
-// Effect's built-in tracer (the default service): its spans go nowhere unless something reads them.
-const builtInTracer: Tracer.Tracer = Effect.runSync(Effect.tracer)
+/** Effect's built-in tracer (the default service, where the application installed none): its spans go nowhere unless something reads them. */
+export const builtInTracer: Tracer.Tracer = Effect.runSync(Effect.tracer)
 
 /**
  * `Effect.withSpan(name)` for a hot-path operation (claim, settle, receive, a step): the span is

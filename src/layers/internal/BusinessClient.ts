@@ -22,18 +22,26 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import type * as Statement from "@effect/sql/Statement"
-import { Context, Effect, Exit, FiberRef, Option, Tracer } from "effect"
+import { Context, Effect, Exit, FiberRef, Option } from "effect"
+import type { Fiber } from "effect"
 import { globalValue } from "effect/GlobalValue"
+import { builtInTracer } from "../../services/Metrics.js"
 import { exitProviding } from "./Store.js"
-
-/** The tracer every fiber has when the application installed none. */
-const builtInTracer: Tracer.Tracer = Effect.runSync(Effect.tracer)
 
 /**
  * `@effect/sql`'s statement transformer (`Statement.withTransformer`), the same `FiberRef` its
  * statements read: a statement under a transformer takes `@effect/sql`'s path.
  */
 const currentTransformer = globalValue("@effect/sql/Statement/currentTransformer", () => FiberRef.unsafeMake(Option.none<unknown>()))
+
+/**
+ * The fiber's transaction (its connection and savepoint depth) where nothing would see `@effect/sql`'s
+ * span around a statement or savepoint run on it: no tracer installed. Undefined outside a transaction.
+ */
+const unobserved = (fiber: Fiber.RuntimeFiber<unknown, unknown>) => {
+  const transaction = Context.getOption(fiber.currentContext, SqlClient.TransactionConnection)
+  return Option.isNone(transaction) || fiber.currentTracer !== builtInTracer ? undefined : transaction.value
+}
 
 /** The parts of `@effect/sql`'s statement that running it reads. */
 interface Runnable<A> extends Statement.Statement<A> {
@@ -46,12 +54,10 @@ const direct = <A>(statement: Statement.Statement<A>): Statement.Statement<A> =>
   const original = statement as Runnable<A>
   const commit = () =>
     Effect.withFiberRuntime((fiber): Effect.Effect<ReadonlyArray<A>, SqlError> => {
-      const transaction = Context.getOption(fiber.currentContext, SqlClient.TransactionConnection)
-      if (Option.isNone(transaction) || fiber.currentTracer !== builtInTracer || Option.isSome(fiber.getFiberRef(currentTransformer))) {
-        return original.commit()
-      }
+      const transaction = unobserved(fiber)
+      if (transaction === undefined || Option.isSome(fiber.getFiberRef(currentTransformer))) return original.commit()
       const [text, params] = original.compile()
-      return transaction.value[0].execute(text, params, original.transformRows) as Effect.Effect<ReadonlyArray<A>, SqlError>
+      return transaction[0].execute(text, params, original.transformRows) as Effect.Effect<ReadonlyArray<A>, SqlError>
     })
   // The statement itself underneath: its fields, its other ways to run and its `compile` are its own.
   return Object.create(original, { commit: { value: commit } }) as Statement.Statement<A>
@@ -60,9 +66,9 @@ const direct = <A>(statement: Statement.Statement<A>): Statement.Statement<A> =>
 /** `sql.withTransaction`, as a savepoint on the transaction's connection directly where nothing would see the difference. */
 const savepoints = (sql: SqlClient.SqlClient) => <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
   Effect.withFiberRuntime<A, E | SqlError, R>((fiber) => {
-    const transaction = Context.getOption(fiber.currentContext, SqlClient.TransactionConnection)
-    if (Option.isNone(transaction) || fiber.currentTracer !== builtInTracer) return sql.withTransaction(effect)
-    const [connection, depth] = transaction.value
+    const transaction = unobserved(fiber)
+    if (transaction === undefined) return sql.withTransaction(effect)
+    const [connection, depth] = transaction
     const name = `effect_sql_${depth + 1}`
     const inside = exitProviding(SqlClient.TransactionConnection, [connection, depth + 1] as const)
     // As `@effect/sql` does: a savepoint that cannot be rolled back to is a defect.

@@ -15,6 +15,10 @@
  * With `--callgrind`, under valgrind's callgrind (`bench/instructions.sh` runs it so), no CPU
  * profile: the instruction counters are zeroed as the drain starts and dumped as it ends.
  *
+ * With `--allocations`, also the bytes the drain allocates per event (those the collector has since
+ * freed included) and the sites that allocate most; every run prints the CPU of the process's
+ * helper threads (V8's collector and compiler among them) per event.
+ *
  * With `--floor`, the same drain by the floor (`floor.ts`: the statements through raw
  * better-sqlite3) on the same files: batched n = 64, `--single` one event per step (3 commits),
  * `--daemon` settle + next claim in one commit as one daemon worker commits — what the library's
@@ -97,7 +101,8 @@ if (args[0] === "--summarize") {
   const { Counter, SqliteInbox, TickClock } = await import("../src/index.js")
   const { daemonLoop, delivered, drainLoop, queueOnlyLayer, relayLayer } = await import("./drain.js")
   const { fill, removeDb, workDir } = await import("./stores.js")
-  const { startCpuProfile } = await import("./cpuProfile.js")
+  const { startAllocationProfile, startCpuProfile } = await import("./cpuProfile.js")
+  const { helperThreadsCpuMs } = await import("./pg/procCpu.js")
   const { floorDrain } = await import("./floor.js")
   const events = Number(args.find((arg, i) => !arg.startsWith("--") && args[i - 1] !== "--workers") ?? 10_000)
   const daemon = args.includes("--daemon")
@@ -117,13 +122,29 @@ if (args[0] === "--summarize") {
   // Besides any whole-process `--cpu-prof`, profile the drain alone (no module loading, no fill;
   // the stores are opened before the profile starts).
   let profiler: Awaited<ReturnType<typeof startCpuProfile>> | undefined
+  // With `--allocations`, the bytes the drain allocates per event and where (see `startAllocationProfile`).
+  let allocationProfiler: Awaited<ReturnType<typeof startAllocationProfile>> | undefined
+  let helpers = 0
+  const startProfiles = async () => {
+    if (callgrind) callgrindControl("--zero")
+    else profiler = await startCpuProfile()
+    if (args.includes("--allocations")) allocationProfiler = await startAllocationProfile()
+    helpers = helperThreadsCpuMs()
+  }
   const report = async (loop: { readonly drained: number; readonly seconds: number; readonly cpuSeconds: number }) => {
+    const helpersMs = helperThreadsCpuMs() - helpers
+    const allocated = await allocationProfiler?.stop(loop.drained)
     if (callgrind) callgrindControl("--dump")
     else {
       await profiler!.stop(out)
       console.log(`wrote ${path.relative(process.cwd(), out)} (the drain alone)`)
     }
     console.log(`drained ${loop.drained} events in ${loop.seconds.toFixed(2)} s: ${(loop.drained / loop.seconds).toFixed(0)} events/s, CPU ${((loop.cpuSeconds * 1e6) / loop.drained).toFixed(0)} µs/event`)
+    console.log(`  of that CPU, this process's helper threads (V8's collector and compiler, libuv): ${((helpersMs * 1000) / loop.drained).toFixed(0)} µs/event`)
+    if (allocated !== undefined) {
+      console.log(`allocated per event: ${(allocated.bytesPerUnit / 1024).toFixed(1)} KiB; most by site (KiB per event):`)
+      for (const { bytesPerUnit, site } of allocated.sites) console.log(`  ${(bytesPerUnit / 1024).toFixed(1).padStart(6)}  ${site}`)
+    }
   }
   await Effect.runPromise(fill(queueFile, { events, flows: 64 }))
   if (args.includes("--floor")) {
@@ -135,16 +156,14 @@ if (args[0] === "--summarize") {
     )
     const batchSize = daemon || single ? 1 : 64
     // The floor opens its two connections inside the counted part (once per run); its lease is the throughput table's.
-    if (callgrind) callgrindControl("--zero")
-    else profiler = await startCpuProfile()
+    await startProfiles()
     const loop = floorDrain({ queueFile, inboxFile, batchSize, exchange: daemon, synchronous, leaseTicks: 60_000, maxSeconds: 600 })
     await report(loop)
   } else {
     const seen = delivered()
     const loop = await Effect.runPromise(
       Effect.gen(function*() {
-        if (callgrind) callgrindControl("--zero")
-        else profiler = yield* Effect.promise(startCpuProfile)
+        yield* Effect.promise(startProfiles)
         return daemon ? yield* daemonLoop(events, 600, seen, { workers, batchSize: 1 }) : yield* drainLoop(single ? 1 : 64, 600, !inMemory)
       }).pipe(
         Effect.provide(inMemory ? queueOnlyLayer(queueFile, { synchronous }, seen) : relayLayer(queueFile, inboxFile, { synchronous }, seen)),

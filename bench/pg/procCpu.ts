@@ -14,3 +14,21 @@ export const procCpuMs = (statPath: string): number => {
   const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
   return (Number(fields[11]) + Number(fields[12])) * (1000 / 100)
 }
+
+/**
+ * CPU milliseconds of this process's threads other than its main one: V8's collector and
+ * compiler helpers and libuv's pool — work a step causes off the main thread, which on a machine
+ * of few CPUs takes CPU time from the database server beside it.
+ */
+export const helperThreadsCpuMs = (): number => {
+  let ms = 0
+  for (const tid of fs.readdirSync("/proc/self/task")) {
+    if (Number(tid) === process.pid) continue
+    try {
+      ms += procCpuMs(`/proc/self/task/${tid}/stat`)
+    } catch {
+      // gone
+    }
+  }
+  return ms
+}

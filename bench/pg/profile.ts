@@ -15,6 +15,9 @@
  *     deciding and building statements), and from the last answer to the step's end (one `getrusage`
  *     per boundary: the figures include that)
  *   (--cpu-profile: a CPU profile of the counted steps alone; summarize it with bench/profile.ts --summarize)
+ *   (--allocations: the bytes the counted steps allocate per step, freed ones included, and the
+ *   sites that allocate most — the collector's work; every run also prints the CPU of this
+ *   process's helper threads, V8's collector and compiler among them, per step)
  *   (--callgrind: under valgrind's callgrind, its counters zeroed as the counted steps start and
  *   dumped as they end — `bench/instructions.sh --pg` runs it so: this process's instructions per
  *   step, a figure that holds still where the CPU times of this VM move by a third)
@@ -24,9 +27,9 @@ import { Effect, Scope, Exit } from "effect"
 import { execFileSync } from "node:child_process"
 import pg from "pg"
 import * as PgRelayQueue from "../../src/layers/PgRelayQueue.js"
-import { startCpuProfile } from "../cpuProfile.js"
+import { startAllocationProfile, startCpuProfile } from "../cpuProfile.js"
 import { floorWorker } from "./floor.js"
-import { procCpuMs } from "./procCpu.js"
+import { helperThreadsCpuMs, procCpuMs } from "./procCpu.js"
 
 const argument = (name: string) => {
   const at = process.argv.indexOf(name)
@@ -40,6 +43,7 @@ const cpuProfile = argument("--cpu-profile")
 const callgrind = process.argv.includes("--callgrind")
 const callgrindControl = (flag: "--zero" | "--dump") => execFileSync("callgrind_control", [flag, String(process.pid)], { stdio: "ignore" })
 const phases = process.argv.includes("--phases")
+const allocations = process.argv.includes("--allocations")
 const unnamed = process.argv.includes("--unnamed")
 const flows = Number(argument("--flows") ?? 64)
 const groups = Number(argument("--groups") ?? 0)
@@ -177,6 +181,8 @@ try {
   await Effect.runPromise(Effect.repeatN(step, 50))
   counting = true
   const profiler = cpuProfile === undefined ? undefined : await startCpuProfile()
+  const allocationProfiler = allocations ? await startAllocationProfile() : undefined
+  const helpers = helperThreadsCpuMs()
   if (callgrind) callgrindControl("--zero")
   const cpu = process.cpuUsage()
   const server = await serverCpuMs()
@@ -187,12 +193,19 @@ try {
   if (callgrind) callgrindControl("--dump")
   if (profiler !== undefined) await profiler.stop(cpuProfile!)
   const used = process.cpuUsage(cpu)
+  const helpersUsed = helperThreadsCpuMs() - helpers
+  const allocated = await allocationProfiler?.stop(steps)
   const serverUsed = (await serverCpuMs()) - server
   counting = false
   const per = (x: number) => (x / steps).toFixed(3)
   await floorClient?.end()
   console.log(`${floor !== undefined ? `floor (${floorRounds} round trips) ` : ""}${parallel ? "parallel" : "exact"}${exchange ? " settleAndClaim" : ""} batch ${batch}: ${steps} steps, ${((steps * batch) / (wall / 1000)).toFixed(0)} events/s`)
   console.log(`per step: wall ${per(wall)} ms, client CPU ${per((used.user + used.system) / 1000)} ms (system ${per(used.system / 1000)}), server CPU ${per(serverUsed)} ms`)
+  console.log(`  of the client's CPU, its helper threads (V8's collector and compiler, libuv): ${per(helpersUsed)} ms`)
+  if (allocated !== undefined) {
+    console.log(`allocated per step: ${(allocated.bytesPerUnit / 1024).toFixed(1)} KiB; most by site (KiB per step):`)
+    for (const { bytesPerUnit, site } of allocated.sites) console.log(`  ${(bytesPerUnit / 1024).toFixed(1).padStart(6)}  ${site}`)
+  }
   const total = [...texts.values()].reduce((a, b) => a + b.count, 0)
   console.log(`round trips per step: ${(total / steps).toFixed(2)} (count per step, ms per step from send to answer — not measured for our batches —, texts)`)
   for (const [text, { count, ms }] of [...texts].sort((a, b) => b[1].ms - a[1].ms)) {

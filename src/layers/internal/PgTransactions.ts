@@ -118,7 +118,18 @@ interface TypeParsers {
 interface Description {
   readonly fields: ReadonlyArray<string>
   readonly parsers: ReadonlyArray<(value: string) => unknown>
+  /**
+   * A row of every field, each null: a row is a copy of it with its values set — one shape for
+   * every row of the statement, where a row made field by field makes its shape afresh each time.
+   */
+  readonly empty: Readonly<Record<string, unknown>>
 }
+
+const describe = (fields: ReadonlyArray<string>, parsers: ReadonlyArray<(value: string) => unknown>): Description => ({
+  fields,
+  parsers,
+  empty: Object.fromEntries(fields.map((field) => [field, null]))
+})
 
 /**
  * Each connection's descriptions of the rows of the statements it prepared, by name: a named
@@ -147,8 +158,7 @@ interface Failure {
  */
 class Batch {
   private readonly answers: Array<ReadonlyArray<object>> = []
-  private fields: ReadonlyArray<string> = []
-  private parsers: ReadonlyArray<(value: string) => unknown> = []
+  private description: Description = describe([], [])
   // The statement whose description `fields` and `parsers` hold (-1: none yet).
   private described = -1
   private known: Map<string, Description> | undefined
@@ -198,11 +208,13 @@ class Batch {
     if (this.parsing.length > 0) this.connection?.off("parseComplete", this.onParsed)
   }
   handleRowDescription(message: { readonly fields: ReadonlyArray<Field> }) {
-    this.fields = message.fields.map((field) => field.name)
-    this.parsers = message.fields.map((field) => this.types.getTypeParser(field.dataTypeID, field.format ?? "text"))
+    this.description = describe(
+      message.fields.map((field) => field.name),
+      message.fields.map((field) => this.types.getTypeParser(field.dataTypeID, field.format ?? "text"))
+    )
     this.described = this.answers.length
     const name = this.statements[this.described]?.name
-    if (name !== undefined) this.known?.set(name, { fields: this.fields, parsers: this.parsers })
+    if (name !== undefined) this.known?.set(name, this.description)
   }
   handleDataRow(message: { readonly fields: ReadonlyArray<string | null> }) {
     const at = this.answers.length
@@ -211,14 +223,14 @@ class Batch {
     if (this.described !== at) {
       const description = statement.name === undefined ? undefined : this.known?.get(statement.name)
       if (description === undefined) return this.handleError(new Error(`rows of a statement not described: ${statement.text}`))
-      this.fields = description.fields
-      this.parsers = description.parsers
+      this.description = description
       this.described = at
     }
-    const row: Record<string, unknown> = {}
+    const { empty, fields, parsers } = this.description
+    const row: Record<string, unknown> = { ...empty }
     for (let i = 0; i < message.fields.length; i++) {
       const value = message.fields[i]!
-      row[this.fields[i]!] = value === null ? null : this.parsers[i]!(value)
+      row[fields[i]!] = value === null ? null : parsers[i]!(value)
     }
     this.rows.push(row)
   }

@@ -125,17 +125,18 @@ if (args[0] === "--summarize") {
   // With `--allocations`, the bytes the drain allocates per event and where (see `startAllocationProfile`).
   let allocationProfiler: Awaited<ReturnType<typeof startAllocationProfile>> | undefined
   let helpers = 0
+  // Under callgrind, its counters see the drain alone.
   const startProfiles = async () => {
-    if (callgrind) callgrindControl("--zero")
-    else profiler = await startCpuProfile()
     if (args.includes("--allocations")) allocationProfiler = await startAllocationProfile()
     helpers = helperThreadsCpuMs()
+    if (callgrind) callgrindControl("--zero")
+    else profiler = await startCpuProfile()
   }
   const report = async (loop: { readonly drained: number; readonly seconds: number; readonly cpuSeconds: number }) => {
+    if (callgrind) callgrindControl("--dump")
     const helpersMs = helperThreadsCpuMs() - helpers
     const allocated = await allocationProfiler?.stop(loop.drained)
-    if (callgrind) callgrindControl("--dump")
-    else {
+    if (!callgrind) {
       await profiler!.stop(out)
       console.log(`wrote ${path.relative(process.cwd(), out)} (the drain alone)`)
     }

@@ -125,7 +125,7 @@ interface Description {
   readonly empty: Readonly<Record<string, unknown>>
 }
 
-const describe = (fields: ReadonlyArray<string>, parsers: ReadonlyArray<(value: string) => unknown>): Description => ({
+const descriptionOf = (fields: ReadonlyArray<string>, parsers: ReadonlyArray<(value: string) => unknown>): Description => ({
   fields,
   parsers,
   empty: Object.fromEntries(fields.map((field) => [field, null]))
@@ -158,8 +158,8 @@ interface Failure {
  */
 class Batch {
   private readonly answers: Array<ReadonlyArray<object>> = []
-  private description: Description = describe([], [])
-  // The statement whose description `fields` and `parsers` hold (-1: none yet).
+  private description: Description = descriptionOf([], [])
+  // The statement whose rows `description` describes (-1: none yet).
   private described = -1
   private known: Map<string, Description> | undefined
   private rows: Array<object> = []
@@ -208,7 +208,7 @@ class Batch {
     if (this.parsing.length > 0) this.connection?.off("parseComplete", this.onParsed)
   }
   handleRowDescription(message: { readonly fields: ReadonlyArray<Field> }) {
-    this.description = describe(
+    this.description = descriptionOf(
       message.fields.map((field) => field.name),
       message.fields.map((field) => this.types.getTypeParser(field.dataTypeID, field.format ?? "text"))
     )

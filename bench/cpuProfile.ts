@@ -1,24 +1,31 @@
 /**
- * The inspector's CPU profiler around one part of a run (no module loading, no setup), for the
- * diagnosis scripts; summarize what it writes with `npx tsx bench/profile.ts --summarize FILE`.
+ * The inspector's CPU profiler, and its sampling heap profiler, around one part of a run (no
+ * module loading, no setup), for the diagnosis scripts; summarize what the CPU profiler writes with
+ * `npx tsx bench/profile.ts --summarize FILE`.
  */
 import * as fs from "node:fs"
 import * as inspector from "node:inspector"
 import * as path from "node:path"
 
-/** Starts sampling every 200 µs; `stop(file)` writes the profile there and ends the session. */
-export const startCpuProfile = async () => {
+/** A session with this process's inspector, and its `post` as a promise. */
+const connect = () => {
   const session = new inspector.Session()
   session.connect()
   const post = (method: string, params?: object) =>
     new Promise<unknown>((resolve, reject) => session.post(method, params ?? {}, (error, result) => (error ? reject(error) : resolve(result))))
+  return { post, disconnect: () => session.disconnect() }
+}
+
+/** Starts sampling every 200 µs; `stop(file)` writes the profile there and ends the session. */
+export const startCpuProfile = async () => {
+  const { disconnect, post } = connect()
   await post("Profiler.enable")
   await post("Profiler.setSamplingInterval", { interval: 200 })
   await post("Profiler.start")
   return {
     stop: async (file: string) => {
       const { profile } = (await post("Profiler.stop")) as { profile: unknown }
-      session.disconnect()
+      disconnect()
       fs.mkdirSync(path.dirname(file), { recursive: true })
       fs.writeFileSync(file, JSON.stringify(profile))
     }
@@ -39,10 +46,7 @@ interface AllocationNode {
  * and the allocation sites that allocate most per unit (function, file and line).
  */
 export const startAllocationProfile = async () => {
-  const session = new inspector.Session()
-  session.connect()
-  const post = (method: string, params?: object) =>
-    new Promise<unknown>((resolve, reject) => session.post(method, params ?? {}, (error, result) => (error ? reject(error) : resolve(result))))
+  const { disconnect, post } = connect()
   await post("HeapProfiler.enable")
   await post("HeapProfiler.startSampling", {
     samplingInterval: 1024,
@@ -52,7 +56,7 @@ export const startAllocationProfile = async () => {
   return {
     stop: async (units: number, top = 15) => {
       const { profile } = (await post("HeapProfiler.stopSampling")) as { profile: { head: AllocationNode } }
-      session.disconnect()
+      disconnect()
       const bySite = new Map<string, number>()
       let total = 0
       const walk = (node: AllocationNode) => {

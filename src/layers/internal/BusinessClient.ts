@@ -26,7 +26,7 @@ import { Context, Effect, Exit, FiberRef, Option } from "effect"
 import type { Fiber } from "effect"
 import { globalValue } from "effect/GlobalValue"
 import { builtInTracer } from "../../services/Metrics.js"
-import { exitProviding } from "./Store.js"
+import { exitProviding, withTemplates } from "./Store.js"
 
 /**
  * `@effect/sql`'s statement transformer (`Statement.withTransformer`), the same `FiberRef` its
@@ -83,8 +83,6 @@ const savepoints = (sql: SqlClient.SqlClient) => <A, E, R>(effect: Effect.Effect
 
 /** `sql` whose statements (templates and `unsafe`) and transactions run as `direct` and `savepoints` say. */
 export const make = (sql: SqlClient.SqlClient): SqlClient.SqlClient => {
-  const tag = (strings: unknown, ...args: Array<unknown>) =>
-    Array.isArray(strings) && "raw" in strings ? direct(sql(strings as unknown as TemplateStringsArray, ...args)) : sql(strings as string)
   const unsafe: SqlClient.SqlClient["unsafe"] = (text, params) => direct(sql.unsafe(text, params))
-  return Object.assign(tag, sql, { unsafe, withTransaction: savepoints(sql) }) as unknown as SqlClient.SqlClient
+  return withTemplates(sql, (strings, args) => direct(sql(strings, ...args)), { unsafe, withTransaction: savepoints(sql) })
 }

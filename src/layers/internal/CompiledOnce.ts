@@ -14,7 +14,7 @@
  */
 import type * as SqlClient from "@effect/sql/SqlClient"
 import type { Segment } from "@effect/sql/Statement"
-import { isSqlite, literalOf } from "./Store.js"
+import { isSqlite, literalOf, withTemplates } from "./Store.js"
 
 /** What an interpolation is: a value (`Value`), a list of that many values, or a fragment of that one text. */
 type Part = typeof Value | number | string
@@ -102,7 +102,5 @@ export const compiledOnce = (sql: SqlClient.SqlClient): SqlClient.SqlClient => {
     else compiled.push({ parts, text })
     return statement
   }
-  const tag = (strings: unknown, ...args: Array<unknown>) =>
-    Array.isArray(strings) && "raw" in strings ? build(strings as unknown as TemplateStringsArray, args) : sql(strings as string)
-  return Object.assign(tag, sql) as unknown as SqlClient.SqlClient
+  return withTemplates(sql, build)
 }

@@ -130,6 +130,20 @@ export const logStatement = (text: string): Effect.Effect<void> =>
     return Effect.void
   })
 
+/**
+ * `sql` whose template statements (`sql\`…\``) are made by `template`; its other calls
+ * (`sql("identifier")`, a list, a record) and its helpers stay `sql`'s own, but for `overrides`.
+ */
+export const withTemplates = (
+  sql: SqlClient.SqlClient,
+  template: (strings: TemplateStringsArray, args: ReadonlyArray<unknown>) => Statement.Statement<unknown>,
+  overrides: Partial<SqlClient.SqlClient> = {}
+): SqlClient.SqlClient => {
+  const tag = (strings: unknown, ...args: Array<unknown>) =>
+    Array.isArray(strings) && "raw" in strings ? template(strings as unknown as TemplateStringsArray, args) : sql(strings as string)
+  return Object.assign(tag, sql, overrides) as unknown as SqlClient.SqlClient
+}
+
 /** A fragment of one literal segment (its text and values), or undefined. */
 export const literalOf = (u: unknown): { readonly value: string; readonly params?: ReadonlyArray<unknown> | undefined } | undefined => {
   if (!isFragment(u)) return undefined

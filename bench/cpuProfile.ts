@@ -45,13 +45,15 @@ interface AllocationNode {
  * step allocates, where the collector's work comes from. `stop(units)` answers the bytes per unit
  * and the allocation sites that allocate most per unit (function, file and line).
  */
-export const startAllocationProfile = async () => {
+export const startAllocationProfile = async (options: { readonly promoted?: boolean } = {}) => {
   const { disconnect, post } = connect()
   await post("HeapProfiler.enable")
   await post("HeapProfiler.startSampling", {
     samplingInterval: 1024,
     includeObjectsCollectedByMajorGC: true,
-    includeObjectsCollectedByMinorGC: true
+    // With `promoted`, what the young generation's collections freed is left out: what remains
+    // is what outlived them (promoted to the old generation), the major collector's work.
+    includeObjectsCollectedByMinorGC: options.promoted !== true
   })
   return {
     stop: async (units: number, top = 15) => {
@@ -59,15 +61,21 @@ export const startAllocationProfile = async () => {
       disconnect()
       const bySite = new Map<string, number>()
       let total = 0
-      const walk = (node: AllocationNode) => {
-        const { functionName, lineNumber, url } = node.callFrame
-        const site = `${functionName || "(anonymous)"} ${url.replace(/^.*node_modules\//, "").replace(/^.*\/(src|dist|bench)\//, "$1/")}:${lineNumber + 1}`
+      const frameOf = ({ functionName, lineNumber, url }: AllocationNode["callFrame"]) =>
+        `${functionName || "(anonymous)"} ${url.replace(/^.*node_modules\//, "").replace(/^.*\/(src|dist|bench)\//, "$1/")}:${lineNumber + 1}`
+      const isOurs = (url: string) => /\/(src|dist)\//.test(url) && !url.includes("node_modules")
+      // A site is its frame and, where that is not ours, the nearest of our frames that called it.
+      const walk = (node: AllocationNode, ours: string | undefined) => {
+        const frame = frameOf(node.callFrame)
+        const site = isOurs(node.callFrame.url) || ours === undefined ? frame : `${frame} ← ${ours}`
         total += node.selfSize
         bySite.set(site, (bySite.get(site) ?? 0) + node.selfSize)
-        node.children.forEach(walk)
+        for (const child of node.children) walk(child, isOurs(node.callFrame.url) ? frame : ours)
       }
-      walk(profile.head)
+      walk(profile.head, undefined)
       return {
+        /** What the bytes are, for a report's line. */
+        what: options.promoted === true ? "promoted (outlived the young generation's collections)" : "allocated",
         bytesPerUnit: total / units,
         sites: [...bySite].sort((a, b) => b[1] - a[1]).slice(0, top).map(([site, bytes]) => ({ site, bytesPerUnit: bytes / units }))
       }

@@ -122,19 +122,30 @@ if (args[0] === "--summarize") {
   // Besides any whole-process `--cpu-prof`, profile the drain alone (no module loading, no fill;
   // the stores are opened before the profile starts).
   let profiler: Awaited<ReturnType<typeof startCpuProfile>> | undefined
-  // With `--allocations`, the bytes the drain allocates per event and where (see `startAllocationProfile`).
+  // With `--allocations`, the bytes the drain allocates per event and where (see `startAllocationProfile`);
+  // with `--promoted`, only those that outlived the young generation's collections.
   let allocationProfiler: Awaited<ReturnType<typeof startAllocationProfile>> | undefined
   let helpers = 0
+  // The bytes this process handed to write(2) and those that reached the block layer: what the WAL
+  // frames and checkpoints of a drain cost the disk, per event.
+  const written = () => {
+    const io = fs.readFileSync("/proc/self/io", "utf8")
+    const field = (name: string) => Number(new RegExp(`^${name}: (\\d+)$`, "m").exec(io)?.[1] ?? NaN)
+    return { wchar: field("wchar"), writeBytes: field("write_bytes") }
+  }
+  let writtenBefore = written()
   // Under callgrind, its counters see the drain alone.
   const startProfiles = async () => {
-    if (args.includes("--allocations")) allocationProfiler = await startAllocationProfile()
+    if (args.includes("--allocations") || args.includes("--promoted")) allocationProfiler = await startAllocationProfile({ promoted: args.includes("--promoted") })
     helpers = helperThreadsCpuMs()
+    writtenBefore = written()
     if (callgrind) callgrindControl("--zero")
     else profiler = await startCpuProfile()
   }
   const report = async (loop: { readonly drained: number; readonly seconds: number; readonly cpuSeconds: number }) => {
     if (callgrind) callgrindControl("--dump")
     const helpersMs = helperThreadsCpuMs() - helpers
+    const writtenAfter = written()
     const allocated = await allocationProfiler?.stop(loop.drained)
     if (!callgrind) {
       await profiler!.stop(out)
@@ -142,8 +153,9 @@ if (args[0] === "--summarize") {
     }
     console.log(`drained ${loop.drained} events in ${loop.seconds.toFixed(2)} s: ${(loop.drained / loop.seconds).toFixed(0)} events/s, CPU ${((loop.cpuSeconds * 1e6) / loop.drained).toFixed(0)} µs/event`)
     console.log(`  of that CPU, this process's helper threads (V8's collector and compiler, libuv): ${((helpersMs * 1000) / loop.drained).toFixed(0)} µs/event`)
+    console.log(`  written per event: ${((writtenAfter.wchar - writtenBefore.wchar) / loop.drained / 1024).toFixed(1)} KiB to write(2), ${((writtenAfter.writeBytes - writtenBefore.writeBytes) / loop.drained / 1024).toFixed(1)} KiB to the disk`)
     if (allocated !== undefined) {
-      console.log(`allocated per event: ${(allocated.bytesPerUnit / 1024).toFixed(1)} KiB; most by site (KiB per event):`)
+      console.log(`${allocated.what} per event: ${(allocated.bytesPerUnit / 1024).toFixed(1)} KiB; most by site (KiB per event):`)
       for (const { bytesPerUnit, site } of allocated.sites) console.log(`  ${(bytesPerUnit / 1024).toFixed(1).padStart(6)}  ${site}`)
     }
   }

@@ -18,6 +18,8 @@
  *   (--allocations: the bytes the counted steps allocate per step, freed ones included, and the
  *   sites that allocate most — the collector's work; every run also prints the CPU of this
  *   process's helper threads, V8's collector and compiler among them, per step)
+ *   (--promoted: the same, of only what outlived the young generation's collections — promoted
+ *   to the old one, the full collector's work)
  *   (--callgrind: under valgrind's callgrind, its counters zeroed as the counted steps start and
  *   dumped as they end — `bench/instructions.sh --pg` runs it so: this process's instructions per
  *   step, a figure that holds still where the CPU times of this VM move by a third)
@@ -43,7 +45,8 @@ const cpuProfile = argument("--cpu-profile")
 const callgrind = process.argv.includes("--callgrind")
 const callgrindControl = (flag: "--zero" | "--dump") => execFileSync("callgrind_control", [flag, String(process.pid)], { stdio: "ignore" })
 const phases = process.argv.includes("--phases")
-const allocations = process.argv.includes("--allocations")
+const promoted = process.argv.includes("--promoted")
+const allocations = process.argv.includes("--allocations") || promoted
 const unnamed = process.argv.includes("--unnamed")
 const flows = Number(argument("--flows") ?? 64)
 const groups = Number(argument("--groups") ?? 0)
@@ -181,7 +184,7 @@ try {
   await Effect.runPromise(Effect.repeatN(step, 50))
   counting = true
   const profiler = cpuProfile === undefined ? undefined : await startCpuProfile()
-  const allocationProfiler = allocations ? await startAllocationProfile() : undefined
+  const allocationProfiler = allocations ? await startAllocationProfile({ promoted }) : undefined
   const helpers = helperThreadsCpuMs()
   if (callgrind) callgrindControl("--zero")
   const cpu = process.cpuUsage()
@@ -203,7 +206,7 @@ try {
   console.log(`per step: wall ${per(wall)} ms, client CPU ${per((used.user + used.system) / 1000)} ms (system ${per(used.system / 1000)}), server CPU ${per(serverUsed)} ms`)
   console.log(`  of the client's CPU, its helper threads (V8's collector and compiler, libuv): ${per(helpersUsed)} ms`)
   if (allocated !== undefined) {
-    console.log(`allocated per step: ${(allocated.bytesPerUnit / 1024).toFixed(1)} KiB; most by site (KiB per step):`)
+    console.log(`${allocated.what} per step: ${(allocated.bytesPerUnit / 1024).toFixed(1)} KiB; most by site (KiB per step):`)
     for (const { bytesPerUnit, site } of allocated.sites) console.log(`  ${(bytesPerUnit / 1024).toFixed(1).padStart(6)}  ${site}`)
   }
   const total = [...texts.values()].reduce((a, b) => a + b.count, 0)

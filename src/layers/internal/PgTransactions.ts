@@ -262,6 +262,67 @@ class Batch {
 
 const failed = (cause: unknown) => new SqlError({ cause, message: "Failed to execute statement" })
 
+/** What a round trip sends and who hears its outcome (see `send`). */
+interface Request<A> {
+  readonly statements: ReadonlyArray<Wired>
+  readonly context: Context.Context<never>
+  readonly sent: ((answers: ReadonlyArray<ReadonlyArray<object>> | undefined, failure: SqlError | undefined) => void) | undefined
+  readonly answer: (answers: ReadonlyArray<ReadonlyArray<object>>, tag: string) => A
+}
+
+/**
+ * A client's one round-trip effect, made once and run for every batch it sends, with the batch's
+ * request in `pending` (a client runs one batch at a time, for the one fiber that holds it).
+ *
+ * Not an `Effect.async` made afresh for each batch: on V8, a fiber that waits in an `Effect.async`
+ * made for that wait keeps what its continuations hold from the young generation's collector —
+ * the transaction's statements, rows and decisions outlive every scavenge until a full collection
+ * (`bench/README.md`, "What a fresh Effect.async costs"). Made once, the wait keeps nothing.
+ */
+interface RoundTrip {
+  pending: Request<unknown> | undefined
+  readonly effect: Effect.Effect<unknown, SqlError>
+}
+
+const roundTrips = new WeakMap<Pg.ClientBase, RoundTrip>()
+
+const roundTripOf = (client: Pg.ClientBase): RoundTrip => {
+  const known = roundTrips.get(client)
+  if (known !== undefined) return known
+  const trip: RoundTrip = {
+    pending: undefined,
+    effect: Effect.async<unknown, SqlError>((resume) => {
+      const { answer, context, sent, statements } = trip.pending!
+      trip.pending = undefined
+      const log = Context.get(context, StatementLog)
+      if (log.roundTrip !== undefined) log.roundTrip(statements.map((s) => s.text))
+      const types = (client as unknown as { readonly _types?: TypeParsers })._types ?? (pg.types as unknown as TypeParsers)
+      client.query(
+        new Batch(Context.get(context, PreparedStatements) ? statements : statements.map(unnamed), types, (failure, answers, tag) => {
+          if (failure === undefined) {
+            sent?.(answers, undefined)
+            return resume(Effect.succeed(answer(answers, tag)))
+          }
+          // A table changed under a prepared statement (another process migrated the store): the
+          // statement fails once, and its text is prepared afresh under a new name next time.
+          if ((failure.error as { readonly code?: unknown }).code === "0A000") {
+            const statement = statements[failure.at]
+            if (statement !== undefined) {
+              prepared.delete(statement.text)
+              renewals.set(statement.text, (renewals.get(statement.text) ?? 0) + 1)
+            }
+          }
+          const error = failed(failure.error)
+          sent?.(undefined, error)
+          resume(Effect.fail(error))
+        }) as unknown as Pg.QueryConfig
+      )
+    })
+  }
+  roundTrips.set(client, trip)
+  return trip
+}
+
 /**
  * Sends `statements` in one round trip on `client`; `sent` hears the outcome first (statements
  * held by a caller take their answers there). Reports the round trip to `log`, if it listens.
@@ -271,33 +332,13 @@ const send = <A>(
   client: Pg.ClientBase,
   statements: ReadonlyArray<Wired>,
   context: Context.Context<never>,
-  sent: ((answers: ReadonlyArray<ReadonlyArray<object>> | undefined, failure: SqlError | undefined) => void) | undefined,
-  answer: (answers: ReadonlyArray<ReadonlyArray<object>>, tag: string) => A
-) =>
-  Effect.async<A, SqlError>((resume) => {
-    const log = Context.get(context, StatementLog)
-    if (log.roundTrip !== undefined) log.roundTrip(statements.map((s) => s.text))
-    const types = (client as unknown as { readonly _types?: TypeParsers })._types ?? (pg.types as unknown as TypeParsers)
-    client.query(
-      new Batch(Context.get(context, PreparedStatements) ? statements : statements.map(unnamed), types, (failure, answers, tag) => {
-        if (failure === undefined) {
-          sent?.(answers, undefined)
-          return resume(Effect.succeed(answer(answers, tag)))
-        }
-        // A table changed under a prepared statement (another process migrated the store): the
-        // statement fails once, and its text is prepared afresh under a new name next time.
-        if ((failure.error as { readonly code?: unknown }).code === "0A000") {
-          const statement = statements[failure.at]
-          if (statement !== undefined) {
-            prepared.delete(statement.text)
-            renewals.set(statement.text, (renewals.get(statement.text) ?? 0) + 1)
-          }
-        }
-        const error = failed(failure.error)
-        sent?.(undefined, error)
-        resume(Effect.fail(error))
-      }) as unknown as Pg.QueryConfig
-    )
+  sent: Request<A>["sent"],
+  answer: Request<A>["answer"]
+): Effect.Effect<A, SqlError> =>
+  Effect.suspend(() => {
+    const trip = roundTripOf(client)
+    trip.pending = { statements, context, sent, answer }
+    return trip.effect as Effect.Effect<A, SqlError>
   })
 
 /** A statement a transaction holds until it sends its next batch (`PgHeldWrites`), and once sent, its answer. */

@@ -7,7 +7,7 @@
 // wait that a `setImmediate` ends, and drops them after it. The wait is either an `Effect.async`
 // made for it in the same scope (`fresh`: its callback shares the scope's context, which holds
 // the objects) or one made once and run every time (`reused`); `sync` does not wait.
-// Every mode runs in a child process with `--trace-gc-nvp`, and prints its time and what the
+// Every mode runs in a child process (with this one's V8 flags) and `--trace-gc-nvp`, and prints its time and what the
 // young generation's collections (scavenges) promoted to the old one: what they found alive.
 import { execFileSync } from "node:child_process"
 import { fileURLToPath } from "node:url"
@@ -18,12 +18,12 @@ const [mode, iterationsArg] = process.argv.slice(2)
 if (!modes.includes(mode)) {
   const iterations = mode ?? "50000"
   for (const each of modes) {
-    const trace = execFileSync(process.execPath, ["--trace-gc-nvp", fileURLToPath(import.meta.url), each, iterations], { encoding: "utf8" })
+    const trace = execFileSync(process.execPath, [...process.execArgv, "--trace-gc-nvp", fileURLToPath(import.meta.url), each, iterations], { encoding: "utf8" })
     let promoted = 0
     let scavenges = 0
     let pause = 0
     for (const line of trace.split("\n")) {
-      if (!/\bgc=s\b/.test(line)) continue
+      if (!/\bgc=(s|mmc)\b/.test(line)) continue
       scavenges++
       promoted += Number(/\bpromoted=(\d+)/.exec(line)?.[1] ?? 0)
       pause += Number(/\bpause=([\d.]+)/.exec(line)?.[1] ?? 0)

@@ -157,7 +157,7 @@ interface Failure {
  * RowDescription) only where the connection has no description of its name yet.
  */
 class Batch {
-  private readonly answers: Array<ReadonlyArray<object>> = []
+  private answers: Array<ReadonlyArray<object>> = []
   private description: Description = descriptionOf([], [])
   // The statement whose rows `description` describes (-1: none yet).
   private described = -1
@@ -169,9 +169,9 @@ class Batch {
   private parsed = 0
   private connection: Wire | undefined
   constructor(
-    readonly statements: ReadonlyArray<Wired>,
+    private statements: ReadonlyArray<Wired>,
     readonly types: TypeParsers,
-    readonly done: (failure: Failure | undefined, answers: ReadonlyArray<ReadonlyArray<object>>, tag: string) => void
+    private done: (failure: Failure | undefined, answers: ReadonlyArray<ReadonlyArray<object>>, tag: string) => void
   ) {}
   // No name: `pg` must not record a prepared statement for the batch as a whole.
   readonly name = undefined
@@ -251,14 +251,32 @@ class Batch {
   handleError(error: unknown) {
     this.failed = true
     this.finish()
-    this.done({ error, at: this.answers.length }, this.answers, "")
+    this.answered({ error, at: this.answers.length }, "")
   }
   handleReadyForQuery() {
     if (this.failed) return
     this.finish()
-    this.done(undefined, this.answers, this.tag)
+    this.answered(undefined, this.tag)
+  }
+  /**
+   * Hands the answers over, and lets go of everything the batch held: measured, a batch `pg` has
+   * finished with still kept its statements, rows and the caller's callback from the young
+   * generation's collections (`bench/README.md`, "What a fresh Effect.async costs").
+   */
+  private answered(failure: Failure | undefined, tag: string) {
+    const { answers, done } = this
+    this.statements = []
+    this.answers = []
+    this.rows = []
+    this.parsing = []
+    this.known = undefined
+    this.connection = undefined
+    this.done = ignoreAnswers
+    done(failure, answers, tag)
   }
 }
+
+const ignoreAnswers = () => {}
 
 const failed = (cause: unknown) => new SqlError({ cause, message: "Failed to execute statement" })
 
@@ -274,10 +292,10 @@ interface Request<A> {
  * A client's one round-trip effect, made once and run for every batch it sends, with the batch's
  * request in `pending` (a client runs one batch at a time, for the one fiber that holds it).
  *
- * Not an `Effect.async` made afresh for each batch: on V8, a fiber that waits in an `Effect.async`
- * made for that wait keeps what its continuations hold from the young generation's collector —
- * the transaction's statements, rows and decisions outlive every scavenge until a full collection
- * (`bench/README.md`, "What a fresh Effect.async costs"). Made once, the wait keeps nothing.
+ * Not an `Effect.async` made afresh for each batch where the batch is in scope: measured on V8, a
+ * fiber waiting in such a wait has what it holds outlive the young generation's collections
+ * until a full one (`bench/README.md`, "What a fresh Effect.async costs"); made once, the wait
+ * does not.
  */
 interface RoundTrip {
   pending: Request<unknown> | undefined

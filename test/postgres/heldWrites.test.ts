@@ -202,6 +202,21 @@ describePg("PostgreSQL: statements in batches, BEGIN with the first, COMMIT with
       expect(row!.n).toBe(20)
     }))
 
+  it.scopedLive("fibers that share one transaction's connection each get their own statement's answer", () =>
+    Effect.gen(function*() {
+      const { store } = yield* open(url)
+      const { sql } = store
+      // Each fiber yields to the others just before its round trip and as it waits: the round
+      // trips of the one connection are sent in whatever order the fibers reach them.
+      const ask = (i: number) =>
+        Effect.zipRight(
+          Effect.yieldNow(),
+          store.exec(sql<{ n: number; tag: string }>`SELECT ${i}::int AS n, ${`fiber-${i}`}::text AS tag`)
+        )
+      const answers = yield* store.write(Effect.all(Array.from({ length: 12 }, (_, i) => ask(i)), { concurrency: "unbounded" }))
+      expect(answers).toEqual(Array.from({ length: 12 }, (_, i) => [{ n: i, tag: `fiber-${i}` }]))
+    }))
+
   it.scopedLive("the store's transactions plan a prepared statement once: generic plans, no custom ones", () =>
     Effect.gen(function*() {
       const { store } = yield* open(url, 1)

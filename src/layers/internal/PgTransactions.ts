@@ -20,7 +20,7 @@ import { SqlError } from "@effect/sql/SqlError"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
 import type * as Statement from "@effect/sql/Statement"
-import { Context, Effect, Exit, Option, Scope, Stream } from "effect"
+import { Context, Effect, Exit, Fiber, Option, Scope, Stream } from "effect"
 import { createHash } from "node:crypto"
 import { createRequire } from "node:module"
 import pg from "pg"
@@ -289,8 +289,10 @@ interface Request<A> {
 }
 
 /**
- * A client's one round-trip effect, made once and run for every batch it sends, with the batch's
- * request in `pending` (a client runs one batch at a time, for the one fiber that holds it).
+ * A client's one round-trip effect, made once and run for every batch it sends; each batch's
+ * request waits in `pending` under the fiber that sends it, which the effect reads as it starts
+ * (fibers sharing one client — statements run side by side in one transaction — each find their
+ * own; an entry whose fiber was interrupted before the effect started goes with the fiber).
  *
  * Not an `Effect.async` made afresh for each batch where the batch is in scope: measured on V8, a
  * fiber waiting in such a wait has what it holds outlive the young generation's collections
@@ -298,7 +300,7 @@ interface Request<A> {
  * does not.
  */
 interface RoundTrip {
-  pending: Request<unknown> | undefined
+  readonly pending: WeakMap<Fiber.RuntimeFiber<unknown, unknown>, Request<unknown>>
   readonly effect: Effect.Effect<unknown, SqlError>
 }
 
@@ -307,36 +309,36 @@ const roundTrips = new WeakMap<Pg.ClientBase, RoundTrip>()
 const roundTripOf = (client: Pg.ClientBase): RoundTrip => {
   const known = roundTrips.get(client)
   if (known !== undefined) return known
-  const trip: RoundTrip = {
-    pending: undefined,
-    effect: Effect.async<unknown, SqlError>((resume) => {
-      const { answer, context, sent, statements } = trip.pending!
-      trip.pending = undefined
-      const log = Context.get(context, StatementLog)
-      if (log.roundTrip !== undefined) log.roundTrip(statements.map((s) => s.text))
-      const types = (client as unknown as { readonly _types?: TypeParsers })._types ?? (pg.types as unknown as TypeParsers)
-      client.query(
-        new Batch(Context.get(context, PreparedStatements) ? statements : statements.map(unnamed), types, (failure, answers, tag) => {
-          if (failure === undefined) {
-            sent?.(answers, undefined)
-            return resume(Effect.succeed(answer(answers, tag)))
+  const pending: RoundTrip["pending"] = new WeakMap()
+  const effect = Effect.async<unknown, SqlError>((resume) => {
+    const fiber = Option.getOrThrow(Fiber.getCurrentFiber())
+    const { answer, context, sent, statements } = pending.get(fiber)!
+    pending.delete(fiber)
+    const log = Context.get(context, StatementLog)
+    if (log.roundTrip !== undefined) log.roundTrip(statements.map((s) => s.text))
+    const types = (client as unknown as { readonly _types?: TypeParsers })._types ?? (pg.types as unknown as TypeParsers)
+    client.query(
+      new Batch(Context.get(context, PreparedStatements) ? statements : statements.map(unnamed), types, (failure, answers, tag) => {
+        if (failure === undefined) {
+          sent?.(answers, undefined)
+          return resume(Effect.succeed(answer(answers, tag)))
+        }
+        // A table changed under a prepared statement (another process migrated the store): the
+        // statement fails once, and its text is prepared afresh under a new name next time.
+        if ((failure.error as { readonly code?: unknown }).code === "0A000") {
+          const statement = statements[failure.at]
+          if (statement !== undefined) {
+            prepared.delete(statement.text)
+            renewals.set(statement.text, (renewals.get(statement.text) ?? 0) + 1)
           }
-          // A table changed under a prepared statement (another process migrated the store): the
-          // statement fails once, and its text is prepared afresh under a new name next time.
-          if ((failure.error as { readonly code?: unknown }).code === "0A000") {
-            const statement = statements[failure.at]
-            if (statement !== undefined) {
-              prepared.delete(statement.text)
-              renewals.set(statement.text, (renewals.get(statement.text) ?? 0) + 1)
-            }
-          }
-          const error = failed(failure.error)
-          sent?.(undefined, error)
-          resume(Effect.fail(error))
-        }) as unknown as Pg.QueryConfig
-      )
-    })
-  }
+        }
+        const error = failed(failure.error)
+        sent?.(undefined, error)
+        resume(Effect.fail(error))
+      }) as unknown as Pg.QueryConfig
+    )
+  })
+  const trip: RoundTrip = { pending, effect }
   roundTrips.set(client, trip)
   return trip
 }
@@ -353,9 +355,9 @@ const send = <A>(
   sent: Request<A>["sent"],
   answer: Request<A>["answer"]
 ): Effect.Effect<A, SqlError> =>
-  Effect.suspend(() => {
+  Effect.withFiberRuntime((fiber) => {
     const trip = roundTripOf(client)
-    trip.pending = { statements, context, sent, answer }
+    trip.pending.set(fiber as Fiber.RuntimeFiber<unknown, unknown>, { statements, context, sent, answer })
     return trip.effect as Effect.Effect<A, SqlError>
   })
 

@@ -6,13 +6,14 @@
 // Each iteration makes ~20 KB of short-lived objects, held by the fiber's continuation across one
 // wait that a `setImmediate` ends, and drops them after it. The wait is either an `Effect.async`
 // made for it in the same scope (`fresh`: its callback shares the scope's context, which holds
-// the objects) or one made once and run every time (`reused`); `sync` does not wait.
+// the objects) or one made once and run every time (`reused`); `sync` does not wait, nor does
+// `gen`, whose step is an `Effect.gen` that makes the objects and returns.
 // Every mode runs in a child process (with this one's V8 flags) and `--trace-gc-nvp`, and prints its time and what the
 // young generation's collections (scavenges) promoted to the old one: what they found alive.
 import { execFileSync } from "node:child_process"
 import { fileURLToPath } from "node:url"
 
-const modes = ["sync", "reused", "fresh"]
+const modes = ["sync", "gen", "reused", "fresh"]
 const [mode, iterationsArg] = process.argv.slice(2)
 
 if (!modes.includes(mode)) {
@@ -39,6 +40,12 @@ if (!modes.includes(mode)) {
   // `fresh` makes its wait where `held` is in scope: V8 gives the closures made in one scope one
   // context, so the wait's callback holds `held` as the continuation does, though it never reads it.
   const step = () => {
+    if (mode === "gen") {
+      return Effect.gen(function*() {
+        const held = garbage()
+        return held.length
+      })
+    }
     const held = garbage()
     const wait = mode === "sync"
       ? Effect.void

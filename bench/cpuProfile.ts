@@ -82,3 +82,12 @@ export const startAllocationProfile = async (options: { readonly promoted?: bool
     }
   }
 }
+
+/** A report's lines for what `startAllocationProfile`'s `stop` answered, per `unit` ("event", "step"). */
+export const allocationLines = (
+  counted: Awaited<ReturnType<Awaited<ReturnType<typeof startAllocationProfile>>["stop"]>>,
+  unit: string
+): ReadonlyArray<string> => [
+  `${counted.what} per ${unit}: ${(counted.bytesPerUnit / 1024).toFixed(1)} KiB; most by site (KiB per ${unit}):`,
+  ...counted.sites.map(({ bytesPerUnit, site }) => `  ${(bytesPerUnit / 1024).toFixed(2).padStart(6)}  ${site}`)
+]

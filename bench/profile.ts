@@ -16,8 +16,9 @@
  * profile: the instruction counters are zeroed as the drain starts and dumped as it ends.
  *
  * With `--allocations`, also the bytes the drain allocates per event (those the collector has since
- * freed included) and the sites that allocate most; every run prints the CPU of the process's
- * helper threads (V8's collector and compiler among them) per event.
+ * freed included) and the sites that allocate most; with `--promoted`, only those that outlived the
+ * young generation's collections. Every run prints the CPU of the process's helper threads (V8's
+ * collector and compiler among them) and the bytes written (`/proc/self/io`) per event.
  *
  * With `--floor`, the same drain by the floor (`floor.ts`: the statements through raw
  * better-sqlite3) on the same files: batched n = 64, `--single` one event per step (3 commits),
@@ -101,7 +102,7 @@ if (args[0] === "--summarize") {
   const { Counter, SqliteInbox, TickClock } = await import("../src/index.js")
   const { daemonLoop, delivered, drainLoop, queueOnlyLayer, relayLayer } = await import("./drain.js")
   const { fill, removeDb, workDir } = await import("./stores.js")
-  const { startAllocationProfile, startCpuProfile } = await import("./cpuProfile.js")
+  const { allocationLines, startAllocationProfile, startCpuProfile } = await import("./cpuProfile.js")
   const { helperThreadsCpuMs } = await import("./pg/procCpu.js")
   const { floorDrain } = await import("./floor.js")
   const events = Number(args.find((arg, i) => !arg.startsWith("--") && args[i - 1] !== "--workers") ?? 10_000)
@@ -133,7 +134,7 @@ if (args[0] === "--summarize") {
     const field = (name: string) => Number(new RegExp(`^${name}: (\\d+)$`, "m").exec(io)?.[1] ?? NaN)
     return { wchar: field("wchar"), writeBytes: field("write_bytes") }
   }
-  let writtenBefore = written()
+  let writtenBefore = { wchar: 0, writeBytes: 0 }
   // Under callgrind, its counters see the drain alone.
   const startProfiles = async () => {
     if (args.includes("--allocations") || args.includes("--promoted")) allocationProfiler = await startAllocationProfile({ promoted: args.includes("--promoted") })
@@ -154,10 +155,7 @@ if (args[0] === "--summarize") {
     console.log(`drained ${loop.drained} events in ${loop.seconds.toFixed(2)} s: ${(loop.drained / loop.seconds).toFixed(0)} events/s, CPU ${((loop.cpuSeconds * 1e6) / loop.drained).toFixed(0)} µs/event`)
     console.log(`  of that CPU, this process's helper threads (V8's collector and compiler, libuv): ${((helpersMs * 1000) / loop.drained).toFixed(0)} µs/event`)
     console.log(`  written per event: ${((writtenAfter.wchar - writtenBefore.wchar) / loop.drained / 1024).toFixed(1)} KiB to write(2), ${((writtenAfter.writeBytes - writtenBefore.writeBytes) / loop.drained / 1024).toFixed(1)} KiB to the disk`)
-    if (allocated !== undefined) {
-      console.log(`${allocated.what} per event: ${(allocated.bytesPerUnit / 1024).toFixed(1)} KiB; most by site (KiB per event):`)
-      for (const { bytesPerUnit, site } of allocated.sites) console.log(`  ${(bytesPerUnit / 1024).toFixed(1).padStart(6)}  ${site}`)
-    }
+    if (allocated !== undefined) for (const line of allocationLines(allocated, "event")) console.log(line)
   }
   await Effect.runPromise(fill(queueFile, { events, flows: 64 }))
   if (args.includes("--floor")) {

@@ -12,7 +12,7 @@
 import { Effect } from "effect"
 import * as path from "node:path"
 import * as SqliteRelayQueue from "../src/layers/SqliteRelayQueue.js"
-import { startAllocationProfile } from "./cpuProfile.js"
+import { allocationLines, startAllocationProfile } from "./cpuProfile.js"
 import { removeDb, workDir } from "./stores.js"
 
 const args = process.argv.slice(2)
@@ -40,7 +40,7 @@ await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
   const profile = yield* Effect.promise(() => startAllocationProfile({ promoted: args.includes("--promoted") }))
   yield* Effect.repeatN(step, steps - 1)
   const counted = yield* Effect.promise(() => profile.stop(steps, 10))
-  console.log(`${chosen}: ${counted.what} per step: ${(counted.bytesPerUnit / 1024).toFixed(1)} KiB; most by site (KiB per step):`)
-  for (const { bytesPerUnit, site } of counted.sites) console.log(`  ${(bytesPerUnit / 1024).toFixed(2).padStart(6)}  ${site}`)
+  console.log(`${chosen}:`)
+  for (const line of allocationLines(counted, "step")) console.log(line)
 })))
 removeDb(file)

@@ -29,7 +29,7 @@ import { Effect, Scope, Exit } from "effect"
 import { execFileSync } from "node:child_process"
 import pg from "pg"
 import * as PgRelayQueue from "../../src/layers/PgRelayQueue.js"
-import { startAllocationProfile, startCpuProfile } from "../cpuProfile.js"
+import { allocationLines, startAllocationProfile, startCpuProfile } from "../cpuProfile.js"
 import { floorWorker } from "./floor.js"
 import { helperThreadsCpuMs, procCpuMs } from "./procCpu.js"
 
@@ -205,10 +205,7 @@ try {
   console.log(`${floor !== undefined ? `floor (${floorRounds} round trips) ` : ""}${parallel ? "parallel" : "exact"}${exchange ? " settleAndClaim" : ""} batch ${batch}: ${steps} steps, ${((steps * batch) / (wall / 1000)).toFixed(0)} events/s`)
   console.log(`per step: wall ${per(wall)} ms, client CPU ${per((used.user + used.system) / 1000)} ms (system ${per(used.system / 1000)}), server CPU ${per(serverUsed)} ms`)
   console.log(`  of the client's CPU, its helper threads (V8's collector and compiler, libuv): ${per(helpersUsed)} ms`)
-  if (allocated !== undefined) {
-    console.log(`${allocated.what} per step: ${(allocated.bytesPerUnit / 1024).toFixed(1)} KiB; most by site (KiB per step):`)
-    for (const { bytesPerUnit, site } of allocated.sites) console.log(`  ${(bytesPerUnit / 1024).toFixed(1).padStart(6)}  ${site}`)
-  }
+  if (allocated !== undefined) for (const line of allocationLines(allocated, "step")) console.log(line)
   const total = [...texts.values()].reduce((a, b) => a + b.count, 0)
   console.log(`round trips per step: ${(total / steps).toFixed(2)} (count per step, ms per step from send to answer — not measured for our batches —, texts)`)
   for (const [text, { count, ms }] of [...texts].sort((a, b) => b[1].ms - a[1].ms)) {

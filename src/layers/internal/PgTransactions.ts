@@ -131,6 +131,9 @@ const descriptionOf = (fields: ReadonlyArray<string>, parsers: ReadonlyArray<(va
   empty: Object.fromEntries(fields.map((field) => [field, null]))
 })
 
+/** What a batch holds before any of its statements' rows are described. */
+const undescribed = descriptionOf([], [])
+
 /**
  * Each connection's descriptions of the rows of the statements it prepared, by name: a named
  * statement's rows are described once per connection (its first Describe), not in every batch.
@@ -158,7 +161,7 @@ interface Failure {
  */
 class Batch {
   private answers: Array<ReadonlyArray<object>> = []
-  private description: Description = descriptionOf([], [])
+  private description: Description = undescribed
   // The statement whose rows `description` describes (-1: none yet).
   private described = -1
   private known: Map<string, Description> | undefined

@@ -10,6 +10,7 @@
  * loop runs 100 steps before it counts.
  */
 import { Effect } from "effect"
+import * as fs from "node:fs"
 import * as path from "node:path"
 import * as SqliteRelayQueue from "../src/layers/SqliteRelayQueue.js"
 import { allocationLines, startAllocationProfile } from "./cpuProfile.js"
@@ -23,6 +24,7 @@ const operations = ["claim-settle", "enqueue", "stats"]
 if (!operations.includes(chosen)) throw new Error(`--op must be one of ${operations.join(", ")}, got ${chosen}`)
 if (steps > 20_000 && chosen === "claim-settle") throw new Error("at most 20,000 claim-settle steps (the store's events)")
 
+fs.mkdirSync(workDir, { recursive: true })
 const file = path.join(workDir, "queue-loop.db")
 removeDb(file)
 await Effect.runPromise(Effect.scoped(Effect.gen(function*() {

@@ -184,21 +184,20 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
    * claims, handed out in the order they were asked for (a worker that gets none is told when to
    * look again if nothing was eligible). Outcomes equal the single calls one after another.
    */
-  const exchangeAll = (exchanges: ReadonlyArray<Exchange>) =>
-    Effect.gen(function*() {
-      const settles = exchanges.flatMap((exchange) => exchange.settles)
-      const limit = exchanges.reduce((sum, exchange) => sum + exchange.limit, 0)
-      const { claims, outcomes, wakeAt } = yield* sharedExchange({ settles, limit })
-      let settled = 0
-      let claimed = 0
-      return exchanges.map((exchange): SettledAndClaimed => {
-        const mine = {
-          outcomes: outcomes.slice(settled, (settled += exchange.settles.length)),
-          claims: claims.slice(claimed, (claimed += exchange.limit))
-        }
-        return wakeAt === undefined ? mine : { ...mine, wakeAt }
-      })
+  const exchangeAll = Effect.fnUntraced(function*(exchanges: ReadonlyArray<Exchange>) {
+    const settles = exchanges.flatMap((exchange) => exchange.settles)
+    const limit = exchanges.reduce((sum, exchange) => sum + exchange.limit, 0)
+    const { claims, outcomes, wakeAt } = yield* sharedExchange({ settles, limit })
+    let settled = 0
+    let claimed = 0
+    return exchanges.map((exchange): SettledAndClaimed => {
+      const mine = {
+        outcomes: outcomes.slice(settled, (settled += exchange.settles.length)),
+        claims: claims.slice(claimed, (claimed += exchange.limit))
+      }
+      return wakeAt === undefined ? mine : { ...mine, wakeAt }
     })
+  })
 
   /** One outcome per claim: through the transport's batch call when it has one. */
   const deliverAll = (
@@ -213,25 +212,24 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
   }
 
   /** claimBatch → deliver → settleBatch of the replies that came; the rest are left to their lease. */
-  const stepBatch = (size: number) =>
-    Effect.gen(function*() {
-      const claims = yield* queue.claimBatch(size)
-      const replies = claims.length === 0 ? [] : yield* deliverAll(claims)
-      const delivered: Array<{ readonly claimed: typeof Claimed.Type; readonly reply: DeliveryReply }> = []
-      const failed: Array<BatchResult["failed"][number]> = []
-      claims.forEach((claimed, i) => {
-        const reply = replies[i]!
-        if (reply._tag === "Right") delivered.push({ claimed, reply: reply.right })
-        else failed.push({ claimed, error: reply.left })
-      })
-      const outcomes = delivered.length === 0
-        ? []
-        : yield* queue.settleBatch(delivered.map(({ claimed, reply }) => ({ token: claimed.token, reply })))
-      return {
-        delivered: delivered.map(({ claimed, reply }, i) => ({ _tag: "Delivered", claimed, reply, outcome: outcomes[i]! }) as const),
-        failed
-      }
-    }).pipe(Metrics.withHotSpan("Relay.stepBatch"))
+  const stepBatch = Effect.fnUntraced(function*(size: number) {
+    const claims = yield* queue.claimBatch(size)
+    const replies = claims.length === 0 ? [] : yield* deliverAll(claims)
+    const delivered: Array<{ readonly claimed: typeof Claimed.Type; readonly reply: DeliveryReply }> = []
+    const failed: Array<BatchResult["failed"][number]> = []
+    claims.forEach((claimed, i) => {
+      const reply = replies[i]!
+      if (reply._tag === "Right") delivered.push({ claimed, reply: reply.right })
+      else failed.push({ claimed, error: reply.left })
+    })
+    const outcomes = delivered.length === 0
+      ? []
+      : yield* queue.settleBatch(delivered.map(({ claimed, reply }) => ({ token: claimed.token, reply })))
+    return {
+      delivered: delivered.map(({ claimed, reply }, i) => ({ _tag: "Delivered", claimed, reply, outcome: outcomes[i]! }) as const),
+      failed
+    }
+  }, Metrics.withHotSpan("Relay.stepBatch"))
 
   /**
    * A delivery that always ends in a reply: a timeout, a transport failure or a defect becomes

@@ -102,18 +102,50 @@ export const writes = (store: Store, base: QueueWrites) => {
   return (): QueueWrites => transactionWrites(store, base, lockedCandidates)
 }
 
+/** What a parallel transaction knows of the clock (`setClock`); one per transaction. */
+interface ClockState {
+  /** The clock it read, its ticket `Decided`: tickets above it were decided here. */
+  seen: ClockRecord | undefined
+  /** The clock as it last stored it (an operation that settles and then claims stores it twice). */
+  stored: ClockRecord | undefined
+  /** After `lockStore`, the clock is written as decided (a reset may move the tick back). */
+  exclusive: boolean
+}
+
+/**
+ * Stores a parallel transaction's clock: its tick where it moved on, and the draw of the tickets
+ * it decided (made once for every transaction: see `relayQueue`'s note on generators).
+ */
+const storeClock = Effect.fnUntraced(function*(store: Store, state: ClockState, clock: ClockRecord) {
+  const { sql } = store
+  if (state.seen === undefined) return yield* Effect.dieMessage("a parallel write stored the clock before reading it")
+  const before = state.stored ?? state.seen
+  state.stored = clock
+  const count = clock.ticket - before.ticket
+  const tick = state.exclusive
+    ? sql`UPDATE relay_clock SET tick = ${clock.tick} WHERE id = 1`
+    : clock.tick > before.tick
+    ? sql`UPDATE relay_clock SET tick = ${clock.tick}
+      WHERE id = (SELECT id FROM relay_clock WHERE id = 1 AND tick < ${clock.tick} FOR UPDATE SKIP LOCKED)`
+    : undefined
+  if (tick !== undefined) yield* execWrite(store, tick)
+  if (count <= 0) return
+  // The draw goes with the writes that store its tickets (`turn`), in front of them, and
+  // adds to the transaction's list: later draws are above earlier ones, and the turns stay
+  // in the order they were decided. A rolled-back transaction's tickets are not given back.
+  yield* execWrite(store, sql`SELECT set_config('fair_relay.turns', concat_ws(',',
+      NULLIF(current_setting('fair_relay.turns', true), ''),
+      (SELECT string_agg(n::text, ',' ORDER BY n) FROM (SELECT nextval('relay_ticket') AS n FROM generate_series(1, ${count})) AS drawn)),
+    true)`)
+})
+
 const transactionWrites = (
   store: Store,
   base: QueueWrites,
   lockedCandidates: ReturnType<typeof QueueWalk.selectLockedCandidates>
 ): QueueWrites => {
   const { execLater, sql } = store
-  // The clock this transaction read, its ticket `Decided`: tickets above it were decided here.
-  let seen: ClockRecord | undefined
-  // The clock as this transaction last stored it (an operation that settles and then claims stores it twice).
-  let stored: ClockRecord | undefined
-  // After `lockStore`, the clock is written as decided (a reset may move the tick back).
-  let exclusive = false
+  const clockState: ClockState = { seen: undefined, stored: undefined, exclusive: false }
   // Groups this transaction holds locked: it may change them. A group it did not find is new here,
   // and inserted as such (a concurrent creation of it fails the insert; the write runs again).
   const held = new Set<string>()
@@ -138,7 +170,7 @@ const transactionWrites = (
     // The ticket handed to the decision is far above every ticket drawn so far (or while it runs):
     // the turns it decides (`Decided` + 1, …) cannot be mistaken for one another transaction drew
     // after this one read the clock and stored on a flow this one then locked.
-    clock: Effect.map(readClock(store), (clock) => (seen = { ...clock, ticket: Decided })),
+    clock: Effect.map(readClock(store), (clock) => (clockState.seen = { ...clock, ticket: Decided })),
     candidates: (now, limit) => Effect.map(lockedCandidates(now, limit), hold),
     groups: (ids) =>
       Effect.tap(SqlRelayQueue.selectGroups(store, ids, sql.literal("FOR UPDATE OF g")), (rows) => {
@@ -173,30 +205,9 @@ const transactionWrites = (
       ),
     lockStore: Effect.zipRight(
       store.exec(sql`LOCK TABLE relay_flow IN EXCLUSIVE MODE`),
-      Effect.sync(() => (exclusive = true))
+      Effect.sync(() => (clockState.exclusive = true))
     ),
-    setClock: (clock) =>
-      Effect.gen(function*() {
-        if (seen === undefined) return yield* Effect.dieMessage("a parallel write stored the clock before reading it")
-        const before = stored ?? seen
-        stored = clock
-        const count = clock.ticket - before.ticket
-        const tick = exclusive
-          ? sql`UPDATE relay_clock SET tick = ${clock.tick} WHERE id = 1`
-          : clock.tick > before.tick
-          ? sql`UPDATE relay_clock SET tick = ${clock.tick}
-            WHERE id = (SELECT id FROM relay_clock WHERE id = 1 AND tick < ${clock.tick} FOR UPDATE SKIP LOCKED)`
-          : undefined
-        if (tick !== undefined) yield* execWrite(store, tick)
-        if (count <= 0) return
-        // The draw goes with the writes that store its tickets (`turn`), in front of them, and
-        // adds to the transaction's list: later draws are above earlier ones, and the turns stay
-        // in the order they were decided. A rolled-back transaction's tickets are not given back.
-        yield* execWrite(store, sql`SELECT set_config('fair_relay.turns', concat_ws(',',
-            NULLIF(current_setting('fair_relay.turns', true), ''),
-            (SELECT string_agg(n::text, ',' ORDER BY n) FROM (SELECT nextval('relay_ticket') AS n FROM generate_series(1, ${count})) AS drawn)),
-          true)`)
-      }),
+    setClock: (clock) => storeClock(store, clockState, clock),
     putGroups: (records) =>
       Effect.zipRight(
         base.putGroups(records.filter((group) => held.has(group.groupId))),

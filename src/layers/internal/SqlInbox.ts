@@ -136,74 +136,73 @@ const service = (store: Store, business: InboxBusiness, retention: InboxRetentio
    * With a business `applyBatch` and no two deliveries of one flow or id (a relay's batches hold
    * one head per flow), every decision is independent and the steps run as one call.
    */
-  const receiveInTransaction = (batch: ReadonlyArray<Decoded>) =>
-    Effect.gen(function*() {
-      const ids = [...new Set(batch.map((d) => d.delivery.eventId))]
-      const flows = [...new Set(batch.map((d) => d.delivery.flowId))]
-      const stored = new Map(
-        (yield* query(store, sql`SELECT event_id, flow_id, seq, body FROM inbox_receipt WHERE event_id IN ${sql.in(ids)}`, inboxRows.receipt.decode))
-          .map((r): [string, Receipt] => [r.event_id, { eventId: r.event_id, flowId: r.flow_id, seq: r.seq, bodyText: r.body }])
+  const receiveInTransaction = Effect.fnUntraced(function*(batch: ReadonlyArray<Decoded>) {
+    const ids = [...new Set(batch.map((d) => d.delivery.eventId))]
+    const flows = [...new Set(batch.map((d) => d.delivery.flowId))]
+    const stored = new Map(
+      (yield* query(store, sql`SELECT event_id, flow_id, seq, body FROM inbox_receipt WHERE event_id IN ${sql.in(ids)}`, inboxRows.receipt.decode))
+        .map((r): [string, Receipt] => [r.event_id, { eventId: r.event_id, flowId: r.flow_id, seq: r.seq, bodyText: r.body }])
+    )
+    const progressOf = yield* query(
+      store,
+      sql`SELECT flow_id, last_seq, pruned_through FROM inbox_progress WHERE flow_id IN ${sql.in(flows)}`,
+      inboxRows.progress.decode
+    )
+    const last = new Map(progressOf.map((r): [string, number] => [r.flow_id, r.last_seq]))
+    const pruned = new Map(progressOf.map((r): [string, number] => [r.flow_id, r.pruned_through]))
+    const accepted: Array<Receipt> = []
+    const replies: Array<DeliveryReply> = []
+    const { applyBatch } = business
+    if (applyBatch !== undefined && ids.length === batch.length && flows.length === batch.length) {
+      const decisions = batch.map((d) =>
+        decideReceive(incoming(d), stored.get(d.delivery.eventId), last.get(d.delivery.flowId) ?? 0, pruned.get(d.delivery.flowId) ?? 0)
       )
-      const progressOf = yield* query(
-        store,
-        sql`SELECT flow_id, last_seq, pruned_through FROM inbox_progress WHERE flow_id IN ${sql.in(flows)}`,
-        inboxRows.progress.decode
-      )
-      const last = new Map(progressOf.map((r): [string, number] => [r.flow_id, r.last_seq]))
-      const pruned = new Map(progressOf.map((r): [string, number] => [r.flow_id, r.pruned_through]))
-      const accepted: Array<Receipt> = []
-      const replies: Array<DeliveryReply> = []
-      const { applyBatch } = business
-      if (applyBatch !== undefined && ids.length === batch.length && flows.length === batch.length) {
-        const decisions = batch.map((d) =>
-          decideReceive(incoming(d), stored.get(d.delivery.eventId), last.get(d.delivery.flowId) ?? 0, pruned.get(d.delivery.flowId) ?? 0)
-        )
-        const toApply = batch.filter((_, i) => decisions[i]!._tag === "Apply")
-        const results = toApply.length === 0 ? [] : yield* applyBatch(toApply.map(({ body, delivery }) => ({ ...delivery, body: body.value })), client)
-        let next = 0
-        batch.forEach((d, i) => {
-          const decision = decisions[i]!
-          if (decision._tag === "Reply") return replies.push(decision.reply)
-          const result = results[next++]!
-          if (result._tag === "Refused") return replies.push({ _tag: "Rejected", code: result.code })
-          accepted.push(incoming(d))
-          replies.push({ _tag: "Accepted" })
-        })
-      } else {
-        for (const d of batch) {
-          const receipt = incoming(d)
-          const decision = decideReceive(receipt, stored.get(receipt.eventId), last.get(receipt.flowId) ?? 0, pruned.get(receipt.flowId) ?? 0)
-          if (decision._tag === "Reply") {
-            replies.push(decision.reply)
-            continue
-          }
-          const result = yield* applyOne(d)
-          if (result._tag === "Refused") {
-            replies.push({ _tag: "Rejected", code: result.code })
-            continue
-          }
-          stored.set(receipt.eventId, receipt)
-          last.set(receipt.flowId, receipt.seq)
-          accepted.push(receipt)
-          replies.push({ _tag: "Accepted" })
+      const toApply = batch.filter((_, i) => decisions[i]!._tag === "Apply")
+      const results = toApply.length === 0 ? [] : yield* applyBatch(toApply.map(({ body, delivery }) => ({ ...delivery, body: body.value })), client)
+      let next = 0
+      batch.forEach((d, i) => {
+        const decision = decisions[i]!
+        if (decision._tag === "Reply") return replies.push(decision.reply)
+        const result = results[next++]!
+        if (result._tag === "Refused") return replies.push({ _tag: "Rejected", code: result.code })
+        accepted.push(incoming(d))
+        replies.push({ _tag: "Accepted" })
+      })
+    } else {
+      for (const d of batch) {
+        const receipt = incoming(d)
+        const decision = decideReceive(receipt, stored.get(receipt.eventId), last.get(receipt.flowId) ?? 0, pruned.get(receipt.flowId) ?? 0)
+        if (decision._tag === "Reply") {
+          replies.push(decision.reply)
+          continue
         }
+        const result = yield* applyOne(d)
+        if (result._tag === "Refused") {
+          replies.push({ _tag: "Rejected", code: result.code })
+          continue
+        }
+        stored.set(receipt.eventId, receipt)
+        last.set(receipt.flowId, receipt.seq)
+        accepted.push(receipt)
+        replies.push({ _tag: "Accepted" })
       }
-      if (accepted.length > 0) {
-        const receivedAt = yield* Clock.currentTimeMillis
-        const columns = ["event_id", "flow_id", "seq", "body", "received_at"]
-        const rows = accepted.map((r) => ({ event_id: r.eventId, flow_id: r.flowId, seq: r.seq, body: r.bodyText, received_at: receivedAt }))
-        for (const part of chunks(rows, columns.length)) {
-          yield* execWrite(store, sql`INSERT INTO inbox_receipt (event_id, flow_id, seq, body, received_at)
-            ${insertRows(sql, "inbox_receipt", columns, part)}`)
-        }
-        const progress = [...new Map(accepted.map((r) => [r.flowId, r.seq]))].map(([flow_id, last_seq]) => ({ flow_id, last_seq }))
-        for (const part of chunks(progress, 2)) {
-          yield* execWrite(store, sql`INSERT INTO inbox_progress (flow_id, last_seq) ${insertRows(sql, "inbox_progress", ["flow_id", "last_seq"], part)}
-            ON CONFLICT (flow_id) DO UPDATE SET last_seq = excluded.last_seq`)
-        }
+    }
+    if (accepted.length > 0) {
+      const receivedAt = yield* Clock.currentTimeMillis
+      const columns = ["event_id", "flow_id", "seq", "body", "received_at"]
+      const rows = accepted.map((r) => ({ event_id: r.eventId, flow_id: r.flowId, seq: r.seq, body: r.bodyText, received_at: receivedAt }))
+      for (const part of chunks(rows, columns.length)) {
+        yield* execWrite(store, sql`INSERT INTO inbox_receipt (event_id, flow_id, seq, body, received_at)
+          ${insertRows(sql, "inbox_receipt", columns, part)}`)
       }
-      return replies
-    })
+      const progress = [...new Map(accepted.map((r) => [r.flowId, r.seq]))].map(([flow_id, last_seq]) => ({ flow_id, last_seq }))
+      for (const part of chunks(progress, 2)) {
+        yield* execWrite(store, sql`INSERT INTO inbox_progress (flow_id, last_seq) ${insertRows(sql, "inbox_progress", ["flow_id", "last_seq"], part)}
+          ON CONFLICT (flow_id) DO UPDATE SET last_seq = excluded.last_seq`)
+      }
+    }
+    return replies
+  })
 
   /** Receives decoded deliveries in one transaction, with the fault points around its commit. */
   const receiveAll = (decoded: ReadonlyArray<Decoded>): Effect.Effect<ReadonlyArray<DeliveryReply>, SqlError> =>

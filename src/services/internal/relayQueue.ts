@@ -2,6 +2,12 @@
  * The queue (`RelayQueue.make`) over any backend: each operation checks its input, runs in one
  * transaction of the backend, reads what it needs, lets the domain's `Operations` decide, and
  * stores the changes decided; a local wake-up tells this process's sleeping workers of new work.
+ *
+ * The generators an operation runs are made once (`Effect.fnUntraced`, at module load or in
+ * `make`) and take what they use as arguments, never a `function*` made afresh in each call: V8
+ * gives every new generator function, once called, a new initial map in the old generation, which
+ * holds the function and all it captures past the young generation's collections until the next
+ * full one (`bench/README.md`, "A generator function made per call").
  */
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Either, Metric, Random } from "effect"
@@ -75,15 +81,14 @@ const byKey = <A, K>(rows: ReadonlyArray<A>, key: (row: A) => K): ReadonlyMap<K,
  * Stores what an operation decided, in the operation's transaction. The clock goes first: a
  * backend that draws tickets from a sequence draws them there, before the flows that took them.
  */
-const store = (tx: QueueWrites, changes: Changes, ungroupedHeads = false) =>
-  Effect.gen(function*() {
-    if (changes.clock !== undefined) yield* tx.setClock(changes.clock)
-    if (changes.inserted.length > 0) yield* tx.insertEvents(changes.inserted)
-    if (changes.events.length > 0) yield* tx.updateEvents(changes.events, changes.acked)
-    if (changes.groups.length > 0) yield* tx.putGroups(changes.groups)
-    if (changes.flows.length > 0) yield* tx.putFlows(changes.flows)
-    if (changes.heads.length > 0) yield* tx.setHeads(changes.heads, ungroupedHeads)
-  })
+const store = Effect.fnUntraced(function*(tx: QueueWrites, changes: Changes, ungroupedHeads = false) {
+  if (changes.clock !== undefined) yield* tx.setClock(changes.clock)
+  if (changes.inserted.length > 0) yield* tx.insertEvents(changes.inserted)
+  if (changes.events.length > 0) yield* tx.updateEvents(changes.events, changes.acked)
+  if (changes.groups.length > 0) yield* tx.putGroups(changes.groups)
+  if (changes.flows.length > 0) yield* tx.putFlows(changes.flows)
+  if (changes.heads.length > 0) yield* tx.setHeads(changes.heads, ungroupedHeads)
+})
 
 /** What a settle decided: its outcomes, its changes, and the events after those it acked. */
 type DecideSettle = (
@@ -141,6 +146,21 @@ export const make = (
     joining = false
   ): Effect.Effect<A, E | ClockRegressed | SqlError> => writeStaged(() => Effect.succeed(decide), faults, joining)
 
+  /** What a write operation runs in its transaction (`writeStaged`). */
+  const writeBody = Effect.fnUntraced(function*(staged: Staged<unknown, unknown>, tx: QueueWrites) {
+    const decide = yield* staged(tx)
+    // The stored clock first, then the time: a write that committed a later tick before this
+    // read did so before this time is read (writers that run side by side, one server clock).
+    const stored = yield* tx.clock
+    const now = yield* timeOf(tx)
+    const checked = Protocol.advanceClock(stored, now, policy.clock)
+    if (Either.isLeft(checked)) return yield* Effect.fail(checked.left)
+    if (checked.right.regressed) yield* Metric.increment(Metrics.clockClamped)
+    const [value, changes] = yield* decide(tx, checked.right.clock, now)
+    yield* store(tx, changes)
+    return value
+  }) as <A, E>(staged: Staged<A, E>, tx: QueueWrites) => Effect.Effect<A, E | ClockRegressed | SqlError>
+
   const writeStaged = <A, E>(
     staged: Staged<A, E>,
     faults: ReadonlyArray<FaultPoints> = [],
@@ -149,20 +169,7 @@ export const make = (
     // An enqueue joins the caller's transaction on a store that shares the application's database.
     const { join } = backend
     const run = joining && join !== undefined ? join : backend.write
-    const body = (tx: QueueWrites) =>
-      Effect.gen(function*() {
-        const decide = yield* staged(tx)
-        // The stored clock first, then the time: a write that committed a later tick before this
-        // read did so before this time is read (writers that run side by side, one server clock).
-        const stored = yield* tx.clock
-        const now = yield* timeOf(tx)
-        const checked = Protocol.advanceClock(stored, now, policy.clock)
-        if (Either.isLeft(checked)) return yield* Effect.fail(checked.left)
-        if (checked.right.regressed) yield* Metric.increment(Metrics.clockClamped)
-        const [value, changes] = yield* decide(tx, checked.right.clock, now)
-        yield* store(tx, changes)
-        return value
-      })
+    const body = (tx: QueueWrites) => writeBody(staged, tx)
     if (faults.length === 0) return run(body)
     const pass = (installed: Context.Tag.Service<Faults.Faults>, point: (faults: FaultPoints) => Faults.FaultPoint) =>
       Effect.forEach(faults, (f) => installed.hit(point(f)), { discard: true })
@@ -172,28 +179,31 @@ export const make = (
     )
   }
 
+  const decideEnqueue = Effect.fnUntraced(
+    function*(commands: ReadonlyArray<Operations.EnqueueCommand>, tx: QueueWrites, clock: ClockRecord, now: number) {
+      // Flows first: a backend that locks rows holds them before it reads what is stored.
+      const flows = yield* tx.flows(unique(commands.map((c) => c.flowId)))
+      // The groups named, and those of the flows: a flow that gets a head again may re-admit its group.
+      const named = unique([...commands.flatMap((c) => c.group ?? []), ...flows.flatMap((f) => f.group ?? [])])
+      const groups = named.length === 0 ? [] : yield* tx.groups(named)
+      const identities = yield* tx.identities(unique(commands.map((c) => c.eventId)))
+      const decided = Operations.enqueue(
+        commands,
+        byKey(identities, (row): string => row.eventId),
+        byKey(flows, (row): string => row.flowId),
+        byKey(groups, (row): string => row.groupId),
+        clock,
+        now,
+        policy,
+        Retention.hashBody
+      )
+      if (Either.isLeft(decided)) return yield* Effect.fail(decided.left)
+      return [decided.right.results, decided.right.changes] as const
+    }
+  )
+
   const enqueueAll = (commands: ReadonlyArray<Operations.EnqueueCommand>) =>
-    write((tx, clock, now) =>
-      Effect.gen(function*() {
-        // Flows first: a backend that locks rows holds them before it reads what is stored.
-        const flows = yield* tx.flows(unique(commands.map((c) => c.flowId)))
-        // The groups named, and those of the flows: a flow that gets a head again may re-admit its group.
-        const named = unique([...commands.flatMap((c) => c.group ?? []), ...flows.flatMap((f) => f.group ?? [])])
-        const groups = named.length === 0 ? [] : yield* tx.groups(named)
-        const identities = yield* tx.identities(unique(commands.map((c) => c.eventId)))
-        const decided = Operations.enqueue(
-          commands,
-          byKey(identities, (row): string => row.eventId),
-          byKey(flows, (row): string => row.flowId),
-          byKey(groups, (row): string => row.groupId),
-          clock,
-          now,
-          policy,
-          Retention.hashBody
-        )
-        if (Either.isLeft(decided)) return yield* Effect.fail(decided.left)
-        return [decided.right.results, decided.right.changes] as const
-      }), [], true).pipe(Effect.tap((results) => {
+    write((tx, clock, now) => decideEnqueue(commands, tx, clock, now), [], true).pipe(Effect.tap((results) => {
       const added = results.filter((r) => r._tag === "Enqueued").length
       if (added === 0) return Effect.void
       return Metrics.record((update) => {
@@ -208,24 +218,32 @@ export const make = (
    * eligible, from `due` when given (the least `eligibleAt` the store holds, null: none), else read.
    */
   const decideClaim = (limit: number, chosen?: ReadonlyArray<Operations.Candidate>, due?: number | null): Decide<Decided, never> =>
-    (tx, clock, now) =>
-      Effect.gen(function*() {
-        // The candidates first (a backend answers none at once when no head is eligible): a claim
-        // that finds heads reads once, an idle one reads again for when to wake.
-        const candidates = chosen ?? (yield* tx.candidates(now, limit))
-        if (candidates.length === 0) {
-          const wakeAt = due !== undefined ? due : yield* tx.wakeAt
-          if (wakeAt === null || wakeAt > now) return [claimed([], wakeAt ?? undefined), noChanges] as const
-          // Heads are eligible but other writers hold every one of them (a backend that claims in
-          // parallel): not idle — try again at once rather than after the poll interval.
-          yield* Metric.increment(Metrics.contendedClaims)
-          return [claimed([], now + 1), noChanges] as const
-        }
-        const decided = Operations.claim(candidates, clock, now, policy, limit)
-        if (decided === undefined) return yield* Effect.dieMessage("a flow caches a head that is not eligible")
-        const groups = decided.changes.flows.flatMap((f) => (f.group === null ? [] : [f.group]))
-        return [claimed(decided.claims, undefined, groups), decided.changes] as const
-      })
+  (tx, clock, now) => claimDecision(limit, chosen, due, tx, clock, now)
+
+  const claimDecision = Effect.fnUntraced(function*(
+    limit: number,
+    chosen: ReadonlyArray<Operations.Candidate> | undefined,
+    due: number | null | undefined,
+    tx: QueueWrites,
+    clock: ClockRecord,
+    now: number
+  ) {
+    // The candidates first (a backend answers none at once when no head is eligible): a claim
+    // that finds heads reads once, an idle one reads again for when to wake.
+    const candidates = chosen ?? (yield* tx.candidates(now, limit))
+    if (candidates.length === 0) {
+      const wakeAt = due !== undefined ? due : yield* tx.wakeAt
+      if (wakeAt === null || wakeAt > now) return [claimed([], wakeAt ?? undefined), noChanges] as const
+      // Heads are eligible but other writers hold every one of them (a backend that claims in
+      // parallel): not idle — try again at once rather than after the poll interval.
+      yield* Metric.increment(Metrics.contendedClaims)
+      return [claimed([], now + 1), noChanges] as const
+    }
+    const decided = Operations.claim(candidates, clock, now, policy, limit)
+    if (decided === undefined) return yield* Effect.dieMessage("a flow caches a head that is not eligible")
+    const groups = decided.changes.flows.flatMap((f) => (f.group === null ? [] : [f.group]))
+    return [claimed(decided.claims, undefined, groups), decided.changes] as const
+  })
 
   const countClaims = (update: Metrics.Update, { claims, groups }: Decided) => {
     if (claims.length === 0) {
@@ -268,6 +286,24 @@ export const make = (
   const stageSettle = (items: ReadonlyArray<readonly [Token, DeliveryReply]>): Staged<ReadonlyArray<SettleOutcome>, never> => (tx) =>
     stageSettleRead(items, tx, (decide) => (tx, clock, now) => Effect.map(decide(tx, clock, now), ({ changes, outcomes }) => [outcomes, changes] as const))
 
+  const settleDecision = Effect.fnUntraced(function*(
+    items: ReadonlyArray<readonly [Token, DeliveryReply]>,
+    answer: Effect.Effect<SettleRead, SqlError>,
+    tx: QueueWrites,
+    clock: ClockRecord,
+    now: number
+  ) {
+    const draws = policy.jitter === "full" ? yield* Effect.forEach(items, () => Random.next) : []
+    const { events, next } = yield* answer
+    const { acked: stamps, changed, outcomes } = Operations.settle(items, byKey(events, (e): string => e.eventId), now, policy, draws)
+    const acked = changed.filter((e) => e.state === "acked")
+    const successors = acked.length === 0
+      ? []
+      : next ?? (yield* tx.eventsAt(acked.map((e) => ({ flowId: e.flowId, seq: e.seq + 1 }))))
+    const changes = Operations.settleChanges(changed, byKey(successors, Operations.positionKey), clock, stamps)
+    return { outcomes, changes, successors }
+  })
+
   /**
    * `stageSettle`, whose decision also answers the events after its acked ones it read: `then` of
    * that decision, in the runtime step that starts the read.
@@ -275,17 +311,7 @@ export const make = (
   const stageSettleRead = <B>(items: ReadonlyArray<readonly [Token, DeliveryReply]>, tx: QueueWrites, then: (decide: DecideSettle) => B) => {
     const ids = unique(items.map(([token]) => token.eventId))
     const decideWith = (answer: Effect.Effect<SettleRead, SqlError>): DecideSettle => (tx, clock, now) =>
-      Effect.gen(function*() {
-        const draws = policy.jitter === "full" ? yield* Effect.forEach(items, () => Random.next) : []
-        const { events, next } = yield* answer
-        const { acked: stamps, changed, outcomes } = Operations.settle(items, byKey(events, (e): string => e.eventId), now, policy, draws)
-        const acked = changed.filter((e) => e.state === "acked")
-        const successors = acked.length === 0
-          ? []
-          : next ?? (yield* tx.eventsAt(acked.map((e) => ({ flowId: e.flowId, seq: e.seq + 1 }))))
-        const changes = Operations.settleChanges(changed, byKey(successors, Operations.positionKey), clock, stamps)
-        return { outcomes, changes, successors }
-      })
+      settleDecision(items, answer, tx, clock, now)
     return tx.startSettleRead !== undefined
       ? tx.startSettleRead(ids, (answer) => then(decideWith(answer)))
       : Effect.succeed(then(decideWith(tx.eventsWithNext === undefined ? Effect.map(tx.events(ids), (events) => ({ events })) : tx.eventsWithNext(ids))))
@@ -340,6 +366,29 @@ export const make = (
   const settleAll = (items: ReadonlyArray<readonly [Token, DeliveryReply]>) =>
     writeStaged(stageSettle(items), [settleFaults]).pipe(Effect.flatMap((outcomes) => Metrics.recordThen((update) => countSettles(update, outcomes), outcomes)))
 
+  /** `settleAndClaim`'s decision: the settle's, then the claim's on what the settle stored. */
+  const exchangeDecision = Effect.fnUntraced(function*(
+    decideSettle: DecideSettle,
+    claimRead: ClaimReadAnswer | undefined,
+    limit: number,
+    tx: QueueWrites,
+    clock: ClockRecord,
+    now: number
+  ) {
+    const { changes: settled, outcomes, successors } = yield* decideSettle(tx, clock, now)
+    // The read made with the settle's stands for a walk after its writes, or not (then
+    // the claim walks after them); it reads no more. When it stands, every flow the
+    // settle changed was read in no group (`Operations.settledCandidates`): their head
+    // writes refresh no group.
+    const early = claimRead === undefined ? undefined : yield* claimRead(settled, successors, now)
+    // The settle's clock is stored once, with the claim's (which starts from it): the
+    // claim reads no clock from the store, and a clock row written twice is a row version more.
+    yield* store(tx, { ...settled, clock: undefined }, early !== undefined)
+    // Idle after the settle, the claim reads when to wake: the settle changed what it would be.
+    const [decided, changes] = yield* claimDecision(limit, early?.candidates, undefined, tx, settled.clock ?? clock, now)
+    return [[outcomes, decided] as const, { ...changes, clock: changes.clock ?? settled.clock }] as const
+  })
+
   /**
    * `settleAll(items)` then `claimUpTo(limit)` in one transaction (one commit instead of two): the
    * claim decides on what the settle stored, its clock included, at the same time.
@@ -361,20 +410,7 @@ export const make = (
             items,
             limit,
             (claimRead): Decide<readonly [ReadonlyArray<SettleOutcome>, Decided], never> => (tx, clock, now) =>
-              Effect.gen(function*() {
-                const { changes: settled, outcomes, successors } = yield* decideSettle(tx, clock, now)
-                // The read made with the settle's stands for a walk after its writes, or not (then
-                // the claim walks after them); it reads no more. When it stands, every flow the
-                // settle changed was read in no group (`Operations.settledCandidates`): their head
-                // writes refresh no group.
-                const early = claimRead === undefined ? undefined : yield* claimRead(settled, successors, now)
-                // The settle's clock is stored once, with the claim's (which starts from it): the
-                // claim reads no clock from the store, and a clock row written twice is a row version more.
-                yield* store(tx, { ...settled, clock: undefined }, early !== undefined)
-                // Idle after the settle, the claim reads when to wake: the settle changed what it would be.
-                const [decided, changes] = yield* decideClaim(limit, early?.candidates)(tx, settled.clock ?? clock, now)
-                return [[outcomes, decided] as const, { ...changes, clock: changes.clock ?? settled.clock }] as const
-              })
+              exchangeDecision(decideSettle, claimRead, limit, tx, clock, now)
           )),
       [settleFaults, claimFaults]
     ).pipe(

@@ -9,6 +9,9 @@
  *   npx tsx bench/pg/profile.ts [--parallel] [--exchange] [--batch N] [--steps N] [--analyze] [--url postgres://…/db] [--cpu-profile FILE]
  *   npx tsx bench/pg/profile.ts --floor 5|3|2 …   the same steps by the floor (bench/pg/floor.ts) instead of the library
  *   npx tsx bench/pg/profile.ts --unnamed …   the store opened with `preparedStatements: false` (every statement parsed where it runs)
+ *   npx tsx bench/pg/profile.ts --daemon …   a step is a delivery of `relay.run({ workers: 1, batchSize })` (the worker
+ *     daemon as `npm run bench -- --pg` runs it: a transport that answers `Accepted` at once), counted from
+ *     its 51st delivery (`--phases` does not apply)
  *   npx tsx bench/pg/profile.ts --exchange --phases …   also this process's CPU per step between its round trips:
  *     from the step's start to its first batch, each batch from sending to its ReadyForQuery (serializing,
  *     the socket, parsing the answer, and whatever else ran meanwhile: GC), between batches (our code
@@ -25,10 +28,13 @@
  *   step, a figure that holds still where the CPU times of this VM move by a third)
  *   node --import tsx --cpu-prof --cpu-prof-dir bench/.cache/profile bench/pg/profile.ts …
  */
-import { Effect, Scope, Exit } from "effect"
+import { Duration, Effect, Exit, Fiber, Logger, LogLevel, Scope } from "effect"
 import { execFileSync } from "node:child_process"
 import pg from "pg"
 import * as PgRelayQueue from "../../src/layers/PgRelayQueue.js"
+import * as Relay from "../../src/services/Relay.js"
+import { RelayQueue } from "../../src/services/RelayQueue.js"
+import { Transport } from "../../src/services/Transport.js"
 import { allocationLines, startAllocationProfile, startCpuProfile } from "../cpuProfile.js"
 import { floorWorker } from "./floor.js"
 import { helperThreadsCpuMs, procCpuMs } from "./procCpu.js"
@@ -39,6 +45,7 @@ const argument = (name: string) => {
 }
 const parallel = process.argv.includes("--parallel")
 const exchange = process.argv.includes("--exchange")
+const daemon = process.argv.includes("--daemon")
 const batch = Number(argument("--batch") ?? 1)
 const steps = Number(argument("--steps") ?? 2000)
 const cpuProfile = argument("--cpu-profile")
@@ -181,7 +188,29 @@ try {
       outcome._tag === "Claimed" ? Effect.asVoid(queue.settle(outcome.token, { _tag: "Accepted" })) : Effect.dieMessage("idle"))
     : Effect.flatMap(queue.claimBatch(batch), (claims) =>
       Effect.asVoid(queue.settleBatch(claims.map((c) => ({ token: c.token, reply: { _tag: "Accepted" as const } })))))
-  await Effect.runPromise(Effect.repeatN(step, 50))
+  // With --daemon, the worker runs from the warm-up on, and a step is a delivery.
+  let delivered = 0
+  let waiting: { readonly at: number; readonly done: () => void } | undefined
+  const deliveries = (n: number) => new Promise<void>((done) => void (waiting = { at: delivered + n, done }))
+  const relay = daemon
+    ? await Effect.runPromise(Relay.make.pipe(
+      Effect.provideService(RelayQueue, queue),
+      Effect.provideService(Transport, {
+        deliver: () =>
+          Effect.sync(() => {
+            delivered++
+            if (waiting !== undefined && delivered >= waiting.at) waiting.done()
+            return { _tag: "Accepted" as const }
+          })
+      })
+    ))
+    : undefined
+  const worker = relay === undefined ? undefined : Effect.runFork(
+    relay.run({ workers: 1, batchSize: batch, pollInterval: Duration.millis(10), deliveryTimeout: Duration.seconds(10), metricsInterval: null, pruneInterval: null })
+      .pipe(Logger.withMinimumLogLevel(LogLevel.Error))
+  )
+  const runSteps = (n: number) => worker !== undefined ? deliveries(n * batch) : Effect.runPromise(Effect.repeatN(step, n - 1))
+  await runSteps(51)
   counting = true
   const profiler = cpuProfile === undefined ? undefined : await startCpuProfile()
   const allocationProfiler = allocations ? await startAllocationProfile({ promoted }) : undefined
@@ -191,7 +220,7 @@ try {
   const server = await serverCpuMs()
   const start = performance.now()
   const measured = phases ? Effect.zipRight(Effect.sync(startStep), Effect.zipLeft(step, Effect.sync(endStep))) : step
-  await Effect.runPromise(Effect.repeatN(measured, steps - 1))
+  await (phases ? Effect.runPromise(Effect.repeatN(measured, steps - 1)) : runSteps(steps))
   const wall = performance.now() - start
   if (callgrind) callgrindControl("--dump")
   if (profiler !== undefined) await profiler.stop(cpuProfile!)
@@ -200,9 +229,10 @@ try {
   const allocated = await allocationProfiler?.stop(steps)
   const serverUsed = (await serverCpuMs()) - server
   counting = false
+  if (worker !== undefined) await Effect.runPromise(Fiber.interrupt(worker))
   const per = (x: number) => (x / steps).toFixed(3)
   await floorClient?.end()
-  console.log(`${floor !== undefined ? `floor (${floorRounds} round trips) ` : ""}${parallel ? "parallel" : "exact"}${exchange ? " settleAndClaim" : ""} batch ${batch}: ${steps} steps, ${((steps * batch) / (wall / 1000)).toFixed(0)} events/s`)
+  console.log(`${floor !== undefined ? `floor (${floorRounds} round trips) ` : ""}${parallel ? "parallel" : "exact"}${daemon ? " daemon worker" : exchange ? " settleAndClaim" : ""} batch ${batch}: ${steps} steps, ${((steps * batch) / (wall / 1000)).toFixed(0)} events/s`)
   console.log(`per step: wall ${per(wall)} ms, client CPU ${per((used.user + used.system) / 1000)} ms (system ${per(used.system / 1000)}), server CPU ${per(serverUsed)} ms`)
   console.log(`  of the client's CPU, its helper threads (V8's collector and compiler, libuv): ${per(helpersUsed)} ms`)
   if (allocated !== undefined) for (const line of allocationLines(allocated, "step")) console.log(line)

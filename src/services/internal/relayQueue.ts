@@ -71,8 +71,6 @@ const claimed = (claims: ClaimBatch["claims"], wakeAt: number | undefined, group
 /** The most settles and claims together whose claim reads its candidates with the settle's read (`startClaimRead`). */
 const ClaimReadAhead = 16
 
-const noChanges: Changes = { inserted: [], events: [], acked: [], flows: [], groups: [], heads: [], clock: undefined }
-
 const unique = <A>(values: ReadonlyArray<A>): ReadonlyArray<A> => [...new Set(values)]
 
 const byKey = <A, K>(rows: ReadonlyArray<A>, key: (row: A) => K): ReadonlyMap<K, A> => new Map(rows.map((row) => [key(row), row]))
@@ -233,11 +231,11 @@ export const make = (
     const candidates = chosen ?? (yield* tx.candidates(now, limit))
     if (candidates.length === 0) {
       const wakeAt = due !== undefined ? due : yield* tx.wakeAt
-      if (wakeAt === null || wakeAt > now) return [claimed([], wakeAt ?? undefined), noChanges] as const
+      if (wakeAt === null || wakeAt > now) return [claimed([], wakeAt ?? undefined), Operations.noChanges] as const
       // Heads are eligible but other writers hold every one of them (a backend that claims in
       // parallel): not idle — try again at once rather than after the poll interval.
       yield* Metric.increment(Metrics.contendedClaims)
-      return [claimed([], now + 1), noChanges] as const
+      return [claimed([], now + 1), Operations.noChanges] as const
     }
     const decided = Operations.claim(candidates, clock, now, policy, limit)
     if (decided === undefined) return yield* Effect.dieMessage("a flow caches a head that is not eligible")
@@ -262,7 +260,7 @@ export const make = (
       (tx) =>
         startClaimRead(tx, [], limit, (claimRead): Decide<Decided, never> =>
           claimRead === undefined ? decideClaim(limit) : (tx, clock, now) =>
-            Effect.flatMap(claimRead(noChanges, [], now), (early) => decideClaim(limit, early?.candidates, early?.dueAfter)(tx, clock, now))),
+            Effect.flatMap(claimRead(Operations.noChanges, [], now), (early) => decideClaim(limit, early?.candidates, early?.dueAfter)(tx, clock, now))),
       [claimFaults]
     ).pipe(Effect.flatMap((decided) => Metrics.recordThen((update) => countClaims(update, decided), claimBatchOf(decided))))
 
@@ -437,7 +435,7 @@ export const make = (
             tick: clock.tick,
             actor: request.actor ?? null
           })
-          const changes: Changes = { ...noChanges, events: [next.right], heads: [Operations.headAfter(next.right, undefined)], clock }
+          const changes: Changes = { ...Operations.noChanges, events: [next.right], heads: [Operations.headAfter(next.right, undefined)], clock }
           return [{ _tag: "Redriven", generation: next.right.generation } as const, changes] as const
         })
       )).pipe(
@@ -457,7 +455,7 @@ export const make = (
           const flows = byKey(yield* tx.flows(unique(adjusted.map((e) => e.flowId))), (f): string => f.flowId)
           const heads = adjusted.filter((e) => flows.get(e.flowId)?.headSeq === e.seq)
           yield* store(tx, {
-            ...noChanges,
+            ...Operations.noChanges,
             events: adjusted,
             heads: heads.map((e) => Operations.headAfter(e, undefined)),
             clock: { ...before, tick: now }

@@ -8,30 +8,15 @@
 // made for it in the same scope (`fresh`: its callback shares the scope's context, which holds
 // the objects) or one made once and run every time (`reused`); `sync` does not wait, nor does
 // `gen`, whose step is an `Effect.gen` that makes the objects and returns.
-// Every mode runs in a child process (with this one's V8 flags) and `--trace-gc-nvp`, and prints its time and what the
+// Every mode runs in a child process (`gcModes.mjs`: this one's V8 flags, `--trace-gc-nvp`), and prints its time and what the
 // young generation's collections (scavenges) promoted to the old one: what they found alive.
-import { execFileSync } from "node:child_process"
-import { fileURLToPath } from "node:url"
+import { runModes } from "./gcModes.mjs"
 
 const modes = ["sync", "gen", "reused", "fresh"]
 const [mode, iterationsArg] = process.argv.slice(2)
 
 if (!modes.includes(mode)) {
-  const iterations = mode ?? "50000"
-  for (const each of modes) {
-    const trace = execFileSync(process.execPath, [...process.execArgv, "--trace-gc-nvp", fileURLToPath(import.meta.url), each, iterations], { encoding: "utf8" })
-    let promoted = 0
-    let scavenges = 0
-    let pause = 0
-    for (const line of trace.split("\n")) {
-      if (!/\bgc=(s|mmc)\b/.test(line)) continue
-      scavenges++
-      promoted += Number(/\bpromoted=(\d+)/.exec(line)?.[1] ?? 0)
-      pause += Number(/\bpause=([\d.]+)/.exec(line)?.[1] ?? 0)
-    }
-    const ms = /^took (\d+) ms$/m.exec(trace)?.[1]
-    console.log(`${each.padEnd(7)} ${iterations} waits: ${ms} ms; ${scavenges} scavenges, ${(promoted / 1e6).toFixed(1)} MB promoted, ${pause.toFixed(0)} ms paused`)
-  }
+  runModes(import.meta.url, modes, mode ?? "50000", "waits")
 } else {
   const { Effect } = await import("effect")
   const iterations = Number(iterationsArg)

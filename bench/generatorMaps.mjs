@@ -10,28 +10,15 @@
 // with the objects as its argument (`hoisted-gen`), a plain function made in the iteration
 // (`fresh-fn`), and the same three through Effect: `Effect.gen(function*() {…})` per call
 // (`effect-gen`) against a generator made once with `Effect.fnUntraced` (`effect-fn`).
-// Every mode runs in a child process with `--trace-gc-nvp` and prints what the young generation's
+// Every mode runs in a child process (`gcModes.mjs`, under `--trace-gc-nvp`) and prints what the young generation's
 // collections (scavenges) promoted to the old one: what they found alive.
-import { execFileSync } from "node:child_process"
-import { fileURLToPath } from "node:url"
+import { runModes } from "./gcModes.mjs"
 
 const modes = ["fresh-fn", "fresh-gen", "hoisted-gen", "effect-gen", "effect-fn"]
 const [mode, iterationsArg] = process.argv.slice(2)
 
 if (!modes.includes(mode)) {
-  const iterations = mode ?? "200000"
-  for (const each of modes) {
-    const trace = execFileSync(process.execPath, [...process.execArgv, "--trace-gc-nvp", fileURLToPath(import.meta.url), each, iterations], { encoding: "utf8" })
-    let promoted = 0
-    let scavenges = 0
-    for (const line of trace.split("\n")) {
-      if (!/\bgc=s\b/.test(line)) continue
-      scavenges++
-      promoted += Number(/\bpromoted=(\d+)/.exec(line)?.[1] ?? 0)
-    }
-    const ms = /^took (\d+) ms$/m.exec(trace)?.[1]
-    console.log(`${each.padEnd(11)} ${iterations} steps: ${ms} ms; ${scavenges} scavenges, ${(promoted / 1e6).toFixed(1)} MB promoted`)
-  }
+  runModes(import.meta.url, modes, mode ?? "200000", "steps")
 } else {
   const { Effect } = await import("effect")
   const iterations = Number(iterationsArg)

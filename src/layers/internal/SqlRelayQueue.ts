@@ -267,7 +267,7 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean; r
             generation = v.generation, attempts = v.attempts, lifetime_attempts = v.lifetime_attempts, reason = v.reason,
             acked_at = CASE WHEN v.state = 'acked' THEN COALESCE(v.acked_at, relay_event.acked_at) END
           FROM ${
-          rowsTable(sql, "relay_event", updateColumns, records.map((e) => ({ ...Rows.eventUpdate(e), acked_at: ackedAt.get(e.eventId) ?? null })))
+          rowsTable(sql, "relay_event", updateColumns, records.map((e) => Object.assign(Rows.eventUpdate(e), { acked_at: ackedAt.get(e.eventId) ?? null })))
         }
           WHERE relay_event.event_id = v.event_id`)
       )

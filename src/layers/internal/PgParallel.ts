@@ -165,8 +165,10 @@ const transactionWrites = (
       sql`SELECT * FROM relay_flow WHERE flow_id IN ${sql.in(ids)} ORDER BY flow_id FOR UPDATE`,
       (rows) => Exit.map(Rows.decode.flows(rows), (decoded) => decoded.filter((row) => row.served >= 0).map(Rows.toFlow))
     )
-  return {
-    ...base,
+  // What this transaction replaces, over `base` as its prototype: a spread of `base` followed by
+  // the fields it lacks (`lockStore`) made V8 a new map for every transaction (bench/README.md, "A
+  // generator function made per call"); an object made on a prototype it already has makes none.
+  const own: Partial<QueueWrites> = {
     // The ticket handed to the decision is far above every ticket drawn so far (or while it runs):
     // the turns it decides (`Decided` + 1, …) cannot be mistaken for one another transaction drew
     // after this one read the clock and stored on a flow this one then locked.
@@ -214,6 +216,7 @@ const transactionWrites = (
         SqlRelayQueue.insertGroups(store, records.filter((group) => !held.has(group.groupId)), undefined, turn)
       )
   }
+  return Object.assign(Object.create(base) as QueueWrites, own)
 }
 
 /** Whether `mode` is a claim mode (a layer's option is checked before anything opens). */

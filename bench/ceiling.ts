@@ -5,9 +5,7 @@
  * (`Ceiling.burst`), giving a ceiling measured in the same minutes as the drain.
  */
 import Database from "better-sqlite3"
-import * as fs from "node:fs"
-import * as path from "node:path"
-import { removeDb, workDir } from "./stores.js"
+import { freshWorkFile, removeDb } from "./stores.js"
 
 export interface CeilingResult {
   readonly commits: number
@@ -33,9 +31,7 @@ export interface Ceiling {
 }
 
 export const openCeiling = (name = "ceiling.db"): Ceiling => {
-  fs.mkdirSync(workDir, { recursive: true })
-  const file = path.join(workDir, name)
-  removeDb(file)
+  const file = freshWorkFile(name)
   const db = new Database(file)
   db.pragma("journal_mode = WAL")
   db.pragma("synchronous = FULL")

@@ -9,16 +9,12 @@
  *   npx tsx bench/groups.ts [groups] [flows] [steps] [batch]     (defaults: 40 8000 4000 1)
  */
 import { Effect } from "effect"
-import * as fs from "node:fs"
-import * as path from "node:path"
 import { SqliteRelayQueue } from "../src/index.js"
-import { removeDb, workDir } from "./stores.js"
+import { freshWorkFile, removeDb } from "./stores.js"
 
 const [groups, flows, steps, batch] = [process.argv[2] ?? 40, process.argv[3] ?? 8000, process.argv[4] ?? 4000, process.argv[5] ?? 1]
   .map(Number) as [number, number, number, number]
-fs.mkdirSync(workDir, { recursive: true })
-const file = path.join(workDir, "groups.queue.db")
-removeDb(file)
+const file = freshWorkFile("groups.queue.db")
 
 const program = Effect.gen(function*() {
   const queue = yield* SqliteRelayQueue.make({ filename: file, synchronous: "normal", policy: { leaseTicks: 60_000 } })

@@ -13,12 +13,10 @@
  * or, with `--pg`, on PostgreSQL at URL (an empty database: the queue's and the inbox's tables are
  * made there; exact claims unless `--parallel`).
  */
-import * as fs from "node:fs"
-import * as path from "node:path"
 import { Effect, Fiber, Layer, Logger, LogLevel, Ref, RuntimeFlags, RuntimeFlagsPatch, Supervisor } from "effect"
 import { Counter, Inbox, PgInbox, PgRelayQueue, Relay, RelayQueue, SqliteInbox, SqliteRelayQueue, TickClock, Transport } from "../src/index.js"
 import pg from "pg"
-import { removeDb, workDir } from "./stores.js"
+import { freshWorkFile, removeDb } from "./stores.js"
 
 /** Counts run-loop steps and fiber starts while installed. */
 class StepCounter extends Supervisor.AbstractSupervisor<void> {
@@ -36,13 +34,9 @@ class StepCounter extends Supervisor.AbstractSupervisor<void> {
 const args = process.argv.slice(2)
 const count = Number(args.find((arg, i) => !arg.startsWith("--") && args[i - 1] !== "--pg") ?? 500)
 const pgUrl = args.includes("--pg") ? args[args.indexOf("--pg") + 1] : undefined
-fs.mkdirSync(workDir, { recursive: true })
-const queueFile = path.join(workDir, "ops.queue.db")
-const inboxFile = path.join(workDir, "ops.inbox.db")
-const applyOnlyFile = path.join(workDir, "ops.apply-only.db")
-removeDb(queueFile)
-removeDb(inboxFile)
-removeDb(applyOnlyFile)
+const queueFile = freshWorkFile("ops.queue.db")
+const inboxFile = freshWorkFile("ops.inbox.db")
+const applyOnlyFile = freshWorkFile("ops.apply-only.db")
 
 const policy = { leaseTicks: 60_000 }
 const stores = Layer.mergeAll(

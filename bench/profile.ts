@@ -101,7 +101,7 @@ if (args[0] === "--summarize") {
   const { Effect, Ref } = await import("effect")
   const { Counter, SqliteInbox, TickClock } = await import("../src/index.js")
   const { daemonLoop, delivered, drainLoop, queueOnlyLayer, relayLayer } = await import("./drain.js")
-  const { fill, removeDb, workDir } = await import("./stores.js")
+  const { fill, freshWorkFile, removeDb, workDir } = await import("./stores.js")
   const { allocationLines, startAllocationProfile, startCpuProfile } = await import("./cpuProfile.js")
   const { helperThreadsCpuMs } = await import("./pg/procCpu.js")
   const { floorDrain } = await import("./floor.js")
@@ -114,11 +114,8 @@ if (args[0] === "--summarize") {
   const callgrind = args.includes("--callgrind")
   const inMemory = args.includes("--in-memory")
   const callgrindControl = (flag: "--zero" | "--dump") => execFileSync("callgrind_control", [flag, String(process.pid)], { stdio: "ignore" })
-  fs.mkdirSync(workDir, { recursive: true })
-  const queueFile = path.join(workDir, "profile.queue.db")
-  const inboxFile = path.join(workDir, "profile.inbox.db")
-  removeDb(queueFile)
-  removeDb(inboxFile)
+  const queueFile = freshWorkFile("profile.queue.db")
+  const inboxFile = freshWorkFile("profile.inbox.db")
   const out = path.join(workDir, "..", "profile", `drain-only-${Date.now()}.cpuprofile`)
   // Besides any whole-process `--cpu-prof`, profile the drain alone (no module loading, no fill;
   // the stores are opened before the profile starts).

@@ -10,11 +10,9 @@
  * loop runs 100 steps before it counts.
  */
 import { Effect } from "effect"
-import * as fs from "node:fs"
-import * as path from "node:path"
 import * as SqliteRelayQueue from "../src/layers/SqliteRelayQueue.js"
 import { allocationLines, startAllocationProfile } from "./cpuProfile.js"
-import { removeDb, workDir } from "./stores.js"
+import { freshWorkFile, removeDb } from "./stores.js"
 
 const args = process.argv.slice(2)
 const opAt = args.indexOf("--op")
@@ -24,9 +22,7 @@ const operations = ["claim-settle", "enqueue", "stats"]
 if (!operations.includes(chosen)) throw new Error(`--op must be one of ${operations.join(", ")}, got ${chosen}`)
 if (steps > 20_000 && chosen === "claim-settle") throw new Error("at most 20,000 claim-settle steps (the store's events)")
 
-fs.mkdirSync(workDir, { recursive: true })
-const file = path.join(workDir, "queue-loop.db")
-removeDb(file)
+const file = freshWorkFile("queue-loop.db")
 await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
   const queue = yield* SqliteRelayQueue.make({ filename: file })
   const events = Array.from({ length: 20_100 }, (_, i) => ({ eventId: `e${i}`, flowId: `f${i % 64}`, body: { n: i } }))

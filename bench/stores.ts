@@ -52,6 +52,14 @@ export const removeDb = (file: string) => {
   for (const suffix of ["", "-wal", "-shm", "-journal"]) fs.rmSync(file + suffix, { force: true })
 }
 
+/** The path of `name` in the work directory (made if missing), with no database there: a run's own store. */
+export const freshWorkFile = (name: string): string => {
+  fs.mkdirSync(workDir, { recursive: true })
+  const file = path.join(workDir, name)
+  removeDb(file)
+  return file
+}
+
 /** Folds the WAL into the main file, so one file is the whole store. */
 export const checkpoint = (file: string) => {
   const db = new Database(file)
@@ -116,9 +124,7 @@ const openCachedStore = async (backlog: Backlog, log: (line: string) => void): P
 
 /** A fresh, writable copy of a cached store in the work directory. */
 export const workCopy = (store: BuiltStore, name: string): string => {
-  fs.mkdirSync(workDir, { recursive: true })
-  const file = path.join(workDir, name)
-  removeDb(file)
+  const file = freshWorkFile(name)
   fs.copyFileSync(store.file, file)
   return file
 }

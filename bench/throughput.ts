@@ -13,7 +13,6 @@
 import Database from "better-sqlite3"
 import { Effect, Ref } from "effect"
 import * as fs from "node:fs"
-import * as path from "node:path"
 import { Counter, RelayQueue, SqliteInbox, SqliteRelayQueue, TickClock } from "../src/index.js"
 import type { PolicyInput } from "../src/index.js"
 import { openCeiling } from "./ceiling.js"
@@ -24,7 +23,7 @@ import { floorDrain } from "./floor.js"
 import type { Synchronous } from "./floor.js"
 import { ensurePeersInstalled, runPeer } from "./peers.js"
 import type { Peer, PeerFailure, PeerResult } from "./peers.js"
-import { checkpoint, eventInput, removeDb, workDir } from "./stores.js"
+import { checkpoint, eventInput, freshWorkFile, removeDb } from "./stores.js"
 
 /** The policy every store of this table is created and opened with: a production-sized lease, so the daemon's delivery timeout fits. */
 export const benchPolicy: PolicyInput = { leaseTicks: 60_000 }
@@ -82,11 +81,8 @@ const ourOrder = "per flow, fair turns across flows"
 
 /** The template: enqueued one call at a time through the library (timed), and an empty Counter inbox. */
 const buildTemplate = async (plan: ThroughputPlan) => {
-  fs.mkdirSync(workDir, { recursive: true })
-  const queueFile = path.join(workDir, "throughput-template.queue.db")
-  const inboxFile = path.join(workDir, "throughput-template.inbox.db")
-  removeDb(queueFile)
-  removeDb(inboxFile)
+  const queueFile = freshWorkFile("throughput-template.queue.db")
+  const inboxFile = freshWorkFile("throughput-template.inbox.db")
   const enqueue = await Effect.runPromise(
     Effect.gen(function*() {
       const queue = yield* RelayQueue
@@ -109,10 +105,8 @@ const buildTemplate = async (plan: ThroughputPlan) => {
 }
 
 const freshCopy = (template: { readonly queueFile: string; readonly inboxFile: string }, name: string) => {
-  const queueFile = path.join(workDir, `throughput-${name}.queue.db`)
-  const inboxFile = path.join(workDir, `throughput-${name}.inbox.db`)
-  removeDb(queueFile)
-  removeDb(inboxFile)
+  const queueFile = freshWorkFile(`throughput-${name}.queue.db`)
+  const inboxFile = freshWorkFile(`throughput-${name}.inbox.db`)
   fs.copyFileSync(template.queueFile, queueFile)
   fs.copyFileSync(template.inboxFile, inboxFile)
   return { queueFile, inboxFile, remove: () => { removeDb(queueFile); removeDb(inboxFile) } }

@@ -1,7 +1,10 @@
 // Sums a callgrind dump's instructions by where they ran — SQLite, V8's compilers, its builtins,
 // its C++ runtime, its collector, JIT-compiled JavaScript — per event (used by instructions.sh):
 //
-//   node bench/callgrindSummary.mjs DUMP EVENTS
+//   node bench/callgrindSummary.mjs DUMP EVENTS [--top N]
+//
+// With --top N, also the N functions that ran most instructions of their own, outside V8's
+// compilers and collector (JavaScript that V8 compiled is one entry: it has no symbols).
 //
 // First callgrind's own count of the dump (its `summary:` line), then the split. Each function's
 // own instructions count once (a call's line carries the callee's inclusive cost and is skipped);
@@ -11,8 +14,9 @@
 // object file.
 import * as fs from "node:fs"
 
-const [dump, eventsArgument] = process.argv.slice(2)
+const [dump, eventsArgument, ...options] = process.argv.slice(2)
 const events = Number(eventsArgument)
+const top = options[0] === "--top" ? Number(options[1]) : 0
 if (dump === undefined || !(events > 0)) {
   console.error("usage: node bench/callgrindSummary.mjs DUMP EVENTS")
   process.exit(2)
@@ -39,9 +43,11 @@ const nameOf = (kind, text) => {
 }
 
 const totals = new Map(groups.map(([name]) => [name, 0]))
+const byFunction = new Map()
 let object = "???"
 let fn = "???"
 let group = groups.at(-1)[0]
+const groupOf = new Map()
 let skipNext = false
 let total = 0
 let summary = 0
@@ -53,6 +59,7 @@ for (const line of fs.readFileSync(dump, "utf8").split("\n")) {
     if (key === "ob") object = nameOf("ob", line.slice(3))
     else fn = nameOf("fn", line.slice(3))
     group = groups.find(([, test]) => test(object, fn))[0]
+    groupOf.set(fn, group)
   } else if (key === "cob" || key === "cfn") nameOf(key.slice(1), line.slice(4))
   else if (key === "calls") skipNext = true
   else if (/^[+*-]?\d/.test(line) || line.startsWith("*")) {
@@ -63,6 +70,7 @@ for (const line of fs.readFileSync(dump, "utf8").split("\n")) {
     const cost = Number(line.trim().split(/\s+/)[1] ?? 0)
     total += cost
     totals.set(group, totals.get(group) + cost)
+    if (top > 0) byFunction.set(fn, (byFunction.get(fn) ?? 0) + cost)
   }
 }
 
@@ -78,3 +86,10 @@ for (const [name, n] of [...totals].sort((a, b) => b[1] - a[1])) {
 // on the rest.
 const steady = total - totals.get("V8's compilers and parser") - totals.get("V8's garbage collector")
 console.log(`${perEvent(steady)}  without V8's compilers and collector (the figure to compare builds by)`)
+if (top > 0) {
+  const skipped = new Set(["V8's compilers and parser", "V8's garbage collector"])
+  console.log(`the ${top} functions that ran most instructions of their own, per event (compilers and collector left out):`)
+  for (const [name, n] of [...byFunction].filter(([name]) => !skipped.has(groupOf.get(name))).sort((a, b) => b[1] - a[1]).slice(0, top)) {
+    console.log(`${perEvent(n)}  ${name.length > 150 ? `${name.slice(0, 150)}…` : name}`)
+  }
+}

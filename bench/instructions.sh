@@ -11,6 +11,9 @@
 #
 #   npm run build && bash bench/instructions.sh 3000 --daemon --workers 1 --normal
 #
+# TOP=N in the environment lists the N functions that ran most instructions of their own
+# (bench/callgrindSummary.mjs --top).
+#
 # With --pg, the same count over STEPS steps of bench/pg/profile.ts (its other options after it;
 # PostgreSQL at 127.0.0.1 or --url): this process's instructions per PostgreSQL step — the client's
 # CPU, which the server's waits leave out:
@@ -35,4 +38,4 @@ valgrind --tool=callgrind --callgrind-out-file="$out/callgrind.%p" \
   node --single-threaded --import tsx --import ./bench/dist.mjs "${run[@]}" > "$out/log" 2>&1 ||
   { tail -20 "$out/log" >&2; exit 1; }
 grep -E "$said" "$out/log"
-node bench/callgrindSummary.mjs "$(ls "$out"/callgrind.*.1)" "$events"
+node bench/callgrindSummary.mjs "$(ls "$out"/callgrind.*.1)" "$events" ${TOP:+--top "$TOP"}

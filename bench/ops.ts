@@ -5,35 +5,70 @@
  * `OpSupervision` runtime flag), the unit of the runtime's own cost. For diagnosis and before /
  * after comparisons; not part of `npm run bench`:
  *
- *   npx tsx bench/ops.ts [count] [--pg URL [--parallel]]
+ *   npx tsx bench/ops.ts [count] [--pg URL [--parallel]] [--sites N]
  *
  * Counts `count` (default 500) of each operation after as many of warm-up, on a file store
  * (synchronous NORMAL: the count does not depend on it), the Counter receiver in its own file (and
  * once more with a second inbox whose business has only `apply`, a savepoint per delivery) —
  * or, with `--pg`, on PostgreSQL at URL (an empty database: the queue's and the inbox's tables are
- * made there; exact claims unless `--parallel`).
+ * made there; exact claims unless `--parallel`). With `--sites N`, also the daemon event's N
+ * commonest steps by site: the instruction and the function it runs (a continuation, a `sync`
+ * body, a generator's factory), named by its opening text.
  */
 import { Effect, Fiber, Layer, Logger, LogLevel, Ref, RuntimeFlags, RuntimeFlagsPatch, Supervisor } from "effect"
 import { Counter, Inbox, PgInbox, PgRelayQueue, Relay, RelayQueue, SqliteInbox, SqliteRelayQueue, TickClock, Transport } from "../src/index.js"
 import pg from "pg"
 import { freshWorkFile, removeDb } from "./stores.js"
 
-/** Counts run-loop steps and fiber starts while installed. */
+/** The run loop's view of a step: its instruction and what it holds. */
+interface Primitive {
+  readonly _op: string
+  readonly effect_instruction_i0?: unknown
+  readonly effect_instruction_i1?: unknown
+  readonly commit?: unknown
+}
+
+const sites = new WeakMap<object, string>()
+/** A function by its name and opening text (once per function object). */
+const textOf = (f: unknown): string => {
+  if (typeof f !== "function") return ""
+  let text = sites.get(f)
+  if (text === undefined) {
+    text = `${f.name ? `${f.name} ` : ""}${f.toString().replace(/\s+/g, " ").slice(0, 100)}`
+    sites.set(f, text)
+  }
+  return text
+}
+/** A step's site: its instruction and, where it runs a function, that function (a continuation's frame: what it continues with). */
+const siteOf = (step: Primitive): string => {
+  const { _op: op } = step
+  if (op === "OnSuccess" || op === "OnFailure" || op === "OnSuccessAndFailure") return `${op} ${textOf(step.effect_instruction_i1)}`
+  if (op === "Commit" && typeof step.effect_instruction_i0 !== "function") return `Commit ${textOf(step.commit)}`
+  return `${op} ${textOf(step.effect_instruction_i0)}`
+}
+
+/** Counts run-loop steps and fiber starts while installed; by site too while `bySite` is set. */
 class StepCounter extends Supervisor.AbstractSupervisor<void> {
   steps = 0
   fibers = 0
+  bySite: Map<string, number> | undefined
   readonly value = Effect.void
   override onStart() {
     this.fibers++
   }
-  override onEffect() {
+  override onEffect(_fiber: unknown, effect: unknown) {
     this.steps++
+    if (this.bySite !== undefined) {
+      const site = siteOf(effect as Primitive)
+      this.bySite.set(site, (this.bySite.get(site) ?? 0) + 1)
+    }
   }
 }
 
 const args = process.argv.slice(2)
-const count = Number(args.find((arg, i) => !arg.startsWith("--") && args[i - 1] !== "--pg") ?? 500)
+const count = Number(args.find((arg, i) => !arg.startsWith("--") && args[i - 1] !== "--pg" && args[i - 1] !== "--sites") ?? 500)
 const pgUrl = args.includes("--pg") ? args[args.indexOf("--pg") + 1] : undefined
+const topSites = args.includes("--sites") ? Number(args[args.indexOf("--sites") + 1]) : 0
 const queueFile = freshWorkFile("ops.queue.db")
 const inboxFile = freshWorkFile("ops.inbox.db")
 const applyOnlyFile = freshWorkFile("ops.apply-only.db")
@@ -154,11 +189,20 @@ const daemon = Effect.gen(function*() {
   yield* queue.enqueueBatch(events("d", count))
   const target = (yield* queue.stats).byState.acked + count
   const [steps, fibers] = [counter.steps, counter.fibers]
+  if (topSites > 0) counter.bySite = new Map()
   const running = yield* Effect.fork(supervised(relay.run({ metricsInterval: null, pruneInterval: null })))
   while ((yield* queue.stats).byState.acked < target) yield* Effect.sleep("2 millis")
   const [stepsEach, fibersEach] = [(counter.steps - steps) / count, (counter.fibers - fibers) / count]
+  const bySite = counter.bySite
+  counter.bySite = undefined
   yield* Fiber.interrupt(running)
   console.log(`${"relay.run({ workers: 1 }), per event".padEnd(44)} ${stepsEach.toFixed(1).padStart(7)} steps  ${fibersEach.toFixed(2)} fibers`)
+  if (bySite !== undefined) {
+    console.log(`its ${topSites} commonest steps by site, per event (the stats polls beside it included):`)
+    for (const [site, n] of [...bySite].sort((a, b) => b[1] - a[1]).slice(0, topSites)) {
+      console.log(`${(n / count).toFixed(2).padStart(7)}  ${site}`)
+    }
+  }
 }).pipe(Logger.withMinimumLogLevel(LogLevel.Warning))
 
 await Effect.runPromise(Effect.zipRight(program.pipe(TickClock.at(0), Effect.scoped), daemon).pipe(Effect.provide(live)))

@@ -12,6 +12,9 @@
  *     with `--import ./bench/dist.mjs` after tsx, of the compiled library, whose frames name lines)
  *   npx tsx bench/profile.ts --summarize bench/.cache/profile/CPU.….cpuprofile
  *
+ * With `--no-profile`, no CPU profile either: the drain's figures without the profiler's sampling
+ * thread and its cost on the main one.
+ *
  * With `--callgrind`, under valgrind's callgrind (`bench/instructions.sh` runs it so), no CPU
  * profile: the instruction counters are zeroed as the drain starts and dumped as it ends.
  *
@@ -113,6 +116,7 @@ if (args[0] === "--summarize") {
   const synchronous = args.includes("--normal") ? "normal" as const : "full" as const
   const callgrind = args.includes("--callgrind")
   const inMemory = args.includes("--in-memory")
+  const bare = args.includes("--no-profile")
   const callgrindControl = (flag: "--zero" | "--dump") => execFileSync("callgrind_control", [flag, String(process.pid)], { stdio: "ignore" })
   const queueFile = freshWorkFile("profile.queue.db")
   const inboxFile = freshWorkFile("profile.inbox.db")
@@ -138,15 +142,15 @@ if (args[0] === "--summarize") {
     helpers = helperThreadsCpuMs()
     writtenBefore = written()
     if (callgrind) callgrindControl("--zero")
-    else profiler = await startCpuProfile()
+    else if (!bare) profiler = await startCpuProfile()
   }
   const report = async (loop: { readonly drained: number; readonly seconds: number; readonly cpuSeconds: number }) => {
     if (callgrind) callgrindControl("--dump")
     const helpersMs = helperThreadsCpuMs() - helpers
     const writtenAfter = written()
     const allocated = await allocationProfiler?.stop(loop.drained)
-    if (!callgrind) {
-      await profiler!.stop(out)
+    if (profiler !== undefined) {
+      await profiler.stop(out)
       console.log(`wrote ${path.relative(process.cwd(), out)} (the drain alone)`)
     }
     console.log(`drained ${loop.drained} events in ${loop.seconds.toFixed(2)} s: ${(loop.drained / loop.seconds).toFixed(0)} events/s, CPU ${((loop.cpuSeconds * 1e6) / loop.drained).toFixed(0)} µs/event`)

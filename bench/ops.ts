@@ -198,7 +198,7 @@ const daemon = Effect.gen(function*() {
   yield* Fiber.interrupt(running)
   console.log(`${"relay.run({ workers: 1 }), per event".padEnd(44)} ${stepsEach.toFixed(1).padStart(7)} steps  ${fibersEach.toFixed(2)} fibers`)
   if (bySite !== undefined) {
-    console.log(`its ${topSites} commonest steps by site, per event (the stats polls beside it included):`)
+    console.log(`its ${topSites} commonest steps by site, per event:`)
     for (const [site, n] of [...bySite].sort((a, b) => b[1] - a[1]).slice(0, topSites)) {
       console.log(`${(n / count).toFixed(2).padStart(7)}  ${site}`)
     }

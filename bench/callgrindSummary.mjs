@@ -18,7 +18,7 @@ const [dump, eventsArgument, ...options] = process.argv.slice(2)
 const events = Number(eventsArgument)
 const top = options[0] === "--top" ? Number(options[1]) : 0
 if (dump === undefined || !(events > 0)) {
-  console.error("usage: node bench/callgrindSummary.mjs DUMP EVENTS")
+  console.error("usage: node bench/callgrindSummary.mjs DUMP EVENTS [--top N]")
   process.exit(2)
 }
 

@@ -218,7 +218,7 @@ export const setWeight = (flow: FlowRecord | undefined, flowId: FlowId, weight: 
     return { ...noChanges, flows: [created], clock }
   }
   const next = { ...flow, ...Protocol.turnWithWeight(flow, weight) }
-  return next.weight === flow.weight ? { ...noChanges, clock: undefined } : { ...noChanges, flows: [next], clock }
+  return next.weight === flow.weight ? noChanges : { ...noChanges, flows: [next], clock }
 }
 
 /**
@@ -229,7 +229,7 @@ export const setGroupWeight = (group: GroupRecord | undefined, groupId: GroupId,
   if (group === undefined) return { ...noChanges, groups: [{ groupId, served: 0, weight, burst: 0 }], clock }
   const turn = Protocol.turnWithWeight(group, weight)
   const next: GroupRecord = { groupId, served: turn.served, weight: turn.weight, burst: turn.burst }
-  return next.weight === group.weight ? { ...noChanges, clock: undefined } : { ...noChanges, groups: [next], clock }
+  return next.weight === group.weight ? noChanges : { ...noChanges, groups: [next], clock }
 }
 
 /** A flow and its head, offered to a claim, with the flow's group (none: a group of its own). */

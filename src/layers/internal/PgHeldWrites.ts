@@ -14,22 +14,23 @@ import type * as Statement from "@effect/sql/Statement"
 import { Effect, FiberRef } from "effect"
 import { heldIn, sendAll, wired } from "./PgTransactions.js"
 import { locally } from "./Store.js"
-import type { Held, Wired } from "./PgTransactions.js"
+import type { AnyFiber, Held, Wired } from "./PgTransactions.js"
 
 /** The statements held in the application's transaction an enqueue runs in (`holding`). */
 const heldStatements = FiberRef.unsafeMake<Array<Held> | undefined>(undefined)
 
 /**
  * `f` of what the fiber's transaction holds — the store's own write transaction, or `holding`'s
- * in the application's; undefined outside both (a write then runs at once) — in one runtime step.
+ * in the application's; undefined outside both (a write then runs at once) — and of the fiber, in
+ * one runtime step.
  */
-const withHeld = <A, E>(f: (held: Array<Held> | undefined) => Effect.Effect<A, E>): Effect.Effect<A, E> =>
-  Effect.withFiberRuntime((fiber) => f(heldIn(fiber.currentContext) ?? fiber.getFiberRef(heldStatements)))
+const withHeld = <A, E>(f: (held: Array<Held> | undefined, fiber: AnyFiber) => Effect.Effect<A, E>): Effect.Effect<A, E> =>
+  Effect.withFiberRuntime((fiber) => f(heldIn(fiber.currentContext) ?? fiber.getFiberRef(heldStatements), fiber as AnyFiber))
 
-/** Sends what is held, and `main` after it, in one round trip: `main`'s rows. */
-const sendWith = (held: Array<Held> | undefined, main?: Wired): Effect.Effect<ReadonlyArray<object>, SqlError> => {
+/** Sends what is held, and `main` after it, in one round trip: `main`'s rows; in a runtime step of `fiber`. */
+const sendWith = (fiber: AnyFiber, held: Array<Held> | undefined, main?: Wired): Effect.Effect<ReadonlyArray<object>, SqlError> => {
   const sent = held === undefined ? [] : held.splice(0)
-  if (sent.length === 0) return main === undefined ? Effect.succeed([]) : sendAll([main], undefined, (answers) => answers[0]!)
+  if (sent.length === 0) return main === undefined ? Effect.succeed([]) : sendAll(fiber, [main], undefined, (answers) => answers[0]!)
   const statements = sent.map((h) => h.statement)
   if (main !== undefined) statements.push(main)
   // The held statements take their answers (or the batch's failure) as the batch ends.
@@ -39,7 +40,7 @@ const sendWith = (held: Array<Held> | undefined, main?: Wired): Effect.Effect<Re
       else sent[i]!.answer = answers?.[i] ?? []
     }
   }
-  return sendAll(statements, answered, (answers) => (main === undefined ? [] : answers[answers.length - 1]!))
+  return sendAll(fiber, statements, answered, (answers) => (main === undefined ? [] : answers[answers.length - 1]!))
 }
 
 /**
@@ -50,17 +51,17 @@ const sendWith = (held: Array<Held> | undefined, main?: Wired): Effect.Effect<Re
 export const holding = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
   Effect.suspend(() => {
     const held: Array<Held> = []
-    return locally(heldStatements, held)(Effect.zipLeft(effect, Effect.suspend(() => Effect.asVoid(sendWith(held)))))
+    return locally(heldStatements, held)(Effect.zipLeft(effect, Effect.withFiberRuntime<void, SqlError>((fiber) => Effect.asVoid(sendWith(fiber as AnyFiber, held)))))
   })
 
 /** Runs `statement` with what is held in front of it (one round trip): its rows. */
 export const exec = <A extends object>(statement: Statement.Statement<A>): Effect.Effect<ReadonlyArray<A>, SqlError> =>
-  withHeld((held) => sendWith(held, wired(statement, true)) as Effect.Effect<ReadonlyArray<A>, SqlError>)
+  withHeld((held, fiber) => sendWith(fiber, held, wired(statement, true)) as Effect.Effect<ReadonlyArray<A>, SqlError>)
 
 /** Holds a write whose result nobody reads until the transaction's next statement; outside a holding transaction it runs at once. */
 export const execWrite = (statement: Statement.Statement<object>): Effect.Effect<void, SqlError> =>
-  withHeld((held) => {
-    if (held === undefined) return Effect.asVoid(sendWith(undefined, wired(statement, false)))
+  withHeld((held, fiber) => {
+    if (held === undefined) return Effect.asVoid(sendWith(fiber, undefined, wired(statement, false)))
     held.push({ statement: wired(statement, false) })
     return Effect.void
   })
@@ -78,12 +79,12 @@ export const execLater = <A extends object, B>(
     if (held === undefined) return Effect.succeed(then(exec(statement)))
     const entry: Held = { statement: wired(statement, true) }
     held.push(entry)
-    const answer = Effect.suspend((): Effect.Effect<ReadonlyArray<A>, SqlError> =>
+    const answer = Effect.withFiberRuntime((fiber): Effect.Effect<ReadonlyArray<A>, SqlError> =>
       entry.failure !== undefined
         ? Effect.fail(entry.failure)
         : entry.answer !== undefined
         ? Effect.succeed(entry.answer as ReadonlyArray<A>)
-        : Effect.zipRight(sendWith(held), answer)
+        : Effect.zipRight(sendWith(fiber as AnyFiber, held), answer)
     )
     return Effect.succeed(then(answer))
   })

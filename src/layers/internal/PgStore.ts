@@ -4,14 +4,13 @@
  * serializes them: a claim sees every committed claim before it, the `(served, flow_id)` order is
  * global, and no two workers can claim the same head.
  */
-import * as Reactivity from "@effect/experimental/Reactivity"
 import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
-import * as PgClient from "@effect/sql-pg/PgClient"
 import { Cause, Duration, Effect, Redacted } from "effect"
 import type { Scope } from "effect"
 import * as PgHeldWrites from "./PgHeldWrites.js"
+import * as PgPool from "./PgPool.js"
 import { PreparedStatements, transactions } from "./PgTransactions.js"
 import { alone, commitFailuresAsErrors, insideTransaction, isPostgres, misuse } from "./Store.js"
 import type { Migrations, OpenError, Store } from "./Store.js"
@@ -111,17 +110,22 @@ const checkConnection = (options: PgStoreOptions, operation: string): Effect.Eff
  * A pooled client, once its options are checked (`checkConnection`); a connection that fails
  * (server down, database missing) is a `SqlError` with the server's reason as its cause.
  */
-const connect = (options: PgStoreOptions): Effect.Effect<PgClient.PgClient, InvalidInput | SqlError, Scope.Scope> =>
+const connect = (options: PgStoreOptions): Effect.Effect<Pooled, InvalidInput | SqlError, Scope.Scope> =>
   Effect.flatMap(checkConnection(options, "open"), (connection) =>
-    PgClient.make({ ...connection, applicationName: "fair-relay" }).pipe(
-      Effect.provide(Reactivity.layer),
+    PgPool.make({ ...connection, applicationName: "fair-relay" }).pipe(
       Effect.catchAllDefect((defect) =>
         Effect.fail(new SqlError({ cause: Cause.squash(Cause.die(defect)), message: "cannot open PostgreSQL store" })))
     ))
 
+/** A store's client, and the reserver of its pool's connections where the store owns the pool. */
+interface Pooled {
+  readonly sql: SqlClient.SqlClient
+  readonly reserver?: PgPool.Reserver | undefined
+}
+
 /** A read transaction: one consistent snapshot, refused writes. */
-const readTransaction = (sql: SqlClient.SqlClient, statements: Statements) => {
-  const transaction = transactions(sql, ["BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"])
+const readTransaction = ({ reserver, sql }: Pooled, statements: Statements) => {
+  const transaction = transactions(sql, ["BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"], { reserver })
   return <A, E, R>(effect: Effect.Effect<A, E, R>) => statements(commitFailuresAsErrors(transaction(effect)))
 }
 
@@ -140,8 +144,7 @@ export const open = (
 ): Effect.Effect<PgStore, OpenError, Scope.Scope> =>
   Effect.gen(function*() {
     const checked = yield* checkOptions(options, "open")
-    const sql = yield* connect(options)
-    return yield* openOn(sql, checked, migrations, migrationsTable, lockName)
+    return yield* openOn(yield* connect(options), checked, migrations, migrationsTable, lockName)
   })
 
 /** The options of a store on a client that is already open (the application's own). */
@@ -193,13 +196,14 @@ const checkOptions = (options: PgClientStoreOptions, operation: string): Effect.
 
 /** Opens a store on an open client: its transactions, and its migrations applied under its lock. */
 const openOn = (
-  sql: SqlClient.SqlClient,
+  pooled: Pooled,
   { lockTimeoutMillis, serverTime: onServerTime, statements }: Checked,
   migrations: Migrations,
   migrationsTable: string,
   lockName: string
 ): Effect.Effect<PgStore, OpenError> =>
   Effect.gen(function*() {
+    const { reserver, sql } = pooled
     // The lock key is per schema and store kind: two stores of one database in different schemas
     // do not wait for each other.
     // BEGIN, the transaction's settings and the store's lock: sent with the first statements.
@@ -219,17 +223,17 @@ const openOn = (
     const locked = transactions(sql, [
       "BEGIN",
       `SELECT pg_advisory_xact_lock(hashtext(current_schema() || ${quote(`/${lockName}`)})) FROM (${settings} OFFSET 0) AS settings`
-    ], true)
+    ], { holds: true, reserver })
     const write = <A, E, R>(effect: Effect.Effect<A, E, R>) => statements(commitFailuresAsErrors(locked(effect)))
     // Without the store's lock: the statements lock the rows they change (parallel claims).
-    const rowLocked = transactions(sql, ["BEGIN", settings], true)
+    const rowLocked = transactions(sql, ["BEGIN", settings], { holds: true, reserver })
     // Retried from the start up to five times; `Effect.retry`'s schedule and driver (some fifteen
     // runtime steps a call) only once a race was lost, as it rarely is.
     const rowLockedWrite = <A, E, R>(effect: Effect.Effect<A, E, R>) => {
       const once = statements(commitFailuresAsErrors(rowLocked(effect)))
       return Effect.catchIf(once, isRetryable, () => Effect.retry(once, { times: 4, while: isRetryable }))
     }
-    const read = readTransaction(sql, statements)
+    const read = readTransaction(pooled, statements)
     const store: PgStore = {
       sql,
       client: sql,
@@ -276,7 +280,7 @@ export const fromClient = (
       return yield* new InvalidInput({ operation: "layerClient", message: "the SqlClient in context is not a PostgreSQL client" })
     }
     const checked = yield* checkOptions(options, "open")
-    const store = yield* openOn(sql, checked, migrations, migrationsTable, lockName)
+    const store = yield* openOn({ sql }, checked, migrations, migrationsTable, lockName)
     return {
       ...store,
       write: alone(store.write, "write"),
@@ -321,10 +325,11 @@ export const openReadonly = (
   Effect.gen(function*() {
     const checked = yield* checkOptions(options, "open")
     const { statements } = checked
-    const sql = yield* connect(options)
+    const pooled = yield* connect(options)
+    const { sql } = pooled
     const label = `the PostgreSQL ${lockName} store`
     const latest = StoreCheck.latestMigration(migrations)
-    const contents = yield* readTransaction(sql, statements)(StoreCheck.inspect(sql, migrationsTable)).pipe(
+    const contents = yield* readTransaction(pooled, statements)(StoreCheck.inspect(sql, migrationsTable)).pipe(
       Effect.flatMap(StoreCheck.refuse(label, migrationsTable, latest, { foreign: "allow" }))
     )
     if (contents._tag !== "Version" || contents.version !== latest) {
@@ -338,7 +343,7 @@ export const openReadonly = (
     return {
       sql,
       client: sql,
-      read: readTransaction(sql, statements),
+      read: readTransaction(pooled, statements),
       write: StoreCheck.refuseWrite(label),
       exec: PgHeldWrites.exec,
       now: checked.serverTime ? serverTime(sql) : undefined

@@ -26,6 +26,7 @@ import { createRequire } from "node:module"
 import pg from "pg"
 import type * as Pg from "pg"
 import { execOnConnection, exitProviding, StatementLog } from "./Store.js"
+import type { PooledConnection, Reserver } from "./PgPool.js"
 import * as TextMap from "./TextMap.js"
 
 /** `pg`'s own mapping of a value to what it sends (arrays, dates, buffers, JSON), as its queries use. */
@@ -283,6 +284,9 @@ const ignoreAnswers = () => {}
 
 const failed = (cause: unknown) => new SqlError({ cause, message: "Failed to execute statement" })
 
+/** A fiber, whatever it answers. */
+export type AnyFiber = Fiber.RuntimeFiber<unknown, unknown>
+
 /** What a round trip sends and who hears its outcome (see `send`). */
 interface Request<A> {
   readonly statements: ReadonlyArray<Wired>
@@ -347,22 +351,23 @@ const roundTripOf = (client: Pg.ClientBase): RoundTrip => {
 }
 
 /**
- * Sends `statements` in one round trip on `client`; `sent` hears the outcome first (statements
- * held by a caller take their answers there). Reports the round trip to `log`, if it listens.
- * Succeeds with `answer` of the statements' rows and the last command's tag.
+ * Sends `statements` in one round trip on `client`, for `fiber` (the fiber that runs the answer,
+ * in whose runtime step this is called: the step that has the fiber at hand sends, with no step of
+ * its own); `sent` hears the outcome first (statements held by a caller take their answers there).
+ * Reports the round trip to the fiber's `StatementLog`, if it listens. Succeeds with `answer` of
+ * the statements' rows and the last command's tag.
  */
 const send = <A>(
+  fiber: AnyFiber,
   client: Pg.ClientBase,
   statements: ReadonlyArray<Wired>,
-  context: Context.Context<never>,
   sent: Request<A>["sent"],
   answer: Request<A>["answer"]
-): Effect.Effect<A, SqlError> =>
-  Effect.withFiberRuntime((fiber) => {
-    const trip = roundTripOf(client)
-    trip.pending.set(fiber as Fiber.RuntimeFiber<unknown, unknown>, { statements, context, sent, answer })
-    return trip.effect as Effect.Effect<A, SqlError>
-  })
+): Effect.Effect<A, SqlError> => {
+  const trip = roundTripOf(client)
+  trip.pending.set(fiber, { statements, context: fiber.currentContext, sent, answer })
+  return trip.effect as Effect.Effect<A, SqlError>
+}
 
 /** A statement a transaction holds until it sends its next batch (`PgHeldWrites`), and once sent, its answer. */
 export interface Held {
@@ -380,15 +385,15 @@ export interface Held {
 class LazyBegin implements Connection {
   begun = false
   constructor(
-    readonly conn: Connection & { readonly pg: Pg.PoolClient },
+    readonly conn: PooledConnection,
     readonly begin: ReadonlyArray<Wired>,
     readonly held: Array<Held> | undefined
   ) {}
   /** BEGIN and the rest of `begin`, if not sent yet (a statement run through `@effect/sql`). */
-  readonly ensure = Effect.contextWithEffect((context: Context.Context<never>) => {
+  readonly ensure = Effect.withFiberRuntime<unknown, SqlError>((fiber) => {
     if (this.begun) return Effect.void
     this.begun = true
-    return send(this.pg, this.begin, context, undefined, () => undefined)
+    return send(fiber as AnyFiber, this.pg, this.begin, undefined, () => undefined)
   })
   get pg() {
     return this.conn.pg
@@ -408,26 +413,36 @@ class LazyBegin implements Connection {
     Stream.unwrap(Effect.as(this.ensure, this.conn.executeStream(sql, params, transform)))
   /**
    * COMMIT (with what is still held, and BEGIN if only that much ran) or ROLLBACK, if BEGIN was
-   * sent. A held statement that fails at COMMIT fails the transaction with its error.
+   * sent; answers how it went. A held statement that fails at COMMIT fails the transaction with
+   * its error.
    */
-  end(statement: "COMMIT" | "ROLLBACK") {
+  end(statement: "COMMIT" | "ROLLBACK"): Effect.Effect<Exit.Exit<void, SqlError>> {
     const last = this.held === undefined ? [] : this.held.splice(0).map((h) => h.statement)
+    const rollback = () => Effect.asVoid(this.conn.executeUnprepared("ROLLBACK", [], undefined))
     if (statement === "ROLLBACK" || (!this.begun && last.length === 0)) {
-      return this.begun ? Effect.asVoid(this.conn.executeUnprepared("ROLLBACK", [], undefined)) : Effect.void
+      return this.begun ? Effect.exit(rollback()) : endedWithoutBegin
     }
-    return Effect.contextWithEffect((context: Context.Context<never>) => {
-      const log = Context.get(context, StatementLog)
-      if (log.record !== undefined) for (const s of last) log.record(s.text)
-      return send(this.pg, this.lead([...last, Commit]), context, undefined, (_, tag) => tag)
-    }).pipe(
-      Effect.flatMap((tag) => (tag === "COMMIT" ? Effect.void : Effect.fail(new SqlError({ cause: tag, message: `COMMIT answered ${tag}` })))),
-      // A failed statement leaves the transaction open and failed: roll it back before the
-      // connection goes back to the pool (after a failed COMMIT there is nothing to roll back,
-      // and the server only warns).
-      Effect.tapError(() => Effect.ignore(this.conn.executeUnprepared("ROLLBACK", [], undefined)))
+    // A failed statement leaves the transaction open and failed: roll it back before the
+    // connection goes back to the pool (after a failed COMMIT there is nothing to roll back, and
+    // the server only warns).
+    const rolledBack = (failed: Exit.Exit<void, SqlError>) => Effect.as(Effect.ignore(rollback()), failed)
+    return Effect.matchCauseEffect(
+      Effect.withFiberRuntime<Exit.Exit<void, SqlError>, SqlError>((fiber) => {
+        const log = Context.get(fiber.currentContext, StatementLog)
+        if (log.record !== undefined) for (const s of last) log.record(s.text)
+        return send(fiber as AnyFiber, this.pg, this.lead([...last, Commit]), undefined, (_, tag) =>
+          tag === "COMMIT" ? Exit.void : Exit.fail(new SqlError({ cause: tag, message: `COMMIT answered ${tag}` })))
+      }),
+      {
+        onFailure: (cause) => rolledBack(Exit.failCause(cause)),
+        onSuccess: (committed) => (Exit.isSuccess(committed) ? Effect.succeed(committed) : rolledBack(committed))
+      }
     )
   }
 }
+
+/** How a transaction that sent nothing ends: with nothing to send. */
+const endedWithoutBegin: Effect.Effect<Exit.Exit<void, SqlError>> = Effect.succeed(Exit.void)
 
 /**
  * What the store's transaction in `context` holds (`PgHeldWrites`): undefined outside one, or in
@@ -439,40 +454,42 @@ export const heldIn = (context: Context.Context<never>): Array<Held> | undefined
 }
 
 /**
- * Sends `statements` in one round trip on the transaction's connection — with BEGIN in front of
- * them if it was not sent yet — and answers each one's rows (`sent` hears them first). Outside a
- * transaction (or on a connection that is not `pg`'s) each runs as usual, one after the other.
- * Succeeds with `pick` of those rows (default: all of them), taken as the answer arrives.
+ * Sends `statements` in one round trip on the transaction's connection of `fiber` — with BEGIN in
+ * front of them if it was not sent yet — and answers each one's rows (`sent` hears them first);
+ * called in a runtime step of `fiber` (see `send`). Outside a transaction (or on a connection that
+ * is not `pg`'s) each runs as usual, one after the other. Succeeds with `pick` of those rows
+ * (default: all of them), taken as the answer arrives.
  */
 export const sendAll = <A = ReadonlyArray<ReadonlyArray<object>>>(
+  fiber: AnyFiber,
   statements: ReadonlyArray<Wired>,
   sent?: (answers: ReadonlyArray<ReadonlyArray<object>> | undefined, failure: SqlError | undefined) => void,
   pick: (answers: ReadonlyArray<ReadonlyArray<object>>) => A = (answers) => answers as A
-): Effect.Effect<A, SqlError> =>
-  Effect.contextWithEffect((context: Context.Context<never>) => {
-    const transaction = Context.getOption(context, SqlClient.TransactionConnection)
-    const connection = Option.isSome(transaction) ? transaction.value[0] : undefined
-    const client = (connection as { readonly pg?: Pg.PoolClient } | undefined)?.pg
-    if (connection === undefined || client === undefined) {
-      return Effect.forEach(statements, (s) => (s.statement === undefined ? Effect.succeed([]) : execOnConnection(s.statement))).pipe(
-        Effect.tap((answers) => Effect.sync(() => sent?.(answers, undefined))),
-        Effect.tapError((failure) => Effect.sync(() => sent?.(undefined, failure))),
-        Effect.map(pick)
-      )
-    }
-    const log = Context.get(context, StatementLog)
-    if (log.record !== undefined) for (const s of statements) log.record(s.text)
-    const batch = connection instanceof LazyBegin ? connection.lead(statements) : statements
-    // The answers of `statements`, without those of BEGIN and what leads it.
-    const own = (answers: ReadonlyArray<ReadonlyArray<object>>) => (batch === statements ? answers : answers.slice(batch.length - statements.length))
-    return send(
-      client,
-      batch,
-      context,
-      sent === undefined ? undefined : (answers, failure) => sent(answers === undefined ? undefined : own(answers), failure),
-      (answers) => pick(own(answers))
+): Effect.Effect<A, SqlError> => {
+  const context = fiber.currentContext
+  const transaction = Context.getOption(context, SqlClient.TransactionConnection)
+  const connection = Option.isSome(transaction) ? transaction.value[0] : undefined
+  const client = (connection as { readonly pg?: Pg.PoolClient } | undefined)?.pg
+  if (connection === undefined || client === undefined) {
+    return Effect.forEach(statements, (s) => (s.statement === undefined ? Effect.succeed([]) : execOnConnection(s.statement))).pipe(
+      Effect.tap((answers) => Effect.sync(() => sent?.(answers, undefined))),
+      Effect.tapError((failure) => Effect.sync(() => sent?.(undefined, failure))),
+      Effect.map(pick)
     )
-  })
+  }
+  const log = Context.get(context, StatementLog)
+  if (log.record !== undefined) for (const s of statements) log.record(s.text)
+  const batch = connection instanceof LazyBegin ? connection.lead(statements) : statements
+  // The answers of `statements`, without those of BEGIN and what leads it.
+  const own = (answers: ReadonlyArray<ReadonlyArray<object>>) => (batch === statements ? answers : answers.slice(batch.length - statements.length))
+  return send(
+    fiber,
+    client,
+    batch,
+    sent === undefined ? undefined : (answers, failure) => sent(answers === undefined ? undefined : own(answers), failure),
+    (answers) => pick(own(answers))
+  )
+}
 
 /**
  * Transactions on `sql` that open with `begin` (BEGIN and what the transaction needs before its
@@ -489,24 +506,46 @@ export const sendAll = <A = ReadonlyArray<ReadonlyArray<object>>>(
  * the transaction holds the statements whose answers wait (`PgHeldWrites`) until its next batch,
  * at the latest its COMMIT.
  */
-export const transactions = (sql: SqlClient.SqlClient, begin: ReadonlyArray<string>, holds = false) => {
+export const transactions = (
+  sql: SqlClient.SqlClient,
+  begin: ReadonlyArray<string>,
+  options: { readonly holds?: boolean; readonly reserver?: Reserver | undefined } = {}
+) => {
   const leading = begin.map(control)
+  const held = () => (options.holds === true ? [] : undefined)
+  // The body with `conn` as its transaction's connection, then COMMIT or ROLLBACK, and `then` of the outcome.
+  const onConnection = <A, E, R>(
+    restore: <X, Y, Z>(effect: Effect.Effect<X, Y, Z>) => Effect.Effect<X, Y, Z>,
+    effect: Effect.Effect<A, E, R>,
+    conn: LazyBegin,
+    then: (outcome: Exit.Exit<A, E | SqlError>) => Effect.Effect<A, E | SqlError>
+  ) =>
+    // Every way out of the body (success, failure, defect, interruption) comes through here.
+    Effect.flatMap(exitProviding(SqlClient.TransactionConnection, [conn, 0] as const)(restore, effect), (exit) =>
+      Effect.flatMap(conn.end(Exit.isSuccess(exit) ? "COMMIT" : "ROLLBACK"), (ended) =>
+        then(Exit.isFailure(ended) ? Exit.failCause(ended.cause) : exit)))
+  const { reserver } = options
+  if (reserver !== undefined) {
+    // The pool's connection taken and given back by hand. Waited for uninterruptibly: the wait
+    // has no canceller, so a connection handed over after an interruption would never go back.
+    return <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
+      Effect.uninterruptibleMask((restore) =>
+        Effect.flatMap(reserver.acquire, (reserved) =>
+          onConnection(restore, effect, new LazyBegin(reserved, leading, held()), (outcome) => {
+            reserver.release(reserved)
+            return outcome
+          })))
+  }
   // `sql.reserve` hands the pool's connection back when the scope in its context closes.
   const reserve = sql.reserve as Effect.Effect<Connection, SqlError, Scope.Scope>
   return <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
     Effect.uninterruptibleMask((restore) =>
       Effect.flatMap(Scope.make(), (scope) =>
-        // Waited for uninterruptibly, as `makeWithTransaction` did: the wait has no canceller, so
-        // a connection handed over after an interruption would never go back to the pool.
+        // Waited for uninterruptibly, as `makeWithTransaction` did (see above).
         Effect.flatMap(exitProviding(Scope.Scope, scope)((self) => self, reserve), (reserved) => {
           if (Exit.isFailure(reserved)) return Effect.zipRight(Scope.close(scope, reserved), Exit.failCause(reserved.cause))
-          const conn = new LazyBegin(reserved.value as Connection & { readonly pg: Pg.PoolClient }, leading, holds ? [] : undefined)
-          // Every way out of the body (success, failure, defect, interruption) comes through here.
-          return Effect.flatMap(exitProviding(SqlClient.TransactionConnection, [conn, 0] as const)(restore, effect), (exit) =>
-            Effect.flatMap(Effect.exit(conn.end(Exit.isSuccess(exit) ? "COMMIT" : "ROLLBACK")), (ended) => {
-              const outcome: Exit.Exit<A, E | SqlError> = Exit.isFailure(ended) ? Exit.failCause(ended.cause) : exit
-              return Effect.zipRight(Scope.close(scope, exit), outcome)
-            }))
+          const conn = new LazyBegin(reserved.value as PooledConnection, leading, held())
+          return onConnection(restore, effect, conn, (outcome) => Effect.zipRight(Scope.close(scope, outcome), outcome))
         }))
     )
 }

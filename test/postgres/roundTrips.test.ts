@@ -8,8 +8,9 @@
  * then go together with COMMIT; a claim alone sends its walk with the clock read. With parallel
  * claims, the tickets of a claim's turns are drawn by a statement held for its writes, in front
  * of them (the writes take them in SQL). The bench's figures (exact: 2 round trips per claim, 2
- * per settle, 2 per `settleAndClaim`; parallel: 3, 2 and 3) rest on these shapes. An inbox prune
- * batch makes two: its read, then its writes with COMMIT.
+ * per settle, 2 per `settleAndClaim`; parallel: 3, 2 and 3) rest on these shapes. An inbox receive
+ * sends its receipt read with its progress read (its business's own statements go on their own),
+ * and its writes with COMMIT; an inbox prune batch makes two: its read, then its writes with COMMIT.
  */
 import { it } from "@effect/vitest"
 import { Effect, Ref } from "effect"
@@ -155,6 +156,32 @@ describePg("PostgreSQL: round trips of a claim and a settle", (url) => {
         .toHaveLength(1)
       // A, G's only flow, has no head left: G waits for nothing.
       expect(yield* eligibleAt("G")).toBeNull()
+    }))
+
+  it.scopedLive("an inbox receive: its receipt and progress reads in one round trip, its writes with COMMIT", () =>
+    Effect.gen(function*() {
+      const schema = yield* freshSchema(url)
+      const inbox = yield* PgInbox.make({ url: schema.url, maxConnections: 1, business: Counter.business(yield* Ref.make(10)) })
+      const receiptRead = /^SELECT event_id, flow_id, seq, body FROM inbox_receipt WHERE event_id IN/
+      const progressRead = /^SELECT flow_id, last_seq, pruned_through FROM inbox_progress WHERE flow_id IN/
+      const [reply, trips] = yield* captureTrips(inbox.receive({ eventId: "A1", flowId: "A", seq: 1, body: { delta: 2 } }))
+      expect(reply).toEqual({ _tag: "Accepted" })
+      // The business's upsert runs through @effect/sql on the same transaction, between the two.
+      expect(trips).toHaveLength(2)
+      expect(trips[0]![0]).toBe("BEGIN")
+      expect(at(trips[0], receiptRead)).toBe(trips[0]!.length - 2)
+      expect(at(trips[0], progressRead)).toBe(trips[0]!.length - 1)
+      expect(at(trips[1], /^INSERT INTO inbox_receipt/)).toBeGreaterThanOrEqual(0)
+      expect(at(trips[1], /^INSERT INTO inbox_progress/)).toBeGreaterThan(at(trips[1], /^INSERT INTO inbox_receipt/))
+      expect(trips[1]![trips[1]!.length - 1]).toBe("COMMIT")
+      // The reads found what the receive wrote: the redelivery is a duplicate, the flow's next seq is accepted, one after the other.
+      const [duplicate, duplicateTrips] = yield* captureTrips(inbox.receive({ eventId: "A1", flowId: "A", seq: 1, body: { delta: 2 } }))
+      expect(duplicate).toEqual({ _tag: "Duplicate" })
+      expect(at(duplicateTrips[0], receiptRead)).toBe(duplicateTrips[0]!.length - 2)
+      expect(duplicateTrips[duplicateTrips.length - 1]).toEqual(["COMMIT"])
+      expect(yield* inbox.receive({ eventId: "A3", flowId: "A", seq: 3, body: { delta: 1 } })).toEqual({ _tag: "Gap", expected: 2 })
+      expect(yield* inbox.receive({ eventId: "A2", flowId: "A", seq: 2, body: { delta: 1 } })).toEqual({ _tag: "Accepted" })
+      expect([...(yield* inbox.progress)]).toEqual([["A", 2]])
     }))
 
   it.scopedLive("an inbox prune batch: its read, then its writes (progress marks, receipts deleted) with COMMIT", () =>

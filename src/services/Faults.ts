@@ -40,7 +40,12 @@ export const hit = (point: FaultPoint): Effect.Effect<void> => Effect.flatMap(Fa
 export const whenInstalled = <A, E, R>(
   without: Effect.Effect<A, E, R>,
   withFaults: (faults: Context.Tag.Service<Faults>) => Effect.Effect<A, E, R>
-): Effect.Effect<A, E, R> => Effect.flatMap(Faults, (faults) => (faults === none ? without : withFaults(faults)))
+): Effect.Effect<A, E, R> =>
+  // One runtime step (the service read off the fiber's context), where `Effect.flatMap(Faults, …)` takes three.
+  Effect.withFiberRuntime((fiber) => {
+    const faults = Context.get(fiber.currentContext as Context.Context<never>, Faults)
+    return faults === none ? without : withFaults(faults)
+  })
 
 /**
  * A fault service that ends the process abruptly at `point`: no finalizers, no rollback, no

@@ -51,7 +51,8 @@ const sendWith = (fiber: AnyFiber, held: Array<Held> | undefined, main?: Wired):
 export const holding = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
   Effect.suspend(() => {
     const held: Array<Held> = []
-    return locally(heldStatements, held)(Effect.zipLeft(effect, Effect.withFiberRuntime<void, SqlError>((fiber) => Effect.asVoid(sendWith(fiber as AnyFiber, held)))))
+    const sendHeld = Effect.withFiberRuntime<void, SqlError>((fiber) => Effect.asVoid(sendWith(fiber as AnyFiber, held)))
+    return locally(heldStatements, held)(Effect.zipLeft(effect, sendHeld))
   })
 
 /** Runs `statement` with what is held in front of it (one round trip): its rows. */

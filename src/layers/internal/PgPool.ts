@@ -26,6 +26,12 @@ export interface Reserver {
   readonly release: (connection: PooledConnection) => void
 }
 
+/** An open pool: its client, and the reserver of its connections (see `make`). */
+export interface Pool {
+  readonly sql: PgClient.PgClient
+  readonly reserver: Reserver | undefined
+}
+
 /** How to connect: what `PgStore` checked. */
 export interface PoolOptions {
   readonly url: Redacted.Redacted
@@ -40,7 +46,7 @@ export interface PoolOptions {
  * `Reserver` of its connections. The reserver is undefined if this `@effect/sql-pg` makes its
  * connections otherwise than the reserver expects; the store then reserves through `sql.reserve`.
  */
-export const make = (options: PoolOptions): Effect.Effect<{ readonly sql: PgClient.PgClient; readonly reserver: Reserver | undefined }, SqlError, Scope.Scope> =>
+export const make = (options: PoolOptions): Effect.Effect<Pool, SqlError, Scope.Scope> =>
   Effect.gen(function*() {
     const pool = yield* Effect.acquireRelease(
       Effect.sync(() => {
@@ -85,7 +91,8 @@ const reserverOf = (pool: pg.Pool, sql: PgClient.PgClient): Effect.Effect<Reserv
     const acquire = Effect.async<PooledConnection, SqlError>((resume) => {
       pool.connect((error, client) => {
         if (error != null || client === undefined) {
-          return resume(Effect.fail(new SqlError({ cause: error ?? new Error("No client returned"), message: "Failed to acquire connection for transaction" })))
+          const cause = error ?? new Error("No client returned")
+          return resume(Effect.fail(new SqlError({ cause, message: "Failed to acquire connection for transaction" })))
         }
         client.on("error", onError)
         resume(Effect.succeed(new Made(client)))

@@ -8,6 +8,7 @@
  * receiver's business runs on it go through `@effect/sql` as before.
  */
 import * as Reactivity from "@effect/experimental/Reactivity"
+import type * as SqlClient from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
 import { SqlError } from "@effect/sql/SqlError"
 import * as PgClient from "@effect/sql-pg/PgClient"
@@ -26,10 +27,13 @@ export interface Reserver {
   readonly release: (connection: PooledConnection) => void
 }
 
-/** An open pool: its client, and the reserver of its connections (see `make`). */
+/**
+ * A store's client and, where the store owns its pool (`make`), the reserver of the pool's
+ * connections; a store on the application's client has none.
+ */
 export interface Pool {
-  readonly sql: PgClient.PgClient
-  readonly reserver: Reserver | undefined
+  readonly sql: SqlClient.SqlClient
+  readonly reserver?: Reserver | undefined
 }
 
 /** How to connect: what `PgStore` checked. */

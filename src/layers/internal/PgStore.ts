@@ -110,21 +110,15 @@ const checkConnection = (options: PgStoreOptions, operation: string): Effect.Eff
  * A pooled client, once its options are checked (`checkConnection`); a connection that fails
  * (server down, database missing) is a `SqlError` with the server's reason as its cause.
  */
-const connect = (options: PgStoreOptions): Effect.Effect<Pooled, InvalidInput | SqlError, Scope.Scope> =>
+const connect = (options: PgStoreOptions): Effect.Effect<PgPool.Pool, InvalidInput | SqlError, Scope.Scope> =>
   Effect.flatMap(checkConnection(options, "open"), (connection) =>
     PgPool.make({ ...connection, applicationName: "fair-relay" }).pipe(
       Effect.catchAllDefect((defect) =>
         Effect.fail(new SqlError({ cause: Cause.squash(Cause.die(defect)), message: "cannot open PostgreSQL store" })))
     ))
 
-/** A store's client, and the reserver of its pool's connections where the store owns the pool. */
-interface Pooled {
-  readonly sql: SqlClient.SqlClient
-  readonly reserver?: PgPool.Reserver | undefined
-}
-
 /** A read transaction: one consistent snapshot, refused writes. */
-const readTransaction = ({ reserver, sql }: Pooled, statements: Statements) => {
+const readTransaction = ({ reserver, sql }: PgPool.Pool, statements: Statements) => {
   const transaction = transactions(sql, ["BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"], { reserver })
   return <A, E, R>(effect: Effect.Effect<A, E, R>) => statements(commitFailuresAsErrors(transaction(effect)))
 }
@@ -196,7 +190,7 @@ const checkOptions = (options: PgClientStoreOptions, operation: string): Effect.
 
 /** Opens a store on an open client: its transactions, and its migrations applied under its lock. */
 const openOn = (
-  pooled: Pooled,
+  pooled: PgPool.Pool,
   { lockTimeoutMillis, serverTime: onServerTime, statements }: Checked,
   migrations: Migrations,
   migrationsTable: string,

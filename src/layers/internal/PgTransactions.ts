@@ -531,7 +531,8 @@ export const sendAll = <A = ReadonlyArray<ReadonlyArray<object>>>(
  * context holds (the application's own transaction, on another client, is never borrowed — what
  * `Store.isolated` does for the SQLite store, without another runtime step or two). With `holds`,
  * the transaction holds the statements whose answers wait (`PgHeldWrites`) until its next batch,
- * at the latest its COMMIT.
+ * at the latest its COMMIT. With a `reserver` (a store that owns its pool, `PgPool`) the
+ * connection is taken from the pool and given back by hand; without, through `sql.reserve`.
  */
 export const transactions = (
   sql: SqlClient.SqlClient,

@@ -65,15 +65,15 @@ const texts = new Map<string, { count: number; ms: number }>()
 let counting = false
 
 // With --phases: this process's CPU (µs) at each boundary of the current step, and the sums per phase.
-let marks: Array<readonly [string, number]> = []
+let marks: Array<readonly [string, number, number]> = []
 let batches = 0
-const phaseSums = new Map<string, number>()
+const phaseSums = new Map<string, { cpu: number; wall: number }>()
 const cpuNow = () => {
   const { system, user } = process.cpuUsage()
   return user + system
 }
 const mark = (name: string) => {
-  if (counting && phases) marks.push([name, cpuNow()])
+  if (counting && phases) marks.push([name, cpuNow(), performance.now()])
 }
 const startStep = () => {
   batches = 0
@@ -84,7 +84,10 @@ const endStep = () => {
   mark("end")
   for (let i = 1; i < marks.length; i++) {
     const key = `${marks[i - 1]![0]} → ${marks[i]![0]}`
-    phaseSums.set(key, (phaseSums.get(key) ?? 0) + marks[i]![1] - marks[i - 1]![1])
+    const sum = phaseSums.get(key) ?? { cpu: 0, wall: 0 }
+    phaseSums.set(key, sum)
+    sum.cpu += marks[i]![1] - marks[i - 1]![1]
+    sum.wall += (marks[i]![2] - marks[i - 1]![2]) * 1000
   }
 }
 // A statement's text on one line, shortened; kept per text, so that counting costs the steps little.
@@ -262,8 +265,10 @@ try {
     console.log(`  ${(count / steps).toFixed(2)}  ${per(ms)}  ${text}`)
   }
   if (phases) {
-    console.log("this process's CPU per step by phase (µs; a step's batches numbered from 1):")
-    for (const [phase, micros] of phaseSums) console.log(`  ${(micros / steps).toFixed(0).padStart(6)}  ${phase}`)
+    console.log("this process's CPU and the wall time per step by phase (µs; a step's batches numbered from 1):")
+    for (const [phase, { cpu, wall }] of phaseSums) {
+      console.log(`  ${(cpu / steps).toFixed(0).padStart(6)} ${(wall / steps).toFixed(0).padStart(6)}  ${phase}`)
+    }
   }
 } finally {
   await Effect.runPromise(Scope.close(scope, Exit.void))

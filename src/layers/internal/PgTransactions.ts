@@ -25,6 +25,7 @@ import { createHash } from "node:crypto"
 import { createRequire } from "node:module"
 import pg from "pg"
 import type * as Pg from "pg"
+import { compileWhole } from "./CompiledOnce.js"
 import { execOnConnection, exitProviding, StatementLog } from "./Store.js"
 import type { PooledConnection, Reserver } from "./PgPool.js"
 import * as TextMap from "./TextMap.js"
@@ -83,7 +84,7 @@ export interface Wired {
 
 /** `statement` ready to send; `rows`: its rows are wanted. */
 export const wired = (statement: Statement.Statement<object>, rows: boolean): Wired => {
-  const [text, values] = statement.compile()
+  const [text, values] = compileWhole(statement)
   return { name: nameOf(text), text, values, rows, statement }
 }
 

@@ -3,7 +3,8 @@
  * (`PgClient.fromPool`). The store's transactions take their connection from the pool directly
  * (`Reserver`) and give it back by hand: `sql.reserve` hands a connection back through a `Scope`
  * (made, provided, closed — its finalizers gathered and run), which cost a transaction 29 runtime
- * steps (a daemon event with the PostgreSQL inbox, two transactions: 304.7 → 246.6). The
+ * steps (a daemon event with the PostgreSQL inbox, two transactions: 304.7 → 246.6); and the one a
+ * transaction gives back is kept for the next (`reserverOf`). The
  * connection is the client's own kind (what `sql.reserve` answers), so the statements a
  * receiver's business runs on it go through `@effect/sql` as before.
  */
@@ -77,23 +78,62 @@ export const make = (options: PoolOptions): Effect.Effect<Pool, SqlError, Scope.
     return { sql, reserver: yield* reserverOf(pool, sql) }
   })
 
+/** What `pg.Pool.connect` answers a caller that passes a callback. */
+type Connected = (error: Error | undefined, client?: pg.PoolClient, done?: pg.PoolClient["release"]) => void
+
 /**
  * The reserver of `pool`'s connections, made like those `sql.reserve` answers (their class, taken
  * from one it answers). A client that reports an error while it is out of the pool (its server
  * connection lost) is given back with it, and the pool discards it, as `sql.reserve` does.
+ *
+ * A connection a transaction gives back is kept for the next one (`spare`) while nobody waits for
+ * one: taking it is one step, where the pool answers a taker on a later tick through a timer of
+ * its checkout timeout (and sets another, its idle timeout, on every give-back). Every taker of
+ * the pool's connections takes the spare first (`pool.connect` is wrapped: the client's own
+ * statements, `sql.reserve`), so it is never out of reach of one; one that is no longer usable is
+ * discarded as it is taken; it goes back to the pool as the scope closes, before the pool ends.
  */
-const reserverOf = (pool: pg.Pool, sql: PgClient.PgClient): Effect.Effect<Reserver | undefined, SqlError> =>
-  Effect.map(Effect.scoped(sql.reserve), (sample) => {
+const reserverOf = (pool: pg.Pool, sql: PgClient.PgClient): Effect.Effect<Reserver | undefined, SqlError, Scope.Scope> =>
+  Effect.flatMap(Effect.scoped(sql.reserve), (sample) => {
     const Made = (sample as unknown as { readonly constructor: new(client: pg.PoolClient) => PooledConnection }).constructor
     const client = (sample as Partial<PooledConnection>).pg
-    if (client === undefined || new Made(client).pg !== client) return undefined
+    if (client === undefined || new Made(client).pg !== client) return Effect.succeed(undefined)
     const errors = new WeakMap<pg.PoolClient, Error>()
     // One listener for every client (it is called with the client as `this`).
     function onError(this: pg.PoolClient, error: Error) {
       errors.set(this, error)
     }
-    const acquire = Effect.async<PooledConnection, SqlError>((resume) => {
-      pool.connect((error, client) => {
+    /** Gives `client` back to the pool, with the error it reported (the pool then discards it). */
+    const giveBack = (client: pg.PoolClient, error?: Error) => {
+      client.off("error", onError)
+      const reported = errors.get(client)
+      errors.delete(client)
+      client.release(reported ?? error)
+    }
+    const usable = (client: pg.PoolClient) => {
+      const state = client as unknown as { readonly _queryable?: boolean; readonly _ending?: boolean }
+      return !errors.has(client) && state._queryable !== false && state._ending !== true
+    }
+    let spare: pg.PoolClient | undefined
+    /** The spare, if it is still usable (one that is not is discarded). */
+    const takeSpare = (): pg.PoolClient | undefined => {
+      const client = spare
+      spare = undefined
+      if (client === undefined || usable(client)) return client
+      giveBack(client, new Error("the connection closed while it was kept for the next transaction"))
+      return undefined
+    }
+    const connect = pool.connect.bind(pool) as (callback?: Connected) => Promise<pg.PoolClient> | void
+    pool.connect = ((callback?: Connected) => {
+      const client = spare === undefined ? undefined : takeSpare()
+      if (client === undefined) return connect(callback)
+      client.off("error", onError)
+      // Answered on a later tick, as the pool answers.
+      if (callback === undefined) return Promise.resolve(client)
+      process.nextTick(() => callback(undefined, client, client.release))
+    }) as typeof pool.connect
+    const fresh = Effect.async<PooledConnection, SqlError>((resume) => {
+      connect((error, client) => {
         if (error != null || client === undefined) {
           const cause = error ?? new Error("No client returned")
           return resume(Effect.fail(new SqlError({ cause, message: "Failed to acquire connection for transaction" })))
@@ -102,12 +142,23 @@ const reserverOf = (pool: pg.Pool, sql: PgClient.PgClient): Effect.Effect<Reserv
         resume(Effect.succeed(new Made(client)))
       })
     })
+    const acquire = Effect.suspend(() => {
+      const client = spare === undefined ? undefined : takeSpare()
+      return client === undefined ? fresh : Effect.succeed(new Made(client))
+    })
     const release = (connection: PooledConnection) => {
       const client = connection.pg
-      client.off("error", onError)
-      const error = errors.get(client)
-      errors.delete(client)
-      client.release(error)
+      if (spare === undefined && pool.waitingCount === 0 && !pool.ending && usable(client)) spare = client
+      else giveBack(client)
     }
-    return { acquire, release }
+    return Effect.as(
+      Effect.addFinalizer(() =>
+        Effect.sync(() => {
+          const client = spare
+          spare = undefined
+          if (client !== undefined) giveBack(client)
+        })
+      ),
+      { acquire, release }
+    )
   })

@@ -1,0 +1,81 @@
+/**
+ * The connection a store's transaction gives back is kept for the next one (`PgPool`'s spare):
+ * every other taker of the pool's connections takes it first, so a pool of one connection never
+ * waits on it; one whose server connection ended meanwhile is discarded as it is taken; and it
+ * goes back to the pool, which closes it, as the store's scope closes.
+ */
+import { it } from "@effect/vitest"
+import { Duration, Effect, Exit, Redacted, Scope } from "effect"
+import pg from "pg"
+import { expect } from "vitest"
+import * as PgPool from "../../src/layers/internal/PgPool.js"
+import { describePg } from "./support.js"
+
+/** The server's connections of `application` (another process's view). */
+const connectionsOf = (url: string, application: string) =>
+  Effect.promise(async () => {
+    const client = new pg.Client({ connectionString: url })
+    await client.connect()
+    try {
+      const { rows } = await client.query<{ pid: number }>("SELECT pid FROM pg_stat_activity WHERE application_name = $1", [application])
+      return rows.map((row) => row.pid)
+    } finally {
+      await client.end()
+    }
+  })
+
+const terminate = (url: string, pids: ReadonlyArray<number>) =>
+  Effect.promise(async () => {
+    const client = new pg.Client({ connectionString: url })
+    await client.connect()
+    try {
+      await client.query("SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) AS pid", [pids])
+    } finally {
+      await client.end()
+    }
+  })
+
+describePg("PostgreSQL: the connection kept between a store's transactions", (url) => {
+  const open = (application: string) =>
+    PgPool.make({ url: Redacted.make(url), maxConnections: 1, connectTimeout: Duration.seconds(5), applicationName: application })
+
+  it.scopedLive("a pool of one connection: the client's own statements and sql.reserve take the kept one; it goes back as the scope closes", () =>
+    Effect.gen(function*() {
+      const application = `fr-spare-${process.pid}-a`
+      const scope = yield* Scope.make()
+      const { reserver, sql } = yield* Scope.extend(open(application), scope)
+      expect(reserver).toBeDefined()
+      for (let i = 0; i < 3; i++) {
+        const connection = yield* Effect.uninterruptible(reserver!.acquire)
+        const [row] = yield* connection.execute("SELECT 1 AS one", [], undefined) as Effect.Effect<ReadonlyArray<{ one: number }>>
+        expect(row).toEqual({ one: 1 })
+        reserver!.release(connection)
+        // Kept out of the pool's idle list, yet the client's statements reach it (one connection in all).
+        expect(yield* sql<{ two: number }>`SELECT 2 AS two`.pipe(Effect.timeout("5 seconds"))).toEqual([{ two: 2 }])
+        expect(yield* Effect.scoped(Effect.flatMap(sql.reserve, (reserved) => reserved.execute("SELECT 3 AS three", [], undefined)))
+          .pipe(Effect.timeout("5 seconds"))).toEqual([{ three: 3 }])
+      }
+      const last = yield* Effect.uninterruptible(reserver!.acquire)
+      reserver!.release(last)
+      expect((yield* connectionsOf(url, application)).length).toBe(1)
+      yield* Scope.close(scope, Exit.void)
+      expect(yield* connectionsOf(url, application)).toEqual([])
+    }))
+
+  it.scopedLive("a kept connection whose server connection ended is discarded as it is taken: the next transaction gets a new one", () =>
+    Effect.gen(function*() {
+      const application = `fr-spare-${process.pid}-b`
+      const { reserver, sql } = yield* open(application)
+      const first = yield* Effect.uninterruptible(reserver!.acquire)
+      reserver!.release(first)
+      const [pid] = yield* connectionsOf(url, application)
+      yield* terminate(url, [pid!])
+      // The client learns of it when the server closes the socket.
+      yield* Effect.sleep("200 millis")
+      const next = yield* Effect.uninterruptible(reserver!.acquire)
+      const rows = yield* next.execute("SELECT pg_backend_pid() AS pid", [], undefined) as Effect.Effect<ReadonlyArray<{ pid: number }>>
+      reserver!.release(next)
+      expect(rows[0]!.pid).not.toBe(pid)
+      expect(yield* sql<{ one: number }>`SELECT 1 AS one`).toEqual([{ one: 1 }])
+    }))
+})

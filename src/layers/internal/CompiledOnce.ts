@@ -39,7 +39,9 @@ const isValue = (u: unknown): boolean =>
 
 /** `sql.in`'s list (its segment, as `sql` builds it), or undefined. */
 const listOf = (u: unknown): ReadonlyArray<unknown> | undefined =>
-  typeof u === "object" && u !== null && (u as Statement.Segment)._tag === "ArrayHelper" ? (u as { readonly value: ReadonlyArray<unknown> }).value : undefined
+  typeof u === "object" && u !== null && (u as Statement.Segment)._tag === "ArrayHelper"
+    ? (u as { readonly value: ReadonlyArray<unknown> }).value
+    : undefined
 
 /** The parts of `args`, or undefined when one is none of them. */
 const partsOf = (args: ReadonlyArray<unknown>): Array<Part> | undefined => {

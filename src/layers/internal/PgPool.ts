@@ -125,7 +125,7 @@ const reserverOf = (pool: pg.Pool, sql: PgClient.PgClient): Effect.Effect<Reserv
     }
     const connect = pool.connect.bind(pool) as (callback?: Connected) => Promise<pg.PoolClient> | void
     pool.connect = ((callback?: Connected) => {
-      const client = spare === undefined ? undefined : takeSpare()
+      const client = takeSpare()
       if (client === undefined) return connect(callback)
       client.off("error", onError)
       // Answered on a later tick, as the pool answers.
@@ -143,7 +143,7 @@ const reserverOf = (pool: pg.Pool, sql: PgClient.PgClient): Effect.Effect<Reserv
       })
     })
     const acquire = Effect.suspend(() => {
-      const client = spare === undefined ? undefined : takeSpare()
+      const client = takeSpare()
       return client === undefined ? fresh : Effect.succeed(new Made(client))
     })
     const release = (connection: PooledConnection) => {
@@ -154,8 +154,7 @@ const reserverOf = (pool: pg.Pool, sql: PgClient.PgClient): Effect.Effect<Reserv
     return Effect.as(
       Effect.addFinalizer(() =>
         Effect.sync(() => {
-          const client = spare
-          spare = undefined
+          const client = takeSpare()
           if (client !== undefined) giveBack(client)
         })
       ),

@@ -169,6 +169,25 @@ const serverCpuMs = async () => {
 await admin.connect()
 await admin.query(`CREATE DATABASE ${database}`)
 const url = base.replace(/\/[^/]*$/, `/${database}`)
+
+/** The server's WAL position in bytes: what the counted steps wrote to it (nothing else writes meanwhile). */
+const walBytes = async () => Number((await admin.query<{ lsn: string }>("SELECT pg_current_wal_lsn() - '0/0' AS lsn")).rows[0]!.lsn)
+/**
+ * Rows updated per table, and how many of them in place (HOT: no index changed, so no index entry
+ * written). A backend reports its counts when idle for a second; read after that.
+ */
+const updates = async () => {
+  const client = new pg.Client({ connectionString: url })
+  await client.connect()
+  try {
+    const { rows } = await client.query<{ relname: string; upd: string; hot: string }>(
+      "SELECT relname, n_tup_upd AS upd, n_tup_hot_upd AS hot FROM pg_stat_user_tables WHERE n_tup_upd > 0 ORDER BY relname"
+    )
+    return new Map(rows.map((row) => [row.relname, { updated: Number(row.upd), hot: Number(row.hot) }]))
+  } finally {
+    await client.end()
+  }
+}
 const scope = Effect.runSync(Scope.make())
 try {
   const queue = await Effect.runPromise(
@@ -228,6 +247,9 @@ try {
       })
     ))
     : undefined
+  // Updates are counted from here, the warm-up's too (the fill's counts reported by now).
+  await new Promise((resolve) => setTimeout(resolve, 1100))
+  const updatesBefore = await updates()
   const worker = relay === undefined ? undefined : Effect.runFork(
     relay.run({ workers: 1, batchSize: batch, pollInterval: Duration.millis(10), deliveryTimeout: Duration.seconds(10), metricsInterval: null, pruneInterval: null })
       .pipe(Logger.withMinimumLogLevel(LogLevel.Error))
@@ -241,6 +263,7 @@ try {
   if (callgrind) callgrindControl("--zero")
   const cpu = process.cpuUsage()
   const server = await serverCpuMs()
+  const walBefore = await walBytes()
   const start = performance.now()
   const measured = phases ? Effect.zipRight(Effect.sync(startStep), Effect.zipLeft(step, Effect.sync(endStep))) : step
   await (phases ? Effect.runPromise(Effect.repeatN(measured, steps - 1)) : runSteps(steps))
@@ -251,13 +274,22 @@ try {
   const helpersUsed = helperThreadsCpuMs() - helpers
   const allocated = await allocationProfiler?.stop(steps)
   const serverUsed = (await serverCpuMs()) - server
+  const walWritten = (await walBytes()) - walBefore
   counting = false
   if (worker !== undefined) await Effect.runPromise(Fiber.interrupt(worker))
+  await new Promise((resolve) => setTimeout(resolve, 1100))
+  const updatesAfter = await updates()
   const per = (x: number) => (x / steps).toFixed(3)
   await floorClient?.end()
   console.log(`${floor !== undefined ? `floor (${floorRounds} round trips) ` : ""}${parallel ? "parallel" : "exact"}${daemon ? " daemon worker" : exchange ? " settleAndClaim" : ""} batch ${batch}: ${steps} steps, ${((steps * batch) / (wall / 1000)).toFixed(0)} events/s`)
   console.log(`per step: wall ${per(wall)} ms, client CPU ${per((used.user + used.system) / 1000)} ms (system ${per(used.system / 1000)}), server CPU ${per(serverUsed)} ms`)
   console.log(`  of the client's CPU, its helper threads (V8's collector and compiler, libuv): ${per(helpersUsed)} ms`)
+  const updated = [...updatesAfter].map(([table, after]) => {
+    const before = updatesBefore.get(table) ?? { updated: 0, hot: 0 }
+    const n = after.updated - before.updated
+    return `${table} ${(n / (steps + 51)).toFixed(2)} (${n === 0 ? 0 : Math.round((100 * (after.hot - before.hot)) / n)} % in place)`
+  })
+  console.log(`  WAL ${(walWritten / steps).toFixed(0)} bytes per step; rows updated per step: ${updated.join(", ")}`)
   if (allocated !== undefined) for (const line of allocationLines(allocated, "step")) console.log(line)
   const total = [...texts.values()].reduce((a, b) => a + b.count, 0)
   console.log(`round trips per step: ${(total / steps).toFixed(2)} (count per step, ms per step from send to answer — not measured for our batches —, texts)`)

@@ -1,6 +1,7 @@
 /**
  * The claim path never scans the event table: every statement it really issues (captured from
- * the `sql.execute` spans) is planned by SQLite as an index search, whatever the backlog.
+ * the `sql.execute` spans) is planned by SQLite as an index search, whatever the backlog. Nor
+ * does retention's prune: it reads acked events through their index by `acked_at`.
  */
 import { describe, expect, it } from "@effect/vitest"
 import Database from "better-sqlite3"
@@ -71,4 +72,28 @@ describe("claim query plan", () => {
         }
       }))
   }
+
+  it.scoped("a prune reads acked events through the acked index, without scanning the events or sorting", () =>
+    Effect.gen(function*() {
+      const dir = yield* Effect.acquireRelease(
+        Effect.sync(() => fs.mkdtempSync(path.join(testTmpDir(), "fair-relay-plan-"))),
+        (d) => Effect.sync(() => fs.rmSync(d, { recursive: true, force: true }))
+      )
+      const file = path.join(dir, "queue.db")
+      const queue = yield* SqliteRelayQueue.make({ filename: file, policy: seedPolicy, retention: { acked: 100, dedup: 1000 } })
+      for (let i = 0; i < 40; i++) yield* queue.enqueue({ eventId: `e-${i}`, flowId: `f-${i % 8}`, body: { i } })
+      for (const claimed of yield* queue.claimBatch(8)) yield* queue.settle(claimed.token, { _tag: "Accepted" })
+      const [, dryRun] = yield* captureSql(queue.prune({ dryRun: true }))
+      const [, prune] = yield* captureSql(queue.prune())
+      const reads = [...dryRun, ...prune].filter((s) => /FROM relay_event\b/.test(s) && /acked_at <=/.test(s))
+      expect(reads.length, [...dryRun, ...prune].join("\n")).toBeGreaterThanOrEqual(2)
+      for (const statement of reads) {
+        const plan = explain(file, statement)
+        expect(plan.some((step) => /^SEARCH relay_event USING (COVERING )?INDEX relay_event_acked\b/.test(step)), `${statement}\n${plan.join("\n")}`).toBe(true)
+        for (const step of plan) {
+          expect(step, statement).not.toMatch(/^SCAN relay_event/)
+          expect(step, statement).not.toMatch(/TEMP B-TREE/)
+        }
+      }
+    }))
 })

@@ -125,6 +125,16 @@ export const migrations: Record<string, Effect.Effect<void, SqlError, SqlClient>
     yield* sql`CREATE INDEX relay_flow_group ON relay_flow (group_id, eligible_at) WHERE group_id IS NOT NULL AND head_seq IS NOT NULL`
     // A group's flows for operators.
     yield* sql`CREATE INDEX relay_flow_group_id ON relay_flow (group_id, flow_id) WHERE group_id IS NOT NULL`
+  }),
+  "9_acked_index_by_time": Effect.gen(function*() {
+    const sql = yield* SqlClient
+    // Retention's index over acked_at alone, which is set exactly when an event is acked (null in
+    // every other state): a claim, which changes the state but leaves acked_at null, then changes
+    // no indexed column, and PostgreSQL rewrites the row in place (a HOT update) instead of adding
+    // an entry to every index of relay_event. The prune's `acked_at <= cutoff` implies the
+    // predicate, so it searches the same index.
+    yield* sql`DROP INDEX relay_event_acked`
+    yield* sql`CREATE INDEX relay_event_acked ON relay_event (acked_at) WHERE acked_at IS NOT NULL`
   })
 }
 

@@ -33,7 +33,7 @@ import type { Child } from "../../scenarios/processes/spawn.js"
 import type { ChildStats, Kind, RunSpec } from "./protocol.js"
 import { procCpuMs } from "./procCpu.js"
 import { startProxy } from "./proxy.js"
-import { adminPool, countDone, createStore, endState, isBatched, libraryOf } from "./stores.js"
+import { adminPool, codeOf, countDone, createStore, endState, isBatched, libraryOf } from "./stores.js"
 import type { Library, Workload } from "./stores.js"
 
 const benchDir = fileURLToPath(new URL("../", import.meta.url))
@@ -264,7 +264,10 @@ export const runPgBench = async (args: ReadonlyArray<string>): Promise<number> =
          'commit_delay', 'full_page_writes', 'wal_level', 'autovacuum', 'autovacuum_naptime')`
     )).rows.map((r) => [r.name, r.unit === null ? r.setting : `${r.setting} (${r.unit})`])
   )
-  let children: Array<Child> = []
+  // Worker processes by the code they run (`codeOf`): a library's drains never share a process
+  // with another library's.
+  const processes = new Map<string, Array<Child>>()
+  const allChildren = () => [...processes.values()].flat()
   let pool: pg.Pool | undefined
   let cleaned = false
   const ours = async () =>
@@ -285,6 +288,7 @@ export const runPgBench = async (args: ReadonlyArray<string>): Promise<number> =
   const cleanup = async () => {
     if (cleaned) return
     cleaned = true
+    const children = allChildren()
     for (const child of children) child.end()
     await Promise.race([Promise.all(children.map((child) => child.exit)), sleep(20_000)])
     for (const child of children) child.kill()
@@ -321,11 +325,20 @@ export const runPgBench = async (args: ReadonlyArray<string>): Promise<number> =
         `pg-boss ${packages["pg-boss"]}, graphile-worker ${packages["graphile-worker"]}; databases ${prefix}*`
     )
 
-    // Worker processes: started once, reused by every run (each run uses the first W of them).
+    // Worker processes: started once per library, reused by every run of its kinds (each run uses
+    // the first W of them). Not shared between libraries: in one process taking turns, each
+    // library's code ran after the others' had run for tens of seconds — V8 had flushed the
+    // bytecode of functions idle over a few collections, with their optimized code, and the
+    // modules they share (\`pg\`) carried the others' type feedback. A worker daemon runs one
+    // library (bench/README.md, "Worker processes per library").
     const most = Math.max(...plan.workers)
-    log(`starting ${most} worker processes`)
-    children = Array.from({ length: most }, () => spawnChild(childScript))
-    await Promise.all(children.map((child) => child.expect("hello", 300_000)))
+    const codes = [...new Set(plan.kinds.map(codeOf))]
+    log(`starting ${most} worker processes for each of ${codes.join(", ")}`)
+    for (const code of codes) {
+      const children = Array.from({ length: most }, () => spawnChild(childScript))
+      processes.set(code, children)
+      await Promise.all(children.map((child) => child.expect("hello", 300_000)))
+    }
     log(`worker processes up (load ${loadavg().join(" ")})`)
 
     // One template database per library, with the whole backlog.
@@ -387,7 +400,7 @@ export const runPgBench = async (args: ReadonlyArray<string>): Promise<number> =
         handlerMs: plan.handlerMs,
         concurrency: plan.concurrency
       }
-      const used = children.slice(0, workers)
+      const used = processes.get(codeOf(kind))!.slice(0, workers)
       for (const child of used) child.send({ cmd: "prepare", run: spec })
       const answers = await Promise.all(used.map((child) => child.next(120_000)))
       const failed = answers.find((answer) => answer.type !== "ready")
@@ -531,7 +544,8 @@ export const runPgBench = async (args: ReadonlyArray<string>): Promise<number> =
           "into a template database per library (the library's own batch insert); each drain runs on a fresh CREATE DATABASE … TEMPLATE copy",
         drain: `until every job is completed or ${plan.maxSecondsPerDrain} s after go; events/s = completed ÷ (first handler call → the count that saw them)`,
         rounds: `${plan.rounds}; a cell's figure is Σ completed ÷ Σ seconds over the rounds`,
-        workerProcesses: `the first W of a set of ${Math.max(...plan.workers)} long-lived child processes (node --import tsx), ` +
+        workerProcesses: `the first W of a set of ${Math.max(...plan.workers)} long-lived child processes (node --import tsx) ` +
+          "of the library's own (fair-relay's both modes, the floor, pg-boss, graphile-worker: a set each), " +
           (plan.concurrency === 1 ? "one job in flight each" : `${plan.concurrency} jobs in flight each (batched kinds: one worker)`),
         handler: plan.handlerMs === 0
           ? "no-op (fair-relay: a Transport whose deliver answers Accepted without I/O)"

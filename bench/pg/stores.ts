@@ -30,6 +30,10 @@ export const libraryOf = (kind: Kind): Library =>
     ? "fair-relay-parallel"
     : kind
 
+/** The code a kind runs in its worker processes: fair-relay (either claim mode), the floor (raw \`pg\`), or a peer. */
+export const codeOf = (kind: Kind): string =>
+  kind === "floor-single" || kind === "floor-pipelined-single" ? "floor" : libraryOf(kind) === "fair-relay-parallel" ? "fair-relay" : libraryOf(kind)
+
 /** Whether a kind claims in batches (the others take one job per transaction). */
 export const isBatched = (kind: Kind): boolean => kind === "fair-relay-batch" || kind === "fair-relay-parallel-batch"
 

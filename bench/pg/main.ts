@@ -326,11 +326,11 @@ export const runPgBench = async (args: ReadonlyArray<string>): Promise<number> =
     )
 
     // Worker processes: started once per library, reused by every run of its kinds (each run uses
-    // the first W of them). Not shared between libraries: in one process taking turns, each
-    // library's code ran after the others' had run for tens of seconds — V8 had flushed the
-    // bytecode of functions idle over a few collections, with their optimized code, and the
-    // modules they share (\`pg\`) carried the others' type feedback. A worker daemon runs one
-    // library (bench/README.md, "Worker processes per library").
+    // the first W of them). Not shared between libraries, as a worker daemon runs one library:
+    // taking turns in one set of processes, our single-step drains that followed the other
+    // libraries' ran at up to twice the CPU per event (suspects: V8 flushing the bytecode and
+    // optimized code of functions idle over a few collections, and the type feedback of the
+    // modules they share, `pg`; bench/README.md, "Worker processes per library").
     const most = Math.max(...plan.workers)
     const codes = [...new Set(plan.kinds.map(codeOf))]
     log(`starting ${most} worker processes for each of ${codes.join(", ")}`)

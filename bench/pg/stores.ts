@@ -30,7 +30,7 @@ export const libraryOf = (kind: Kind): Library =>
     ? "fair-relay-parallel"
     : kind
 
-/** The code a kind runs in its worker processes: fair-relay (either claim mode), the floor (raw \`pg\`), or a peer. */
+/** The code a kind runs in its worker processes: fair-relay (either claim mode), the floor (raw `pg`), or a peer. */
 export const codeOf = (kind: Kind): string =>
   kind === "floor-single" || kind === "floor-pipelined-single" ? "floor" : libraryOf(kind) === "fair-relay-parallel" ? "fair-relay" : libraryOf(kind)
 

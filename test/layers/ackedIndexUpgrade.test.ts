@@ -6,11 +6,10 @@
 import { describe, expect, it } from "@effect/vitest"
 import Database from "better-sqlite3"
 import { Effect } from "effect"
-import * as fs from "node:fs"
 import * as path from "node:path"
 import * as SqliteRelayQueue from "../../src/layers/SqliteRelayQueue.js"
 import { latestMigration } from "../reliability/support/stores.js"
-import { testTmpDir } from "../support/tmp.js"
+import { tempDir } from "../support/backends.js"
 
 /** Acked events kept 100 ticks (milliseconds of the store's clock). */
 const retention = { acked: 100, dedup: 1000 }
@@ -40,11 +39,7 @@ const ackedIndexPredicate = (file: string): string => {
 describe("retention's index by acked_at", () => {
   it.scopedLive("a schema 8 store opens upgraded: the index rebuilt, its contents unchanged, the same events prunable", () =>
     Effect.gen(function*() {
-      const dir = yield* Effect.acquireRelease(
-        Effect.sync(() => fs.mkdtempSync(path.join(testTmpDir(), "fair-relay-upgrade-"))),
-        (d) => Effect.sync(() => fs.rmSync(d, { recursive: true, force: true }))
-      )
-      const file = path.join(dir, "queue.db")
+      const file = path.join(yield* tempDir, "queue.db")
       const open = SqliteRelayQueue.make({ filename: file, policy: { leaseTicks: "1 hour" }, retention })
       const before = yield* Effect.scoped(Effect.gen(function*() {
         const queue = yield* open

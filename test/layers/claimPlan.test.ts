@@ -11,6 +11,7 @@ import * as path from "node:path"
 import { seedPolicy } from "../../src/domain/Policy.js"
 import * as SqliteRelayQueue from "../../src/layers/SqliteRelayQueue.js"
 import { captureSql } from "../../scenarios/support/captureSql.js"
+import { tempDir } from "../support/backends.js"
 import { testTmpDir } from "../support/tmp.js"
 
 const explain = (file: string, statement: string): ReadonlyArray<string> => {
@@ -75,11 +76,7 @@ describe("claim query plan", () => {
 
   it.scoped("a prune reads acked events through the acked index, without scanning the events or sorting", () =>
     Effect.gen(function*() {
-      const dir = yield* Effect.acquireRelease(
-        Effect.sync(() => fs.mkdtempSync(path.join(testTmpDir(), "fair-relay-plan-"))),
-        (d) => Effect.sync(() => fs.rmSync(d, { recursive: true, force: true }))
-      )
-      const file = path.join(dir, "queue.db")
+      const file = path.join(yield* tempDir, "queue.db")
       const queue = yield* SqliteRelayQueue.make({ filename: file, policy: seedPolicy, retention: { acked: 100, dedup: 1000 } })
       for (let i = 0; i < 40; i++) yield* queue.enqueue({ eventId: `e-${i}`, flowId: `f-${i % 8}`, body: { i } })
       for (const claimed of yield* queue.claimBatch(8)) yield* queue.settle(claimed.token, { _tag: "Accepted" })

@@ -327,8 +327,8 @@ export const runPgBench = async (args: ReadonlyArray<string>): Promise<number> =
 
     // Worker processes: started once per library, reused by every run of its kinds (each run uses
     // the first W of them). Not shared between libraries, as a worker daemon runs one library:
-    // taking turns in one set of processes, our single-step drains that followed the other
-    // libraries' ran at up to twice the CPU per event (suspects: V8 flushing the bytecode and
+    // taking turns in one set of processes, our single-step drains ran at up to twice the CPU per
+    // event from one drain to the next (suspects: V8 flushing the bytecode and
     // optimized code of functions idle over a few collections, and the type feedback of the
     // modules they share, `pg`; bench/README.md, "Worker processes per library").
     const most = Math.max(...plan.workers)

@@ -8,23 +8,17 @@ import Database from "better-sqlite3"
 import { Effect } from "effect"
 import * as path from "node:path"
 import * as SqliteRelayQueue from "../../src/layers/SqliteRelayQueue.js"
-import { latestMigration } from "../reliability/support/stores.js"
+import { execOn, latestMigration } from "../reliability/support/stores.js"
 import { tempDir } from "../support/backends.js"
 
 /** Acked events kept 100 ticks (milliseconds of the store's clock). */
 const retention = { acked: 100, dedup: 1000 }
 
 /** Puts the file back to schema 8: the index as that schema made it, the migration unrecorded. */
-const toSchema8 = (file: string) => {
-  const db = new Database(file, { fileMustExist: true })
-  try {
-    db.exec(`DROP INDEX relay_event_acked;
-      CREATE INDEX relay_event_acked ON relay_event (acked_at) WHERE state = 'acked';
-      DELETE FROM relay_migrations WHERE migration_id = 9;`)
-  } finally {
-    db.close()
-  }
-}
+const toSchema8 = (file: string) =>
+  execOn(file, `DROP INDEX relay_event_acked;
+    CREATE INDEX relay_event_acked ON relay_event (acked_at) WHERE state = 'acked';
+    DELETE FROM relay_migrations WHERE migration_id = 9;`)
 
 const ackedIndexPredicate = (file: string): string => {
   const db = new Database(file, { fileMustExist: true, readonly: true })

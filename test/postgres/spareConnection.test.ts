@@ -11,29 +11,27 @@ import { expect } from "vitest"
 import * as PgPool from "../../src/layers/internal/PgPool.js"
 import { describePg } from "./support.js"
 
-/** The server's connections of `application` (another process's view). */
-const connectionsOf = (url: string, application: string) =>
+/** A statement run by a client of its own (another process's view of the server). */
+const onServer = <A extends object>(url: string, text: string, params: ReadonlyArray<unknown>) =>
   Effect.promise(async () => {
     const client = new pg.Client({ connectionString: url })
     await client.connect()
     try {
-      const { rows } = await client.query<{ pid: number }>("SELECT pid FROM pg_stat_activity WHERE application_name = $1", [application])
-      return rows.map((row) => row.pid)
+      return (await client.query<A>(text, [...params])).rows
     } finally {
       await client.end()
     }
   })
 
+/** The server's connections of `application`. */
+const connectionsOf = (url: string, application: string) =>
+  Effect.map(
+    onServer<{ pid: number }>(url, "SELECT pid FROM pg_stat_activity WHERE application_name = $1", [application]),
+    (rows) => rows.map((row) => row.pid)
+  )
+
 const terminate = (url: string, pids: ReadonlyArray<number>) =>
-  Effect.promise(async () => {
-    const client = new pg.Client({ connectionString: url })
-    await client.connect()
-    try {
-      await client.query("SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) AS pid", [pids])
-    } finally {
-      await client.end()
-    }
-  })
+  onServer(url, "SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) AS pid", [pids])
 
 describePg("PostgreSQL: the connection kept between a store's transactions", (url) => {
   const open = (application: string) =>

@@ -172,9 +172,13 @@ const url = base.replace(/\/[^/]*$/, `/${database}`)
 
 /** The server's WAL position in bytes: what the counted steps wrote to it (nothing else writes meanwhile). */
 const walBytes = async () => Number((await admin.query<{ lsn: string }>("SELECT pg_current_wal_lsn() - '0/0' AS lsn")).rows[0]!.lsn)
+/** Steps run before the counted ones (a daemon's from the worker's start on). */
+const warmupSteps = 51
+/** A backend reports its table counts to the statistics once idle for a second: waits for that. */
+const statsReported = () => new Promise((resolve) => setTimeout(resolve, 1100))
 /**
  * Rows updated per table, and how many of them in place (HOT: no index changed, so no index entry
- * written). A backend reports its counts when idle for a second; read after that.
+ * written), as reported by now (`statsReported`).
  */
 const updates = async () => {
   const client = new pg.Client({ connectionString: url })
@@ -248,14 +252,14 @@ try {
     ))
     : undefined
   // Updates are counted from here, the warm-up's too (the fill's counts reported by now).
-  await new Promise((resolve) => setTimeout(resolve, 1100))
+  await statsReported()
   const updatesBefore = await updates()
   const worker = relay === undefined ? undefined : Effect.runFork(
     relay.run({ workers: 1, batchSize: batch, pollInterval: Duration.millis(10), deliveryTimeout: Duration.seconds(10), metricsInterval: null, pruneInterval: null })
       .pipe(Logger.withMinimumLogLevel(LogLevel.Error))
   )
   const runSteps = (n: number) => worker !== undefined ? deliveries(n * batch) : Effect.runPromise(Effect.repeatN(step, n - 1))
-  await runSteps(51)
+  await runSteps(warmupSteps)
   counting = true
   const profiler = cpuProfile === undefined ? undefined : await startCpuProfile()
   const allocationProfiler = allocations ? await startAllocationProfile({ promoted }) : undefined
@@ -277,7 +281,7 @@ try {
   const walWritten = (await walBytes()) - walBefore
   counting = false
   if (worker !== undefined) await Effect.runPromise(Fiber.interrupt(worker))
-  await new Promise((resolve) => setTimeout(resolve, 1100))
+  await statsReported()
   const updatesAfter = await updates()
   const per = (x: number) => (x / steps).toFixed(3)
   await floorClient?.end()
@@ -287,7 +291,7 @@ try {
   const updated = [...updatesAfter].map(([table, after]) => {
     const before = updatesBefore.get(table) ?? { updated: 0, hot: 0 }
     const n = after.updated - before.updated
-    return `${table} ${(n / (steps + 51)).toFixed(2)} (${n === 0 ? 0 : Math.round((100 * (after.hot - before.hot)) / n)} % in place)`
+    return `${table} ${(n / (steps + warmupSteps)).toFixed(2)} (${n === 0 ? 0 : Math.round((100 * (after.hot - before.hot)) / n)} % in place)`
   })
   console.log(`  WAL ${(walWritten / steps).toFixed(0)} bytes per step; rows updated per step: ${updated.join(", ")}`)
   if (allocated !== undefined) for (const line of allocationLines(allocated, "step")) console.log(line)

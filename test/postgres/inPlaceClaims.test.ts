@@ -54,9 +54,9 @@ describePg("PostgreSQL: claims update events in place", (url) => {
       expect(seen.hot).toBe(events)
 
       expect(pruneReads.length).toBeGreaterThan(0)
+      yield* sql.unsafe(`SET plan_cache_mode = force_generic_plan`)
+      yield* sql.unsafe(`SET enable_seqscan = off`)
       for (const read of pruneReads) {
-        yield* sql.unsafe(`SET plan_cache_mode = force_generic_plan`)
-        yield* sql.unsafe(`SET enable_seqscan = off`)
         yield* sql.unsafe(`PREPARE prune_read AS ${read}`)
         const values = read.split(/\$\d+/).slice(0, -1).map((before) => (/LIMIT\s*$/.test(before) ? 100 : Date.now()))
         const plan = (yield* sql.unsafe(`EXPLAIN EXECUTE prune_read(${values.join(", ")})`))

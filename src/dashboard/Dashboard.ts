@@ -324,7 +324,14 @@ export const makeRouter = (
           const flow = kind === "quarantined" ? undefined : param(params, "flow")
           const limit = limitParam(param(params, "limit"), [50, 100, 500, 1000], 100)
           const after = param(params, "after")
-          const result = yield* reading(queue.events({ state, flowId: flow, afterEventId: after, limit }))
+          // One flow's events are in seq order and page by seq; all flows' by event id.
+          const result = yield* reading(
+            flow === undefined
+              ? queue.events({ state, afterEventId: after, limit })
+              : after !== undefined && !/^\d{1,15}$/.test(after)
+              ? Effect.fail(new InvalidInput({ operation: "events", message: "the page cursor of a flow's events is a seq; start from the first page" }))
+              : queue.events({ state, flowId: flow, afterSeq: after === undefined ? undefined : Number(after), limit })
+          )
           return yield* page(
             Pages.events(frame, { page: kind, list: result.value ?? [], state, flow, limit, after, error: result.error }),
             result.error === undefined ? 200 : 400

@@ -21,6 +21,8 @@ export interface EventQuery {
   readonly state?: EventState | undefined
   readonly flowId?: FlowId | undefined
   readonly afterEventId?: EventId | undefined
+  /** With `flowId`: list the flow's events after this seq (the flow's events are in seq order). */
+  readonly afterSeq?: number | undefined
   readonly limit: number
 }
 

@@ -136,8 +136,9 @@ const reads = (current: () => State): QueueReads => {
         allEvents().filter((e) =>
           (query.state === undefined || e.state === query.state) &&
           (query.flowId === undefined || e.flowId === query.flowId) &&
-          (query.afterEventId === undefined || compareIds(e.eventId, query.afterEventId) > 0)
-        ).sort(byEventId).slice(0, query.limit)
+          (query.afterEventId === undefined || compareIds(e.eventId, query.afterEventId) > 0) &&
+          (query.afterSeq === undefined || e.seq > query.afterSeq)
+        ).sort(query.flowId === undefined ? byEventId : (a, b) => a.seq - b.seq).slice(0, query.limit)
       ),
     listFlows: (query: FlowQuery) =>
       Effect.sync(() => {

@@ -165,9 +165,10 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean; r
           sql.and([
             ...(filter.state === undefined ? [] : [sql`state = ${filter.state}`]),
             ...(filter.flowId === undefined ? [] : [sql`flow_id = ${filter.flowId}`]),
-            ...(filter.afterEventId === undefined ? [] : [sql`event_id > ${filter.afterEventId}`])
+            ...(filter.afterEventId === undefined ? [] : [sql`event_id > ${filter.afterEventId}`]),
+            ...(filter.afterSeq === undefined ? [] : [sql`seq > ${filter.afterSeq}`])
           ])
-        } ORDER BY event_id ${limitTo(sql, filter.limit)}`,
+        } ORDER BY ${filter.flowId === undefined ? sql`event_id` : sql`seq`} ${limitTo(sql, filter.limit)}`,
         events
       ),
     listFlows: (filter: FlowQuery) => {

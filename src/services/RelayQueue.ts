@@ -77,6 +77,12 @@ export interface RedriveInput {
 /** Counts for monitoring: events by state, eligible heads, and how long the oldest has waited. */
 export interface QueueStats {
   readonly byState: Readonly<Record<EventState, number>>
+  /**
+   * Claims the stored events have taken (the sum of their lifetime attempts): it grows by one per
+   * claim — not per ticket, which a tail admission takes too — and drops when a prune deletes
+   * acked events.
+   */
+  readonly claims: number
   readonly eligibleHeads: number
   readonly oldestEligibleAgeMillis: number
   readonly clock: ClockRecord

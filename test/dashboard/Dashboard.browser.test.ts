@@ -228,10 +228,9 @@ describe.skipIf(!hasChromium)(suiteName, () => {
       const page = await context.newPage()
       for (const path of ["/", "/flows", "/quarantined", "/events", "/event?id=B1", "/audit"]) {
         await page.goto(`${served.url}${path}`)
-        const { client, scroll } = await page.evaluate(() => ({
-          scroll: document.documentElement.scrollWidth,
-          client: document.documentElement.clientWidth
-        }))
+        const { client, scroll } = await page.evaluate<{ scroll: number; client: number }>(
+          "({ scroll: document.documentElement.scrollWidth, client: document.documentElement.clientWidth })"
+        )
         expect(client, path).toBe(390)
         expect(scroll, `${path} overflows by ${scroll - client}px`).toBeLessThanOrEqual(client)
       }

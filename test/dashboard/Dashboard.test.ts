@@ -36,13 +36,13 @@ describe("Html", () => {
 })
 
 describe("Rates", () => {
-  const sample = (at: number, ticket: number, acked: number) => ({ at, ticket, acked, quarantined: 0 })
+  const sample = (at: number, claims: number, acked: number) => ({ at, claims, acked, quarantined: 0 })
 
   it("has no rate before two readings", () => {
     expect(Rates.rates([sample(0, 5, 5)])).toMatchObject({ claimsPerMinute: undefined, acksPerMinute: undefined, spanMillis: 0 })
   })
 
-  it("derives claims and acks per minute from the ticket and acked deltas over the last minute", () => {
+  it("derives claims and acks per minute from the claims and acked deltas over the last minute", () => {
     const samples = [sample(0, 0, 0), sample(30_000, 100, 10), sample(60_000, 160, 40), sample(90_000, 400, 100)]
     const rates = Rates.rates(samples)
     // Over the last minute (30 s → 90 s): 300 claims, 90 acks.
@@ -52,6 +52,26 @@ describe("Rates", () => {
 
   it("counts a counter that went down as no progress, not as a negative rate", () => {
     expect(Rates.rates([sample(0, 100, 50), sample(60_000, 10, 5)])).toMatchObject({ claimsPerMinute: 0, acksPerMinute: 0 })
+  })
+
+  it("claims / min counts claims, not tickets: a tail re-admission takes a ticket but is no claim", async () => {
+    const [before, after] = await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+      const queue = yield* SqliteRelayQueue.make({ filename: ":memory:", policy: { admission: "tail" } })
+      const first = yield* queue.stats
+      // Twice: the flow (drained in between) is admitted, then its head claimed and acked.
+      for (const eventId of ["T1", "T2"]) {
+        yield* queue.enqueue({ eventId, flowId: "T", body: {} })
+        const claimed = yield* queue.claim
+        if (claimed._tag !== "Claimed") return yield* Effect.dieMessage("expected a claim")
+        yield* queue.settle(claimed.token, { _tag: "Accepted" })
+      }
+      return [first, yield* queue.stats] as const
+    })))
+    // The premise: the admissions took tickets as well as the claims.
+    expect(after.clock.ticket - before.clock.ticket).toBe(4)
+    expect(after.claims - before.claims).toBe(2)
+    const rates = Rates.rates([Rates.toSample(0, before), Rates.toSample(60_000, after)])
+    expect(rates).toMatchObject({ claimsPerMinute: 2, acksPerMinute: 2 })
   })
 })
 

@@ -176,8 +176,12 @@ const reads = (current: () => State): QueueReads => {
     })),
     countByState: Effect.sync(() => {
       const byState: Record<EventState, number> = { ready: 0, inflight: 0, acked: 0, quarantined: 0 }
-      for (const { record } of HashMap.values(current().events)) byState[record.state] += 1
-      return byState
+      let claims = 0
+      for (const { record } of HashMap.values(current().events)) {
+        byState[record.state] += 1
+        claims += record.lifetimeAttempts
+      }
+      return { byState, claims }
     }),
     eligibleHeads: (now) =>
       Effect.sync(() => {

@@ -213,12 +213,21 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean; r
       events: query(store, sql`SELECT * FROM relay_event ORDER BY flow_id, seq`, events),
       audit: query(store, sql`SELECT * FROM relay_audit ORDER BY id`, audit)
     }),
-    countByState: query(store, sql`SELECT state, COUNT(*) AS n FROM relay_event GROUP BY state`, (rows) =>
-      Exit.map(counts(rows), (decoded) => {
-        const byState = { ready: 0, inflight: 0, acked: 0, quarantined: 0 }
-        for (const { n, state } of decoded) byState[state] = n
-        return byState
-      })),
+    // One scan for both: the claims ride along the count the scan makes anyway.
+    countByState: query(
+      store,
+      sql`SELECT state, COUNT(*) AS n, COALESCE(SUM(lifetime_attempts), 0) AS claims FROM relay_event GROUP BY state`,
+      (rows) =>
+        Exit.map(counts(rows), (decoded) => {
+          const byState = { ready: 0, inflight: 0, acked: 0, quarantined: 0 }
+          let claims = 0
+          for (const row of decoded) {
+            byState[row.state] = row.n
+            claims += row.claims
+          }
+          return { byState, claims }
+        })
+    ),
     eligibleHeads: (now) =>
       query(
         store,

@@ -282,17 +282,19 @@ export const makeRouter = (
         // A bearer token is a guess at the operator token like a login: limited and logged alike.
         if (bearer && !attempts.allowed(client, now)) return yield* tooManyAttempts(frameOf({ _tag: "Anonymous" }), client, now)
         const who = principal(request, now)
-        if (bearer && who._tag !== "Bearer") yield* refusedAttempt("Dashboard: wrong bearer token refused", client, now)
+        if (bearer && who._tag !== "Bearer") yield* refusedAttempt("Dashboard: wrong bearer token refused", client, attempts.failed(client, now))
         return yield* f({ request, params: searchParams(request), now, who, frame: frameOf(who) })
       })
 
-    /** Logs a wrong operator token, spends one of the client's attempts, and slows the answer. */
-    const refusedAttempt = (message: string, client: string, now: number) =>
-      Effect.gen(function*() {
-        attempts.failed(client, now)
-        yield* Effect.logWarning(message).pipe(Effect.annotateLogs({ client, attemptsLeft: attempts.allowed(client, now) ? "some" : "none" }))
-        yield* Effect.sleep(FailedAttemptDelay)
-      })
+    /**
+     * Logs a wrong operator token (its attempt already spent, in the same step as the check that
+     * allowed it, so parallel guesses cannot all pass the check first) and slows the answer.
+     */
+    const refusedAttempt = (message: string, client: string, attemptsLeft: number) =>
+      Effect.zipRight(
+        Effect.logWarning(message).pipe(Effect.annotateLogs({ client, attemptsLeft: Math.floor(attemptsLeft) })),
+        Effect.sleep(FailedAttemptDelay)
+      )
 
     const tooManyAttempts = (frame: Pages.Frame, client: string, now: number) => {
       const seconds = Math.max(1, Math.ceil(attempts.retryAfter(client, now) / 1000))
@@ -483,7 +485,6 @@ export const makeRouter = (
         return yield* eventPage(frame, now, eventId, Pages.errorBox(error._tag, message), values, status)
       }))
 
-
     const loginPage = handle(({ frame, params }) =>
       sessions === undefined
         ? page(Pages.failure(frame, "ReadOnly", "this dashboard is read-only: it was started without redrive enabled"), 404)
@@ -494,12 +495,12 @@ export const makeRouter = (
         const refused = refusePost(frame, request)
         if (refused !== undefined || sessions === undefined) return yield* refused!
         const client = clientOf(request)
-        if (!attempts.allowed(client, now)) return yield* tooManyAttempts(frame, client, now)
         const form = yield* readForm(request)
+        if (!attempts.allowed(client, now)) return yield* tooManyAttempts(frame, client, now)
         const next = Auth.safeNext(formField(form, "next"))
         const session = sessions.login(formField(form, "token") ?? "", now)
         if (session === undefined) {
-          yield* refusedAttempt("Dashboard: login refused", client, now)
+          yield* refusedAttempt("Dashboard: login refused", client, attempts.failed(client, now))
           return yield* page(Pages.login(frame, { next, refused: true }), 401)
         }
         return HttpServerResponse.redirect(`${config.base}${next}`, { status: 303, headers: securityHeaders }).pipe(

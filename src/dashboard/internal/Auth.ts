@@ -139,8 +139,8 @@ export class Attempts {
     return Math.ceil(Math.max(0, 1 - this.left(client, now)) * this.refillMillis)
   }
 
-  /** Spends one of `client`'s attempts on a failure. */
-  failed(client: string, now: number): void {
+  /** Spends one of `client`'s attempts on a failure; returns how many are left. */
+  failed(client: string, now: number): number {
     const left = Math.max(0, this.left(client, now) - 1)
     this.buckets.delete(client)
     this.buckets.set(client, { left, at: now })
@@ -149,6 +149,7 @@ export class Attempts {
       if (oldest.done === true) break
       this.buckets.delete(oldest.value)
     }
+    return left
   }
 }
 

@@ -7,6 +7,7 @@
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import { Effect, Option } from "effect"
+import { shellCommand } from "../domain/Display.js"
 import { isBlankReason } from "../domain/Protocol.js"
 import { byOption, context, osUser, print, printJson, reasonOption, shared } from "./Common.js"
 import { usage } from "./Errors.js"
@@ -14,7 +15,7 @@ import * as Format from "./Format.js"
 import * as Store from "./Store.js"
 
 /** Persisted tick, this machine's time, and how far the tick is ahead (negative: behind). */
-const reading = (db: string, tick: number, now: number) => ({ db, tick, now, aheadMillis: tick - now })
+const reading = (db: string, tick: number, now: number) => ({ db: Store.masked(db), tick, now, aheadMillis: tick - now })
 
 const skewText = (ahead: number): string =>
   ahead > 0
@@ -30,12 +31,12 @@ const show = Command.make("clock", shared, (options) =>
     const read = reading(db, clock.tick, now)
     if (json) return yield* printJson(read)
     yield* print([
-      Format.fields([["queue store", db], ["persisted tick", Format.tick(clock.tick)], ["this machine", Format.tick(now)], [
+      Format.fields([["queue store", Store.masked(db)], ["persisted tick", Format.tick(clock.tick)], ["this machine", Format.tick(now)], [
         "skew",
         skewText(read.aheadMillis)
       ]]),
       ...(read.aheadMillis > 0
-        ? ["", `a process with a clock ahead wrote it; to bring it back: fair-relay clock reset --reason "…" (dry run; add --yes)`]
+        ? ["", `a process with a clock ahead wrote it; to bring it back: ${shellCommand(["fair-relay", "clock", "reset", "--reason", "…"])} (dry run; add --yes)`]
         : [])
     ].join("\n"))
   }))).pipe(Command.withDescription("The store's persisted tick next to this machine's clock, and the skew between them."))
@@ -65,7 +66,7 @@ const reset = Command.make("reset", {
     }
     const queue = yield* Store.openWriter(db)
     const result = yield* queue.resetClock({ reason: options.reason, actor })
-    if (json) return yield* printJson({ db, ...result, reason: options.reason, actor })
+    if (json) return yield* printJson({ db: Store.masked(db), ...result, reason: options.reason, actor })
     yield* print(
       `clock reset: tick ${Format.tick(result.before)} → ${Format.tick(result.after)}, ${result.eventsAdjusted} event${
         result.eventsAdjusted === 1 ? "" : "s"

@@ -8,6 +8,7 @@ import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import { Effect, Option, ParseResult, Schema } from "effect"
 import * as fs from "node:fs"
+import { redriveCommand, shellCommand } from "../domain/Display.js"
 import { MissingReason } from "../domain/Errors.js"
 import { isBlankReason } from "../domain/Protocol.js"
 import type { EventRecord, EventState, FlowRecord } from "../domain/Records.js"
@@ -45,11 +46,11 @@ const status = Command.make("status", shared, (options) =>
     const { db, json } = yield* context(options)
     const queue = yield* Store.openReader(db)
     const stats = yield* queue.stats
-    if (json) return yield* printJson({ db, ...stats })
+    if (json) return yield* printJson({ db: Store.masked(db), ...stats })
     const oldest = stats.eligibleHeads === 0 ? "-" : Format.age(stats.oldestEligibleAgeMillis)
     yield* print(
       [
-        Format.fields([["queue store", db], ["tick", Format.tick(stats.clock.tick)], ["ticket", stats.clock.ticket]]),
+        Format.fields([["queue store", Store.masked(db)], ["tick", Format.tick(stats.clock.tick)], ["ticket", stats.clock.ticket]]),
         "",
         Format.table(["STATE", "EVENTS"], States.map((state) => [state, stats.byState[state]])),
         "",
@@ -118,7 +119,7 @@ const flows = Command.make("flows", {
       ["FLOW", "GROUP", "LAST SEQ", "HEAD SEQ", "HEAD STATE", "SERVED", "WEIGHT"],
       rows.map((flow) => [flow.flowId, flow.group, flow.seq, flow.headSeq, headText(flow), flow.served, flow.weight])
     ))
-    yield* printNextPage(rows, options.limit, (last) => `${group === undefined ? "" : `--group ${group} `}--after ${last.flowId}`)
+    yield* printNextPage(rows, options.limit, (last) => shellCommand([...(group === undefined ? [] : ["--group", group]), "--after", last.flowId]))
   }))).pipe(Command.withDescription(
     "Per flow: its group, last seq, head seq and state, served (its place in the rotation), weight; --group lists one group's flows."
   ))
@@ -142,7 +143,7 @@ const groups = Command.make("groups", {
       ["GROUP", "WEIGHT", "SERVED", "FLOWS", "WAITING"],
       page.map((group) => [group.groupId, group.weight, group.served, group.flows, group.waiting])
     ))
-    yield* printNextPage(page, options.limit, (last) => `--after ${last.groupId}`)
+    yield* printNextPage(page, options.limit, (last) => shellCommand(["--after", last.groupId]))
   }))).pipe(Command.withDescription(
     "Per group (tenant): weight, served (its place in the rotation across groups), its flows, and how many of them have unacked events."
   ))
@@ -157,7 +158,12 @@ const events = Command.make("events", {
     `expected one of ${States.join(", ")}, got ${JSON.stringify(actual)}`).pipe(Options.optional),
   flow: flowIdOption("flow", "Only events of this flow.").pipe(Options.optional),
   limit,
-  after: eventIdOption("after", "List events whose id sorts after EVENT (the last one of the previous page).").pipe(Options.optional)
+  after: eventIdOption("after", "List events whose id sorts after EVENT (the last one of the previous page; without --flow).").pipe(
+    Options.optional
+  ),
+  afterSeq: integer("after-seq", "N", "With --flow: list the flow's events after seq N (the last one of the previous page).", 0).pipe(
+    Options.optional
+  )
 }, (options) =>
   Effect.scoped(Effect.gen(function*() {
     const { db, json } = yield* context(options)
@@ -166,6 +172,7 @@ const events = Command.make("events", {
       state: Option.getOrUndefined(options.state),
       flowId: Option.getOrUndefined(options.flow),
       afterEventId: Option.getOrUndefined(options.after),
+      afterSeq: Option.getOrUndefined(options.afterSeq),
       limit: options.limit
     })
     if (json) return yield* printJson(list)
@@ -174,8 +181,13 @@ const events = Command.make("events", {
       ["EVENT", "FLOW", "SEQ", "STATE", "GEN", "ATTEMPTS", "LIFETIME", "REASON"],
       list.map((e) => [e.eventId, e.flowId, e.seq, e.state, e.generation, e.attempts, e.lifetimeAttempts, e.reason])
     ))
-    yield* printNextPage(list, options.limit, (last) => `--after ${last.eventId}`)
-  }))).pipe(Command.withDescription("Events in event-id order, filtered by state and flow, a page at a time."))
+    yield* printNextPage(list, options.limit, (last) =>
+      Option.isSome(options.flow)
+        ? shellCommand(["--flow", options.flow.value, "--after-seq", last.seq])
+        : shellCommand(["--after", last.eventId]))
+  }))).pipe(Command.withDescription(
+    "Events filtered by state and flow, a page at a time: one flow's in seq order, all flows' in event-id order."
+  ))
 
 // ---------------------------------------------------------------------------------------------
 // show
@@ -212,7 +224,7 @@ const show = Command.make("show", { ...shared, event: eventArg }, (options) =>
         : [`audit: ${audit.length} redrive${audit.length === 1 ? "" : "s"}`, auditTable(audit)].join("\n")
     ]
     if (event.state === "quarantined") {
-      lines.push("", `release it: fair-relay redrive ${event.eventId} --generation ${event.generation} --reason "…"`)
+      lines.push("", `release it: ${redriveCommand(event.eventId, event.generation)}`)
     }
     yield* print(lines.join("\n"))
   }))).pipe(Command.withDescription("One event: its record, attempts, the reason it is stuck, and its audit rows."))

@@ -200,8 +200,8 @@ export const context = (options: { readonly db: Option.Option<string>; readonly 
     return { db: db.value, json: options.json || top.json } satisfies Context
   })
 
-/** Prints human output on stdout. */
-export const print = (text: string) => Console.log(text)
+/** Prints human output on stdout, control characters made harmless (`Format.lines`). */
+export const print = (text: string) => Console.log(Format.lines(text))
 
 /** After a full page of `limit` rows, the options that list the next one (`next` of the last row). */
 export const printNextPage = <A>(page: ReadonlyArray<A>, limit: number, next: (last: A) => string) =>

@@ -11,6 +11,12 @@ const controlCharacters = /[\u0000-\u001f\u007f-\u009f]/g
 export const cell = (value: unknown): string =>
   value === null || value === undefined ? "-" : String(value).replace(controlCharacters, " ")
 
+/**
+ * Lines for a person: every control character but the line break made a space, so text a
+ * receiver or a producer chose (a reply's code or reason, an id) cannot drive the terminal.
+ */
+export const lines = (text: string): string => text.split("\n").map(cell).join("\n")
+
 /** An aligned table with a header row; columns are separated by two spaces. */
 export const table = (header: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<unknown>>): string => {
   const cells = rows.map((row) => header.map((_, i) => cell(row[i])))

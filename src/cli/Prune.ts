@@ -24,7 +24,7 @@ export const prune = Command.make("prune", {
     const queue = yield* (options.dryRun ? Store.openReader(db) : Store.openWriter(db))
     const result = yield* queue.prune({ dryRun: options.dryRun })
     const bytes = sizeOf(db)
-    if (json) return yield* printJson({ db, ...result, ...(bytes === undefined ? {} : { bytes }) })
+    if (json) return yield* printJson({ db: Store.masked(db), ...result, ...(bytes === undefined ? {} : { bytes }) })
     const verb = options.dryRun ? "dry run: would delete" : "deleted"
     yield* print(
       `${verb} ${result.events} acked event${result.events === 1 ? "" : "s"} and ${result.dedup} expired dedup record${

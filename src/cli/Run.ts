@@ -225,7 +225,8 @@ export const run = Command.make("run", {
         Ref.update(counts, (c) => ({ ...c, [outcome._tag]: (c[outcome._tag] ?? 0) + 1 })),
         json ? Effect.void : Effect.flatMap(
           Effect.clockWith((clock) => clock.currentTimeMillis),
-          (now) => print(`${token.eventId}  generation ${token.generation}  ${replyText(reply)} → ${outcomeText(outcome, now)}`)
+          // The reply's code and reason are the receiver's text: one cell each, never an escape sequence.
+          (now) => print(`${token.eventId}  generation ${token.generation}  ${Format.cell(replyText(reply))} → ${Format.cell(outcomeText(outcome, now))}`)
         )
       )
 
@@ -255,7 +256,7 @@ export const run = Command.make("run", {
         const queue = yield* RelayQueue
         const stats = yield* queue.stats
         const outcomes = yield* Ref.get(counts)
-        if (json) return yield* printJson({ db, stopped: how, outcomes, stats })
+        if (json) return yield* printJson({ db: Store.masked(db), stopped: how, outcomes, stats })
         const done = Object.entries(outcomes).map(([tag, n]) => `${n} ${tag}`).join(", ")
         yield* print(
           `${how}: ${done === "" ? "nothing delivered" : done}; queue now ${

@@ -37,16 +37,47 @@ const preparedStatements: Effect.Effect<boolean, CliFailure> = Effect.catchAll(
 /** Whether `--db` names a PostgreSQL database rather than a SQLite file. */
 export const isPostgres = (db: string): boolean => /^postgres(ql)?:\/\//i.test(db)
 
-/** How a store is named in messages: a quoted path, or the URL without its password. */
-export const display = (db: string): string => {
-  if (!isPostgres(db)) return JSON.stringify(db)
+/**
+ * The store as the CLI may print it: a path as is, a PostgreSQL URL with its password (in the
+ * user part or a `password` parameter) replaced by `***` — never the secret itself.
+ */
+export const masked = (db: string): string => {
+  if (!isPostgres(db)) return db
   try {
     const url = new URL(db)
     if (url.password !== "") url.password = "***"
+    for (const key of [...url.searchParams.keys()]) {
+      if (key.toLowerCase() === "password") url.searchParams.set(key, "***")
+    }
     return url.toString()
   } catch {
     return "the PostgreSQL URL given"
   }
+}
+
+/** How a store is named in messages: a quoted path, or the URL without its password (`masked`). */
+export const display = (db: string): string => (isPostgres(db) ? masked(db) : JSON.stringify(db))
+
+// The sslmodes pg 8 reads as verify-full, announcing it in a process warning of many lines.
+const verifyFullAliases = new Set(["prefer", "require", "verify-ca"])
+
+/**
+ * The URL handed to `pg`: as given, except an `sslmode` pg 8 treats as `verify-full` anyway
+ * (prefer, require, verify-ca; unless `uselibpqcompat` asks for libpq's meaning) is written as
+ * `verify-full`. The connection is the same one; pg then has nothing to warn about, and the CLI's
+ * stderr keeps its one line per failure.
+ */
+export const pgUrl = (db: string): string => {
+  let url: URL
+  try {
+    url = new URL(db)
+  } catch {
+    return db
+  }
+  const mode = url.searchParams.get("sslmode")
+  if (mode === null || !verifyFullAliases.has(mode) || url.searchParams.has("uselibpqcompat")) return db
+  url.searchParams.set("sslmode", "verify-full")
+  return url.toString()
 }
 
 const sqliteHeader = "SQLite format 3\u0000"
@@ -138,7 +169,7 @@ const causeText = (error: unknown): string => {
 export const openReader = (db: string): Effect.Effect<RelayQueueService, CliFailure, Scope.Scope> =>
   isPostgres(db)
     ? Effect.flatMap(preparedStatements, (prepared) =>
-      Effect.mapError(PgRelayQueue.makeReadonly({ url: db, preparedStatements: prepared }), openFailure(db)))
+      Effect.mapError(PgRelayQueue.makeReadonly({ url: pgUrl(db), preparedStatements: prepared }), openFailure(db)))
     : Effect.gen(function*() {
       const schema = yield* check(db)
       if (schema === "older") {
@@ -189,7 +220,7 @@ export interface WriterOptions {
 export const openWriter = (db: string, options: WriterOptions = {}): Effect.Effect<RelayQueueService, CliFailure, Scope.Scope> =>
   isPostgres(db)
     ? Effect.flatMap(preparedStatements, (prepared) =>
-      Effect.mapError(PgRelayQueue.make({ url: db, policy: options.policy, preparedStatements: prepared }), openFailure(db)))
+      Effect.mapError(PgRelayQueue.make({ url: pgUrl(db), policy: options.policy, preparedStatements: prepared }), openFailure(db)))
     : Effect.gen(function*() {
       if (!(options.create === true && !fs.existsSync(db))) yield* check(db)
       return yield* Effect.mapError(SqliteRelayQueue.make({ filename: db, policy: options.policy }), openFailure(db))

@@ -36,6 +36,15 @@ export const ui = Command.make("ui", {
     Options.withDescription("Interface to bind (default 127.0.0.1; any other exposes the store's data beyond this host)."),
     Options.withDefault("127.0.0.1")
   ),
+  allowHost: Options.text("allow-host").pipe(
+    Options.withPseudoName("NAME"),
+    Options.withDescription(
+      "A host name the dashboard answers to (repeatable; default localhost, 127.0.0.1, ::1 and --host). " +
+        "Requests naming any other host get 421: add the names operators use to reach it."
+    ),
+    Options.atLeast(1),
+    Options.optional
+  ),
   allowRedrive: Options.boolean("allow-redrive").pipe(
     Options.withDescription(`Let an operator holding the token redrive quarantined heads from the pages (needs --token or $${TokenEnv}).`)
   ),
@@ -63,6 +72,7 @@ export const ui = Command.make("ui", {
       port: options.port,
       host: options.host,
       refreshSeconds: options.refresh,
+      allowedHosts: Option.getOrUndefined(options.allowHost),
       title: label(db),
       redriveToken: token === undefined ? undefined : Redacted.make(token)
     }).pipe(Layer.provide(Layer.succeed(RelayQueue, queue)))

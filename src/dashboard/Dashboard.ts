@@ -55,7 +55,17 @@ export interface DashboardOptions {
   readonly title?: string | undefined
   /** Mark the session cookie `Secure` (set it when the dashboard is served over HTTPS). */
   readonly secureCookie?: boolean | undefined
+  /**
+   * The host names the dashboard answers to (the `Host` header, port ignored); a request naming
+   * any other gets `421` and nothing of the store, so a page of another site that rebinds its
+   * DNS name to this address reads nothing. Default `LoopbackHosts` (and, for `layerServer`,
+   * the host it binds). Add the names operators use when it is reached through a proxy or DNS.
+   */
+  readonly allowedHosts?: ReadonlyArray<string> | undefined
 }
+
+/** The names of this machine every dashboard answers to unless told otherwise. */
+export const LoopbackHosts: ReadonlyArray<string> = ["localhost", "127.0.0.1", "::1"]
 
 /** The dashboard's options were refused; nothing was served. */
 export class DashboardConfigError extends Schema.TaggedError<DashboardConfigError>()("DashboardConfigError", {
@@ -72,6 +82,14 @@ interface Config {
   readonly sampleInterval: Duration.Duration
   readonly title: string | undefined
   readonly secureCookie: boolean
+  readonly allowedHosts: ReadonlySet<string>
+}
+
+/** A host name, an IPv4 address or an IPv6 address (at least two colons), without port or scheme. */
+const isHostName = (value: unknown): boolean => {
+  if (typeof value !== "string") return false
+  const name = Auth.normalizeHost(value)
+  return /^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$/.test(name) || (/^[0-9a-f:.]+$/.test(name) && (name.match(/:/g) ?? []).length >= 2)
 }
 
 const configure = (options: DashboardOptions, defaultBase: string): Effect.Effect<Config, DashboardConfigError> =>
@@ -97,7 +115,12 @@ const configure = (options: DashboardOptions, defaultBase: string): Effect.Effec
     if (Option.isNone(sampleInterval) || !Duration.isFinite(sampleInterval.value) || Duration.toMillis(sampleInterval.value) < 1000) {
       return refuse("sampleInterval must be a finite duration of at least 1 second")
     }
+    const hosts = options.allowedHosts ?? LoopbackHosts
+    if (!Array.isArray(hosts) || hosts.length === 0 || !hosts.every(isHostName)) {
+      return refuse(`allowedHosts must be a non-empty list of host names without port (e.g. "localhost", "ops.example.com", "::1"), got ${JSON.stringify(hosts)}`)
+    }
     return Effect.succeed({
+      allowedHosts: new Set(hosts.map(Auth.normalizeHost)),
       base,
       token,
       refreshSeconds,
@@ -224,6 +247,7 @@ export const makeRouter = (
     const config = yield* configure(options, "/dashboard")
     const sampler = yield* Rates.start(queue, config.sampleInterval, 720)
     const sessions = config.token === undefined ? undefined : new Auth.Sessions(config.token)
+    const attempts = new Auth.Attempts()
     const sampleSeconds = Math.round(Duration.toSeconds(config.sampleInterval))
     const cookiePath = config.base === "" ? "/" : config.base
 
@@ -253,9 +277,35 @@ export const makeRouter = (
       Effect.gen(function*() {
         const request = yield* HttpServerRequest.HttpServerRequest
         const now = yield* Clock.currentTimeMillis
+        const client = clientOf(request)
+        const bearer = sessions !== undefined && /^\s*Bearer\s/i.test(request.headers["authorization"] ?? "")
+        // A bearer token is a guess at the operator token like a login: limited and logged alike.
+        if (bearer && !attempts.allowed(client, now)) return yield* tooManyAttempts(frameOf({ _tag: "Anonymous" }), client, now)
         const who = principal(request, now)
+        if (bearer && who._tag !== "Bearer") yield* refusedAttempt("Dashboard: wrong bearer token refused", client, attempts.failed(client, now))
         return yield* f({ request, params: searchParams(request), now, who, frame: frameOf(who) })
       })
+
+    /**
+     * Logs a wrong operator token (its attempt already spent, in the same step as the check that
+     * allowed it, so parallel guesses cannot all pass the check first) and slows the answer.
+     */
+    const refusedAttempt = (message: string, client: string, attemptsLeft: number) =>
+      Effect.zipRight(
+        Effect.logWarning(message).pipe(Effect.annotateLogs({ client, attemptsLeft: Math.floor(attemptsLeft) })),
+        Effect.sleep(FailedAttemptDelay)
+      )
+
+    const tooManyAttempts = (frame: Pages.Frame, client: string, now: number) => {
+      const seconds = Math.max(1, Math.ceil(attempts.retryAfter(client, now) / 1000))
+      return Effect.zipRight(
+        Effect.logWarning("Dashboard: operator token attempt refused: too many failures").pipe(Effect.annotateLogs({ client })),
+        Effect.map(
+          page(Pages.failure(frame, "TooManyAttempts", `too many wrong operator tokens from this address; try again in ${seconds} s`), 429),
+          HttpServerResponse.setHeader("retry-after", String(seconds))
+        )
+      )
+    }
 
     const overview = handle(({ frame }) =>
       Effect.gen(function*() {
@@ -324,7 +374,14 @@ export const makeRouter = (
           const flow = kind === "quarantined" ? undefined : param(params, "flow")
           const limit = limitParam(param(params, "limit"), [50, 100, 500, 1000], 100)
           const after = param(params, "after")
-          const result = yield* reading(queue.events({ state, flowId: flow, afterEventId: after, limit }))
+          // One flow's events are in seq order and page by seq; all flows' by event id.
+          const result = yield* reading(
+            flow === undefined
+              ? queue.events({ state, afterEventId: after, limit })
+              : after !== undefined && !/^\d{1,15}$/.test(after)
+              ? Effect.fail(new InvalidInput({ operation: "events", message: "the page cursor of a flow's events is a seq; start from the first page" }))
+              : queue.events({ state, flowId: flow, afterSeq: after === undefined ? undefined : Number(after), limit })
+          )
           return yield* page(
             Pages.events(frame, { page: kind, list: result.value ?? [], state, flow, limit, after, error: result.error }),
             result.error === undefined ? 200 : 400
@@ -428,24 +485,22 @@ export const makeRouter = (
         return yield* eventPage(frame, now, eventId, Pages.errorBox(error._tag, message), values, status)
       }))
 
-    const safeNext = (next: string | undefined) => (next !== undefined && /^\/(?![/\\])/.test(next) ? next : "/")
-
     const loginPage = handle(({ frame, params }) =>
       sessions === undefined
         ? page(Pages.failure(frame, "ReadOnly", "this dashboard is read-only: it was started without redrive enabled"), 404)
-        : page(Pages.login(frame, { next: safeNext(param(params, "next")), refused: false })))
+        : page(Pages.login(frame, { next: Auth.safeNext(param(params, "next")), refused: false })))
 
     const login = handle(({ frame, now, request }) =>
       Effect.gen(function*() {
         const refused = refusePost(frame, request)
         if (refused !== undefined || sessions === undefined) return yield* refused!
+        const client = clientOf(request)
         const form = yield* readForm(request)
-        const next = safeNext(formField(form, "next"))
+        if (!attempts.allowed(client, now)) return yield* tooManyAttempts(frame, client, now)
+        const next = Auth.safeNext(formField(form, "next"))
         const session = sessions.login(formField(form, "token") ?? "", now)
         if (session === undefined) {
-          yield* Effect.logWarning("Dashboard: login refused")
-          // Slows down guessing; the token itself is long.
-          yield* Effect.sleep("300 millis")
+          yield* refusedAttempt("Dashboard: login refused", client, attempts.failed(client, now))
           return yield* page(Pages.login(frame, { next, refused: true }), 401)
         }
         return HttpServerResponse.redirect(`${config.base}${next}`, { status: 303, headers: securityHeaders }).pipe(
@@ -486,8 +541,29 @@ export const makeRouter = (
       // Browsers ask for it on every page; an empty answer keeps their consoles clean.
       HttpRouter.get("/favicon.ico", HttpServerResponse.empty({ status: 204 }))
     )
-    return config.base === "" ? routes : HttpRouter.prefixAll(routes, config.base as `/${string}`)
+    // Every route answers only to the allowed host names (see `DashboardOptions.allowedHosts`).
+    const guarded = HttpRouter.use(routes, (app) =>
+      Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
+        const host = Auth.hostName(request.headers["host"])
+        return host !== undefined && config.allowedHosts.has(host) ? app : misdirected
+      }))
+    return config.base === "" ? guarded : HttpRouter.prefixAll(guarded, config.base as `/${string}`)
   })
+
+/** The answer to a request naming a host the dashboard does not serve: short, and nothing of the store. */
+const misdirected = Effect.sync(() =>
+  HttpServerResponse.text(
+    "421 Misdirected Request: this dashboard does not answer to that host name (see its allowedHosts / fair-relay ui --allow-host).\n",
+    { status: 421, headers: securityHeaders }
+  )
+)
+
+// How long the answer to a wrong operator token waits: guessing in parallel then costs connections.
+const FailedAttemptDelay = Duration.millis(300)
+
+/** The client's address, for the per-client limit on token guesses. */
+const clientOf = (request: HttpServerRequest.HttpServerRequest): string => Option.getOrElse(request.remoteAddress, () => "unknown")
+
 
 /** The dashboard's router over the `RelayQueue` in context (see `makeRouter`). */
 export const make = (options: DashboardOptions = {}): Effect.Effect<HttpRouter.HttpRouter, DashboardConfigError, RelayQueue | Scope.Scope> =>
@@ -517,10 +593,17 @@ export const layerServer = (
 ): Layer.Layer<HttpServer.HttpServer, DashboardConfigError | ServeError, RelayQueue> =>
   Layer.provideMerge(
     Layer.unwrapScoped(
-      Effect.map(make({ ...options, basePath: options.basePath ?? "" }), (router) => HttpServer.serve(router))
+      Effect.map(
+        make({ ...options, basePath: options.basePath ?? "", allowedHosts: options.allowedHosts ?? defaultHosts(options.host ?? "127.0.0.1") }),
+        (router) => HttpServer.serve(router)
+      )
     ),
     NodeHttpServer.layer(() => createServer(), { port: options.port ?? 0, host: options.host ?? "127.0.0.1" })
   )
+
+/** The loopback names, and the bound host when it names one interface (not 0.0.0.0 or ::). */
+const defaultHosts = (host: string): ReadonlyArray<string> =>
+  host === "0.0.0.0" || host === "::" || !isHostName(host) ? LoopbackHosts : [...new Set([...LoopbackHosts, Auth.normalizeHost(host)])]
 
 /** The base URL of the `HttpServer` in context (`http://host:port`), without a trailing slash. */
 export const url: Effect.Effect<string, never, HttpServer.HttpServer> = HttpServer.addressWith((address) =>

@@ -21,6 +21,8 @@ export interface EventQuery {
   readonly state?: EventState | undefined
   readonly flowId?: FlowId | undefined
   readonly afterEventId?: EventId | undefined
+  /** With `flowId`: list the flow's events after this seq (the flow's events are in seq order). */
+  readonly afterSeq?: number | undefined
   readonly limit: number
 }
 
@@ -150,7 +152,8 @@ export interface QueueReads {
     },
     SqlError
   >
-  readonly countByState: Effect.Effect<Readonly<Record<EventState, number>>, SqlError>
+  /** Events per state, and the claims the stored events took (the sum of their lifetime attempts). */
+  readonly countByState: Effect.Effect<{ readonly byState: Readonly<Record<EventState, number>>; readonly claims: number }, SqlError>
   /** Number of heads eligible at `now`, and the least `eligibleAt` among them. */
   readonly eligibleHeads: (now: number) => Effect.Effect<{ readonly count: number; readonly oldest: number | null }, SqlError>
   /** Up to `limit` acked events acked at or before `cutoff`, oldest ack first. */

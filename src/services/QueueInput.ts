@@ -63,8 +63,16 @@ const eventFilter = decodeInput(
     state: Schema.optional(Schema.UndefinedOr(EventState)),
     flowId: Schema.optional(Schema.UndefinedOr(FlowId)),
     afterEventId: Schema.optional(Schema.UndefinedOr(EventId)),
+    afterSeq: Schema.optional(Schema.UndefinedOr(Schema.Int.pipe(Schema.nonNegative()))),
     limit: Limit
-  }),
+  }).pipe(
+    // One flow's events are listed in seq order, so they page by seq; all flows' by event id.
+    Schema.filter((filter) =>
+      filter.flowId === undefined
+        ? filter.afterSeq === undefined || "afterSeq pages one flow's events: give flowId with it"
+        : filter.afterEventId === undefined || "one flow's events are listed in seq order: page them with afterSeq, not afterEventId"
+    )
+  ),
   "events"
 )
 const pageFilter = decodeInput(

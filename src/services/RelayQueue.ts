@@ -77,17 +77,28 @@ export interface RedriveInput {
 /** Counts for monitoring: events by state, eligible heads, and how long the oldest has waited. */
 export interface QueueStats {
   readonly byState: Readonly<Record<EventState, number>>
+  /**
+   * Claims the stored events have taken (the sum of their lifetime attempts): it grows by one per
+   * claim — not per ticket, which a tail admission takes too — and drops when a prune deletes
+   * acked events.
+   */
+  readonly claims: number
   readonly eligibleHeads: number
   readonly oldestEligibleAgeMillis: number
   readonly clock: ClockRecord
 }
 
-/** Which events `events` lists (by event id, a page at a time). */
+/**
+ * Which events `events` lists, a page at a time: one flow's in seq order (paged by `afterSeq`),
+ * otherwise in event-id order (paged by `afterEventId`).
+ */
 export interface EventFilter {
   readonly state?: EventState | undefined
   readonly flowId?: string | undefined
-  /** List events whose id sorts after this one (the last id of the previous page). */
+  /** Without `flowId`: list events whose id sorts after this one (the last id of the previous page). */
   readonly afterEventId?: string | undefined
+  /** With `flowId`: list the flow's events after this seq (the last seq of the previous page). */
+  readonly afterSeq?: number | undefined
   /** At most this many (default 100, at most 10000). */
   readonly limit?: number | undefined
 }
@@ -199,7 +210,7 @@ export interface RelayQueueService {
   readonly redrive: (input: RedriveInput) => Effect.Effect<Redriven, RedriveError | ClockRegressed | InvalidInput | SqlError>
   /** The whole store, read in one transaction (for tests and small stores; see `stats`). */
   readonly snapshot: Effect.Effect<Snapshot, SqlError>
-  /** Events matching `filter`, in event-id order (for operators; `afterEventId` pages). */
+  /** Events matching `filter` (for operators): one flow's in seq order, paged by `afterSeq`; else in event-id order, paged by `afterEventId`. */
   readonly events: (filter?: EventFilter) => Effect.Effect<ReadonlyArray<EventRecord>, InvalidInput | SqlError>
   /** Flows in flow-id order, a page at a time. */
   readonly flows: (filter?: PageFilter) => Effect.Effect<ReadonlyArray<FlowRecord>, InvalidInput | SqlError>

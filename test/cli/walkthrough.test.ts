@@ -59,7 +59,7 @@ describe("fair-relay operator walk-through", () => {
     expect(shown.stdout).toMatch(/^reason +unsupported_delta$/m)
     expect(shown.stdout).toMatch(/^generation +1$/m)
     expect(shown.stdout).toMatch(/^body +\{"delta":10\}$/m)
-    expect(shown.stdout).toContain(`fair-relay redrive A1 --generation 1 --reason "…"`)
+    expect(shown.stdout).toContain(`fair-relay redrive A1 --generation 1 --reason '…'`)
     const flowRows = JSON.parse(flows.stdout) as Array<Record<string, unknown>>
     expect(flowRows.map((f) => [f.flowId, f.seq, f.headSeq, f.headState])).toEqual([["A", 2, 1, "quarantined"], ["B", 1, null, null]])
 

@@ -223,6 +223,20 @@ describe.skipIf(!hasChromium)(suiteName, () => {
       await served?.close()
     })
 
+    it("at phone width (390 px) no page is wider than the screen: the navigation wraps", async () => {
+      const context = await browser.newContext({ viewport: { width: 390, height: 844 }, deviceScaleFactor: 1 })
+      const page = await context.newPage()
+      for (const path of ["/", "/flows", "/quarantined", "/events", "/event?id=B1", "/audit"]) {
+        await page.goto(`${served.url}${path}`)
+        const { client, scroll } = await page.evaluate<{ scroll: number; client: number }>(
+          "({ scroll: document.documentElement.scrollWidth, client: document.documentElement.clientWidth })"
+        )
+        expect(client, path).toBe(390)
+        expect(scroll, `${path} overflows by ${scroll - client}px`).toBeLessThanOrEqual(client)
+      }
+      await context.close()
+    })
+
     it("has no redrive form, no login, and refuses every POST", async () => {
       const context = await browser.newContext()
       const page = await context.newPage()

@@ -5,7 +5,10 @@
 import * as HttpRouter from "@effect/platform/HttpRouter"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Effect, Exit, Layer } from "effect"
-import { createServer } from "node:http"
+import { execFileSync } from "node:child_process"
+import * as fs from "node:fs"
+import { createServer, request as httpRequest } from "node:http"
+import * as path from "node:path"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as Dashboard from "../../src/dashboard/Dashboard.js"
@@ -17,6 +20,8 @@ import type { FlowRecord } from "../../src/domain/Records.js"
 import * as SqliteRelayQueue from "../../src/layers/SqliteRelayQueue.js"
 import { RelayQueue } from "../../src/services/RelayQueue.js"
 import { fill, policy } from "./fixture.js"
+import { captureLogs } from "../support/logs.js"
+import { testTmpDir } from "../support/tmp.js"
 import { serve } from "./harness.js"
 import type { Served } from "./harness.js"
 
@@ -31,13 +36,13 @@ describe("Html", () => {
 })
 
 describe("Rates", () => {
-  const sample = (at: number, ticket: number, acked: number) => ({ at, ticket, acked, quarantined: 0 })
+  const sample = (at: number, claims: number, acked: number) => ({ at, claims, acked, quarantined: 0 })
 
   it("has no rate before two readings", () => {
     expect(Rates.rates([sample(0, 5, 5)])).toMatchObject({ claimsPerMinute: undefined, acksPerMinute: undefined, spanMillis: 0 })
   })
 
-  it("derives claims and acks per minute from the ticket and acked deltas over the last minute", () => {
+  it("derives claims and acks per minute from the claims and acked deltas over the last minute", () => {
     const samples = [sample(0, 0, 0), sample(30_000, 100, 10), sample(60_000, 160, 40), sample(90_000, 400, 100)]
     const rates = Rates.rates(samples)
     // Over the last minute (30 s → 90 s): 300 claims, 90 acks.
@@ -47,6 +52,26 @@ describe("Rates", () => {
 
   it("counts a counter that went down as no progress, not as a negative rate", () => {
     expect(Rates.rates([sample(0, 100, 50), sample(60_000, 10, 5)])).toMatchObject({ claimsPerMinute: 0, acksPerMinute: 0 })
+  })
+
+  it("claims / min counts claims, not tickets: a tail re-admission takes a ticket but is no claim", async () => {
+    const [before, after] = await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+      const queue = yield* SqliteRelayQueue.make({ filename: ":memory:", policy: { admission: "tail" } })
+      const first = yield* queue.stats
+      // Twice: the flow (drained in between) is admitted, then its head claimed and acked.
+      for (const eventId of ["T1", "T2"]) {
+        yield* queue.enqueue({ eventId, flowId: "T", body: {} })
+        const claimed = yield* queue.claim
+        if (claimed._tag !== "Claimed") return yield* Effect.dieMessage("expected a claim")
+        yield* queue.settle(claimed.token, { _tag: "Accepted" })
+      }
+      return [first, yield* queue.stats] as const
+    })))
+    // The premise: the admissions took tickets as well as the claims.
+    expect(after.clock.ticket - before.clock.ticket).toBe(4)
+    expect(after.claims - before.claims).toBe(2)
+    const rates = Rates.rates([Rates.toSample(0, before), Rates.toSample(60_000, after)])
+    expect(rates).toMatchObject({ claimsPerMinute: 2, acksPerMinute: 2 })
   })
 })
 
@@ -191,5 +216,167 @@ describe("over HTTP", () => {
     expect(body).toMatch(/>tenant-flow<\/a><\/td><td class="id">acme<\/td>/)
     expect(body).toMatch(/>account-A<\/a><\/td><td class="id">–<\/td>/)
     expect(body).toContain("a claim picks a group first")
+  })
+})
+
+/** A GET naming `host` in its Host header (fetch does not let a test choose it). */
+const getWithHost = (url: string, host: string | undefined, headers: Record<string, string> = {}) =>
+  new Promise<{ readonly status: number; readonly body: string }>((resolve, reject) => {
+    const request = httpRequest(url, { headers: { ...(host === undefined ? {} : { host }), ...headers } }, (response) => {
+      let body = ""
+      response.setEncoding("utf8").on("data", (chunk: string) => (body += chunk))
+      response.on("end", () => resolve({ status: response.statusCode ?? 0, body }))
+    })
+    request.on("error", reject)
+    request.end()
+  })
+
+describe("host names", () => {
+  let served: Served
+  let named: Served
+  beforeAll(async () => {
+    served = await serve()
+    named = await serve({ allowedHosts: ["ops.example.com", "[fd00::7]"] })
+  })
+  afterAll(async () => {
+    await served?.close()
+    await named?.close()
+  })
+
+  it("answers only to its host names: another Host gets 421 with a short body and nothing of the store", async () => {
+    const port = new URL(served.url).port
+    for (const host of [`127.0.0.1:${port}`, `localhost:${port}`, `LOCALHOST.:${port}`, `[::1]:${port}`, "localhost"]) {
+      expect((await getWithHost(`${served.url}/flows`, host)).status, host).toBe(200)
+    }
+    for (const host of [`evil.example:${port}`, "evil.example", `127.0.0.1.evil.example:${port}`, "localhost@evil", "127.0.0.2"]) {
+      const refused = await getWithHost(`${served.url}/flows`, host)
+      expect(refused.status, host).toBe(421)
+      expect(refused.body, host).not.toContain("account-A")
+      expect(refused.body.length, host).toBeLessThan(200)
+    }
+    // The assets and the event pages too.
+    expect((await getWithHost(`${served.url}/event?id=A1`, "evil.example")).status).toBe(421)
+    expect((await getWithHost(`${served.url}/assets/app.css`, "evil.example")).status).toBe(421)
+  })
+
+  it("answers to the configured host names instead when given", async () => {
+    const port = new URL(named.url).port
+    expect((await getWithHost(`${named.url}/`, `ops.example.com:${port}`)).status).toBe(200)
+    expect((await getWithHost(`${named.url}/`, `[FD00::7]:${port}`)).status).toBe(200)
+    expect((await getWithHost(`${named.url}/`, `127.0.0.1:${port}`)).status).toBe(421)
+  })
+
+  it("refuses a host list that is empty or names a port or a URL", async () => {
+    const queue = {} as never
+    for (const allowedHosts of [[], ["localhost:8080"], ["http://localhost"], ["a b"]]) {
+      const exit = await Effect.runPromiseExit(Effect.scoped(Dashboard.makeRouter(queue, { allowedHosts })))
+      expect(Exit.isFailure(exit) && JSON.stringify(exit.cause), JSON.stringify(allowedHosts)).toContain("DashboardConfigError")
+    }
+  })
+})
+
+describe("operator token guesses", () => {
+  const token = "operator-token-0123456789"
+  const capture = captureLogs()
+  let served: Served
+  beforeAll(async () => {
+    served = await serve({ redriveToken: token, before: capture.layer })
+  })
+  afterAll(async () => {
+    await served?.close()
+  })
+
+  const login = (given: string, next = "/flows") =>
+    fetch(`${served.url}/login`, { method: "POST", body: new URLSearchParams({ token: given, next }), redirect: "manual" })
+
+  it("limits wrong logins and wrong bearer tokens per client, logging each, and then refuses even the right token for a while", async () => {
+    const statuses: Array<number> = []
+    for (let i = 0; i < Auth.AttemptBurst - 1; i++) statuses.push((await login(`wrong-token-${i}-000000`)).status)
+    statuses.push((await fetch(`${served.url}/`, { headers: { authorization: "Bearer wrong-token-bearer-0" } })).status)
+    expect(statuses).toEqual([...Array(Auth.AttemptBurst - 1).fill(401), 200])
+    const limited = await login(token)
+    expect(limited.status).toBe(429)
+    expect(Number(limited.headers.get("retry-after"))).toBeGreaterThan(0)
+    expect((await fetch(`${served.url}/`, { headers: { authorization: `Bearer ${token}` } })).status).toBe(429)
+    const refused = capture.logs.filter((log) => /login refused|wrong bearer token/.test(log.message))
+    expect(refused).toHaveLength(Auth.AttemptBurst)
+    expect(refused.every((log) => log.annotations["client"] === "127.0.0.1" || log.annotations["client"] === "::ffff:127.0.0.1")).toBe(true)
+    expect(capture.logs.some((log) => /too many failures/.test(log.message))).toBe(true)
+  })
+
+  it("spends attempts only on failures and gives them back over time", () => {
+    const attempts = new Auth.Attempts(2, 1000)
+    expect(attempts.allowed("a", 0)).toBe(true)
+    attempts.failed("a", 0)
+    attempts.failed("a", 0)
+    expect(attempts.allowed("a", 0)).toBe(false)
+    expect(attempts.allowed("b", 0)).toBe(true)
+    expect(attempts.retryAfter("a", 0)).toBe(1000)
+    expect(attempts.allowed("a", 999)).toBe(false)
+    expect(attempts.allowed("a", 1000)).toBe(true)
+  })
+})
+
+describe("the login's next page", () => {
+  const token = "operator-token-0123456789"
+  let served: Served
+  beforeAll(async () => {
+    served = await serve({ redriveToken: token })
+  })
+  afterAll(async () => {
+    await served?.close()
+  })
+
+  it("a next holding a control character or another origin redirects to the overview, never a 500", async () => {
+    for (const next of ["/flows\u0001", "/a\r\nset-cookie: x=1", "//evil.example", "/\\evil.example", "/a//b", "/\\/evil", "https://evil.example", "/caf\u00e9", "/x\u2026"]) {
+      const response = await fetch(`${served.url}/login`, { method: "POST", body: new URLSearchParams({ token, next }), redirect: "manual" })
+      expect(response.status, JSON.stringify(next)).toBe(303)
+      expect(response.headers.get("location"), JSON.stringify(next)).toBe("/")
+      const page = await fetch(`${served.url}/login?${new URLSearchParams({ next })}`)
+      expect(page.status, JSON.stringify(next)).toBe(200)
+    }
+    const kept = await fetch(`${served.url}/login`, { method: "POST", body: new URLSearchParams({ token, next: "/event?id=A%2F1" }), redirect: "manual" })
+    expect(kept.headers.get("location")).toBe("/event?id=A%2F1")
+  })
+
+  it("safeNext keeps only absolute paths of this origin", () => {
+    expect(Auth.safeNext("/flows?head=ready")).toBe("/flows?head=ready")
+    for (const next of [undefined, "", "flows", "//x", "/\\x", "/a\\b", "/a//b", "/a\u0000", "/a\u007f", "/a b", "http://x/"]) {
+      expect(Auth.safeNext(next), JSON.stringify(next)).toBe("/")
+    }
+  })
+})
+
+describe("the suggested redrive command", () => {
+  const hostile = "inv-7$(touch X)`touch Y`'q"
+  let served: Served
+  beforeAll(async () => {
+    served = await serve({
+      prepare: Effect.gen(function*() {
+        const queue = yield* RelayQueue
+        yield* queue.enqueue({ eventId: hostile, flowId: "hostile-flow", body: {} })
+        for (const claim of yield* queue.claimBatch(10_000)) {
+          if (claim.event.eventId === hostile) yield* queue.settle(claim.token, { _tag: "Rejected", code: "refused" })
+        }
+      })
+    })
+  })
+  afterAll(async () => {
+    await served?.close()
+  })
+
+  it("pasted into bash, runs fair-relay with the id as one literal word and nothing else", async () => {
+    const body = await (await fetch(`${served.url}/event?${new URLSearchParams({ id: hostile })}`)).text()
+    const code = /<code data-testid="redrive-command">([^<]*)<\/code>/.exec(body)?.[1]
+    expect(code).toBeDefined()
+    const text = code!.replace(/&#39;/g, "'").replace(/&quot;/g, "\"").replace(/&#96;/g, "`").replace(/&lt;/g, "<").replace(/&gt;/g, ">").replace(/&amp;/g, "&")
+    const cwd = fs.mkdtempSync(path.join(testTmpDir(), "fair-relay-paste-"))
+    try {
+      const out = execFileSync("bash", ["-c", `fair-relay() { printf '%s\\0' "$@"; }\n${text}`], { cwd, encoding: "utf8" })
+      expect(fs.readdirSync(cwd)).toEqual([])
+      expect(out.split("\0").slice(0, -1)).toEqual(["redrive", hostile, "--generation", "1", "--reason", "…"])
+    } finally {
+      fs.rmSync(cwd, { recursive: true, force: true })
+    }
   })
 })

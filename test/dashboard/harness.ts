@@ -31,13 +31,18 @@ export interface Served {
 
 /** Serves the dashboard over a fresh store filled with the fixture (and `prepare`'s additions). */
 export const serve = async (
-  options: Dashboard.DashboardOptions & { readonly prepare?: Effect.Effect<void, unknown, RelayQueue> } = {}
+  options: Dashboard.ServerOptions & {
+    readonly prepare?: Effect.Effect<void, unknown, RelayQueue>
+    /** Built before the server (a logger that keeps its logs, say). */
+    readonly before?: Layer.Layer<never>
+  } = {}
 ): Promise<Served> => {
   const dir = fs.mkdtempSync(path.join(testTmpDir(), "fair-relay-dashboard-"))
-  const { prepare, ...dashboard } = options
+  const { before, prepare, ...dashboard } = options
   const QueueLive = SqliteRelayQueue.layer({ filename: path.join(dir, "queue.db"), policy })
   const Filled = Layer.effectDiscard(Effect.andThen(fill, prepare ?? Effect.void)).pipe(Layer.provideMerge(QueueLive))
-  const runtime = ManagedRuntime.make(Layer.provideMerge(Dashboard.layerServer(dashboard), Filled))
+  const server = Layer.provideMerge(Dashboard.layerServer(dashboard), Filled)
+  const runtime = ManagedRuntime.make(before === undefined ? server : Layer.provide(server, before))
   const url = await runtime.runPromise(Dashboard.url)
   const queue = await runtime.runPromise(RelayQueue)
   return {

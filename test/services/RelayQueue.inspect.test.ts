@@ -32,6 +32,29 @@ const suite = (backend: Backend) => {
       expect(yield* w.queue.audit({ eventId: "B1" })).toEqual([])
     }))
 
+  it.scoped("a flow's events are listed in seq order and page by seq, whatever their ids", () =>
+    Effect.gen(function*() {
+      const w = yield* backend.world()
+      // Ids whose order is not the seq order: F-10 … F-12 sort before F-2.
+      for (let n = 1; n <= 12; n++) yield* w.queue.enqueue({ eventId: `F-${n}`, flowId: "F", body: { delta: 1 } })
+      yield* w.queue.enqueue({ eventId: "E-1", flowId: "E", body: { delta: 1 } })
+      const seqs = (page: ReadonlyArray<{ readonly seq: number; readonly flowId: string }>) => page.map((e) => [e.flowId, e.seq])
+      const all = Array.from({ length: 12 }, (_, i) => ["F", i + 1])
+      expect(seqs(yield* w.queue.events({ flowId: "F" }))).toEqual(all)
+      const first = yield* w.queue.events({ flowId: "F", limit: 5 })
+      const second = yield* w.queue.events({ flowId: "F", limit: 5, afterSeq: first[4]!.seq })
+      const third = yield* w.queue.events({ flowId: "F", limit: 5, afterSeq: second[4]!.seq })
+      expect(seqs([...first, ...second, ...third])).toEqual(all)
+      expect(seqs(yield* w.queue.events({ flowId: "F", state: "ready", afterSeq: 10 }))).toEqual([["F", 11], ["F", 12]])
+      // Without a flow, still event-id order.
+      expect((yield* w.queue.events({ limit: 4 })).map((e) => e.eventId)).toEqual(["E-1", "F-1", "F-10", "F-11"])
+      const tag = <A, E extends { readonly _tag: string }>(effect: Effect.Effect<A, E>) =>
+        Effect.match(effect, { onFailure: (e) => e._tag, onSuccess: () => "ok" })
+      expect(yield* tag(w.queue.events({ afterSeq: 3 }))).toBe("InvalidInput")
+      expect(yield* tag(w.queue.events({ flowId: "F", afterEventId: "F-3" }))).toBe("InvalidInput")
+      expect(yield* tag(w.queue.events({ flowId: "F", afterSeq: -1 }))).toBe("InvalidInput")
+    }))
+
   it.scoped("bad filters and unknown ids are typed errors", () =>
     Effect.gen(function*() {
       const w = yield* backend.world()

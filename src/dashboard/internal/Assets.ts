@@ -10,9 +10,10 @@ export const css = `
   --ready:#2f7d4f; --inflight:#2f5bd3; --acked:#7a8291; --quarantined:#b3261e; }
 * { box-sizing: border-box; }
 body { margin:0; font:14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color:var(--fg); background:var(--bg); }
-header { display:flex; align-items:center; gap:24px; padding:10px 24px; background:#1d2330; color:#fff; }
+header { display:flex; flex-wrap:wrap; align-items:center; gap:8px 24px; padding:10px 24px; background:#1d2330; color:#fff; }
 header .brand { font-weight:600; letter-spacing:.02em; }
-header nav a { color:#c9d3ea; text-decoration:none; margin-right:16px; }
+header nav { display:flex; flex-wrap:wrap; gap:4px 16px; }
+header nav a { color:#c9d3ea; text-decoration:none; }
 header nav a.here { color:#fff; border-bottom:2px solid #fff; padding-bottom:2px; }
 header .who { margin-left:auto; color:#c9d3ea; font-size:13px; }
 header .who a, header .who button { color:#fff; }
@@ -54,7 +55,14 @@ button.secondary { background:#fff; color:var(--accent); }
 .pager a { color:var(--accent); }
 a { color:var(--accent); }
 .live { font-size:12px; color:#c9d3ea; }
-svg.chart { background:#fff; border:1px solid var(--line); }
+svg.chart { background:#fff; border:1px solid var(--line); max-width:100%; height:auto; }
+main section[data-live] { overflow-x:auto; }
+/* A phone: the header's parts and the tables fit the screen's width (wide tables scroll inside their section). */
+@media (max-width:600px) {
+  header { padding:8px 12px; gap:6px 16px; }
+  header .who { margin-left:0; }
+  main { padding:12px; }
+}
 svg.chart .claims { fill:#2f5bd3; } svg.chart .acks { fill:#2f7d4f; }
 svg.chart text { fill:#5b6475; font-size:10px; }
 `

@@ -100,3 +100,77 @@ export const sameOrigin = (origin: string | undefined, host: string | undefined)
     return false
   }
 }
+
+/** Failed attempts at the operator token a client may make in a burst. */
+export const AttemptBurst = 5
+
+/** How often a client regains one attempt. */
+export const AttemptRefillMillis = 12_000
+
+// A bound on remembered clients: beyond it the oldest entries are forgotten.
+const MaxClients = 10_000
+
+/**
+ * Guesses at the operator token, limited per client address by a token bucket: `AttemptBurst`
+ * failures in a row, then one per `AttemptRefillMillis`. Only failures spend attempts, so an
+ * operator who types the token right is never slowed; a guesser is, whatever the parallelism.
+ */
+export class Attempts {
+  private readonly buckets = new Map<string, { readonly left: number; readonly at: number }>()
+
+  constructor(
+    private readonly burst: number = AttemptBurst,
+    private readonly refillMillis: number = AttemptRefillMillis
+  ) {}
+
+  private left(client: string, now: number): number {
+    const bucket = this.buckets.get(client)
+    if (bucket === undefined) return this.burst
+    return Math.min(this.burst, bucket.left + Math.max(0, now - bucket.at) / this.refillMillis)
+  }
+
+  /** Whether `client` may present the token now. */
+  allowed(client: string, now: number): boolean {
+    return this.left(client, now) >= 1
+  }
+
+  /** Milliseconds until `client` may present the token again (0: now). */
+  retryAfter(client: string, now: number): number {
+    return Math.ceil(Math.max(0, 1 - this.left(client, now)) * this.refillMillis)
+  }
+
+  /** Spends one of `client`'s attempts on a failure; returns how many are left. */
+  failed(client: string, now: number): number {
+    const left = Math.max(0, this.left(client, now) - 1)
+    this.buckets.delete(client)
+    this.buckets.set(client, { left, at: now })
+    while (this.buckets.size > MaxClients) {
+      const oldest = this.buckets.keys().next()
+      if (oldest.done === true) break
+      this.buckets.delete(oldest.value)
+    }
+    return left
+  }
+}
+
+/**
+ * The host name of a `Host` header, lower case, without port, brackets or a trailing dot
+ * (`[::1]:8080` → `::1`), or undefined when it is missing or malformed.
+ */
+export const hostName = (header: string | undefined): string | undefined => {
+  if (header === undefined) return undefined
+  const match = /^(?:\[([0-9A-Fa-f:.]+)\]|([^\s:[\]/@]+))(?::\d{1,5})?$/.exec(header.trim())
+  if (match === null) return undefined
+  return (match[1] ?? match[2]!).toLowerCase().replace(/\.$/, "")
+}
+
+/** An allow-list entry as compared with `hostName`: lower case, without brackets or trailing dot. */
+export const normalizeHost = (name: string): string => name.trim().toLowerCase().replace(/^\[(.*)\]$/, "$1").replace(/\.$/, "")
+
+/**
+ * Where the login may send the browser afterwards: a path of this dashboard — absolute, printable
+ * ASCII (a header value), no `//` and no backslash anywhere (which browsers read as another
+ * origin) — else the overview.
+ */
+export const safeNext = (next: string | undefined): string =>
+  next !== undefined && /^\/[\x21-\x5b\x5d-\x7e]*$/.test(next) && !next.includes("//") ? next : "/"

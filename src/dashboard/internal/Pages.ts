@@ -7,7 +7,7 @@ import type { QueueStats } from "../../services/RelayQueue.js"
 import { html, query, raw } from "./Html.js"
 import type { Html, Part } from "./Html.js"
 import type { Rates } from "./Rates.js"
-import { age } from "../../domain/Display.js"
+import { age, redriveCommand } from "../../domain/Display.js"
 
 /** What every page needs to draw its frame. */
 export interface Frame {
@@ -217,7 +217,7 @@ export const events = (
     : html`<form class="filters" method="get" action="${href(frame, "/events")}">
 <label>state<select name="state"><option value="">any</option>${(["ready", "inflight", "acked", "quarantined"] as const).map((s) => html`<option${s === input.state ? raw(" selected") : ""}>${s}</option>`)}</select></label>
 <label>flow<input name="flow" value="${input.flow ?? ""}" placeholder="any"></label>
-<button type="submit">filter</button></form><p class="note">Events in event-id order.</p>`
+<button type="submit">filter</button></form><p class="note">${input.flow === undefined ? "Events in event-id order." : "The flow's events in seq order."}</p>`
   return layout(frame, input.page, input.page === "quarantined" ? "Quarantined heads" : input.flow === undefined ? "Events" : `Events of flow ${input.flow}`, html`
 ${filters}${input.error}
 <section id="events-table" data-live>
@@ -225,7 +225,7 @@ ${filters}${input.error}
 ${input.list.length === 0 ? html`<tr><td colspan="8" class="muted">${input.page === "quarantined" ? "nothing is quarantined" : "no events"}</td></tr>` : ""}
 ${input.list.map((e) => html`<tr><td class="id"><a href="${href(frame, "/event", { id: e.eventId })}">${e.eventId}</a></td><td class="id"><a href="${href(frame, "/events", { flow: e.flowId })}">${e.flowId}</a></td><td class="num">${e.seq}</td><td>${state(e.state)}</td><td class="num">${e.generation}</td><td class="num">${e.attempts}</td><td class="num">${e.lifetimeAttempts}</td><td>${e.reason ?? ""}</td></tr>`)}
 </tbody></table></section>
-<div class="pager">${input.after === undefined ? "" : html`<a href="${href(frame, path, params)}">« first page</a>`}${last === undefined || input.list.length < input.limit ? "" : html`<a data-testid="next-page" href="${href(frame, path, { ...params, after: last.eventId })}">next page »</a>`}</div>`)
+<div class="pager">${input.after === undefined ? "" : html`<a href="${href(frame, path, params)}">« first page</a>`}${last === undefined || input.list.length < input.limit ? "" : html`<a data-testid="next-page" href="${href(frame, path, { ...params, after: input.flow === undefined ? last.eventId : last.seq })}">next page »</a>`}</div>`)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -276,7 +276,7 @@ export const event = (
       frame.access === "anonymous"
         ? html`<a href="${href(frame, "/login", { next: `/event${query({ id: e.eventId })}` })}">Log in</a> to redrive this head from here, or use`
         : "This dashboard is read-only. Redrive with"
-    } <code>fair-relay redrive ${e.eventId} --generation ${e.generation} --reason "…"</code>.</p></div>`
+    } <code data-testid="redrive-command">${redriveCommand(e.eventId, e.generation)}</code>.</p></div>`
   return layout(frame, "events", `Event ${e.eventId}`, html`
 ${input.notice}
 <section id="event-fields" data-live>

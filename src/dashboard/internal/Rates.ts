@@ -1,7 +1,7 @@
 /**
  * Claims and acks per minute, measured by this process: the store keeps no history, so the
- * dashboard samples `stats` at an interval and derives rates from the deltas of `clock.ticket`
- * (every claim takes one ticket) and of `byState.acked` between samples.
+ * dashboard samples `stats` at an interval and derives rates from the deltas of `claims` (one per
+ * claim; tickets would also count tail admissions) and of `byState.acked` between samples.
  */
 import { Clock, Duration, Effect, Ref, Schedule } from "effect"
 import type { Scope } from "effect"
@@ -11,7 +11,7 @@ import type { QueueStats, RelayQueueService } from "../../services/RelayQueue.js
 export interface Sample {
   /** Wall-clock milliseconds of the reading. */
   readonly at: number
-  readonly ticket: number
+  readonly claims: number
   readonly acked: number
   readonly quarantined: number
 }
@@ -33,9 +33,10 @@ export interface Sampler {
   readonly record: (stats: QueueStats) => Effect.Effect<void>
 }
 
-const toSample = (at: number, stats: QueueStats): Sample => ({
+/** The reading of `stats` taken at `at`. */
+export const toSample = (at: number, stats: QueueStats): Sample => ({
   at,
-  ticket: stats.clock.ticket,
+  claims: stats.claims,
   acked: stats.byState.acked,
   quarantined: stats.byState.quarantined
 })
@@ -81,7 +82,7 @@ export const rates = (samples: ReadonlyArray<Sample>): Rates => {
   const series = samples.slice(1).map((sample, i) => {
     const before = samples[i]!
     const span = sample.at - before.at
-    return { at: sample.at, claims: perMinute(sample.ticket - before.ticket, span), acks: perMinute(sample.acked - before.acked, span) }
+    return { at: sample.at, claims: perMinute(sample.claims - before.claims, span), acks: perMinute(sample.acked - before.acked, span) }
   })
   const last = samples[samples.length - 1]
   if (last === undefined || samples.length < 2) {
@@ -95,7 +96,7 @@ export const rates = (samples: ReadonlyArray<Sample>): Rates => {
   }
   const span = last.at - first.at
   return {
-    claimsPerMinute: perMinute(last.ticket - first.ticket, span),
+    claimsPerMinute: perMinute(last.claims - first.claims, span),
     acksPerMinute: perMinute(last.acked - first.acked, span),
     spanMillis: span,
     series

@@ -136,8 +136,9 @@ const reads = (current: () => State): QueueReads => {
         allEvents().filter((e) =>
           (query.state === undefined || e.state === query.state) &&
           (query.flowId === undefined || e.flowId === query.flowId) &&
-          (query.afterEventId === undefined || compareIds(e.eventId, query.afterEventId) > 0)
-        ).sort(byEventId).slice(0, query.limit)
+          (query.afterEventId === undefined || compareIds(e.eventId, query.afterEventId) > 0) &&
+          (query.afterSeq === undefined || e.seq > query.afterSeq)
+        ).sort(query.flowId === undefined ? byEventId : (a, b) => a.seq - b.seq).slice(0, query.limit)
       ),
     listFlows: (query: FlowQuery) =>
       Effect.sync(() => {
@@ -175,8 +176,12 @@ const reads = (current: () => State): QueueReads => {
     })),
     countByState: Effect.sync(() => {
       const byState: Record<EventState, number> = { ready: 0, inflight: 0, acked: 0, quarantined: 0 }
-      for (const { record } of HashMap.values(current().events)) byState[record.state] += 1
-      return byState
+      let claims = 0
+      for (const { record } of HashMap.values(current().events)) {
+        byState[record.state] += 1
+        claims += record.lifetimeAttempts
+      }
+      return { byState, claims }
     }),
     eligibleHeads: (now) =>
       Effect.sync(() => {

@@ -134,8 +134,8 @@ export const dedupRow = (record: DedupRecord) => ({
 /** The `relay_clock` row. */
 export const ClockRow = Schema.Struct({ tick: SqlInt, ticket: SqlInt })
 
-/** Count of events in one state. */
-export const StateCountRow = Schema.Struct({ state: EventState, n: SqlInt })
+/** Count of events in one state, and the claims they took (the sum of their lifetime attempts). */
+export const StateCountRow = Schema.Struct({ state: EventState, n: SqlInt, claims: SqlInt })
 
 /** An aggregate that may be null (MIN over nothing), and a count. */
 export const AggregateRow = Schema.Struct({ at: NullableInt, n: Schema.optional(SqlInt) })

@@ -5,7 +5,7 @@
 import { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Either, Schema } from "effect"
-import { InvalidInput, PolicyMismatch } from "../../domain/Errors.js"
+import { IncompatibleStore, InvalidInput, PolicyMismatch } from "../../domain/Errors.js"
 import { adoptStored, makePolicy, protocolOf, ProtocolSettings } from "../../domain/Policy.js"
 import type { PolicyInput, RelayPolicy } from "../../domain/Policy.js"
 import { idType } from "./Store.js"
@@ -160,7 +160,7 @@ export const resolvePolicy = (
   input: PolicyInput | undefined,
   name: string,
   mode: "create" | "readonly" = "create"
-): Effect.Effect<RelayPolicy, InvalidInput | PolicyMismatch | SqlError> =>
+): Effect.Effect<RelayPolicy, IncompatibleStore | PolicyMismatch | SqlError> =>
   (mode === "create" ? store.write : store.read)(
     Effect.gen(function*() {
       const { sql } = store
@@ -171,9 +171,10 @@ export const resolvePolicy = (
         yield* sql`INSERT INTO relay_settings (id, protocol) VALUES (1, ${JSON.stringify(protocolOf(requested))})`
         return requested
       }
+      // The store's own row, not the caller's input, is at fault: a damaged store, refused as such.
       const stored = yield* Effect.mapError(
         decodeSettings(row.protocol),
-        () => new InvalidInput({ operation: name, message: "the store's protocol settings are unreadable" })
+        () => new IncompatibleStore({ store: name, message: "the store's protocol settings are unreadable (a damaged relay_settings row)" })
       )
       return yield* Either.match(adoptStored(stored, requested, input), {
         onRight: Effect.succeed,

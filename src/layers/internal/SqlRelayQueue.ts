@@ -165,9 +165,10 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean; r
           sql.and([
             ...(filter.state === undefined ? [] : [sql`state = ${filter.state}`]),
             ...(filter.flowId === undefined ? [] : [sql`flow_id = ${filter.flowId}`]),
-            ...(filter.afterEventId === undefined ? [] : [sql`event_id > ${filter.afterEventId}`])
+            ...(filter.afterEventId === undefined ? [] : [sql`event_id > ${filter.afterEventId}`]),
+            ...(filter.afterSeq === undefined ? [] : [sql`seq > ${filter.afterSeq}`])
           ])
-        } ORDER BY event_id ${limitTo(sql, filter.limit)}`,
+        } ORDER BY ${filter.flowId === undefined ? sql`event_id` : sql`seq`} ${limitTo(sql, filter.limit)}`,
         events
       ),
     listFlows: (filter: FlowQuery) => {
@@ -212,12 +213,21 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean; r
       events: query(store, sql`SELECT * FROM relay_event ORDER BY flow_id, seq`, events),
       audit: query(store, sql`SELECT * FROM relay_audit ORDER BY id`, audit)
     }),
-    countByState: query(store, sql`SELECT state, COUNT(*) AS n FROM relay_event GROUP BY state`, (rows) =>
-      Exit.map(counts(rows), (decoded) => {
-        const byState = { ready: 0, inflight: 0, acked: 0, quarantined: 0 }
-        for (const { n, state } of decoded) byState[state] = n
-        return byState
-      })),
+    // One scan for both: the claims ride along the count the scan makes anyway.
+    countByState: query(
+      store,
+      sql`SELECT state, COUNT(*) AS n, COALESCE(SUM(lifetime_attempts), 0) AS claims FROM relay_event GROUP BY state`,
+      (rows) =>
+        Exit.map(counts(rows), (decoded) => {
+          const byState = { ready: 0, inflight: 0, acked: 0, quarantined: 0 }
+          let claims = 0
+          for (const row of decoded) {
+            byState[row.state] = row.n
+            claims += row.claims
+          }
+          return { byState, claims }
+        })
+    ),
     eligibleHeads: (now) =>
       query(
         store,

@@ -475,8 +475,10 @@ export const make = (
     Effect.gen(function*() {
       const now = yield* timeOf(tx)
       const eligible = yield* tx.eligibleHeads(now)
+      const { byState, claims } = yield* tx.countByState
       return {
-        byState: yield* tx.countByState,
+        byState,
+        claims,
         eligibleHeads: eligible.count,
         oldestEligibleAgeMillis: eligible.oldest === null ? 0 : Math.max(0, now - eligible.oldest),
         clock: yield* tx.clock

@@ -8,6 +8,7 @@ import { Config, Effect, Layer } from "effect"
 import type { ConfigError } from "effect/ConfigError"
 import type { Scope } from "effect"
 import type { PolicyMismatch } from "../domain/Errors.js"
+import * as Options from "../domain/Options.js"
 import type { PolicyInput } from "../domain/Policy.js"
 import { RelayQueue } from "../services/RelayQueue.js"
 import { decodeRetention } from "../services/Retention.js"
@@ -33,9 +34,18 @@ export interface SqliteRelayQueueOptions extends SqliteStore.SqliteStoreOptions 
 /** Errors of opening a queue store. */
 export type OpenError = Store.OpenError | PolicyMismatch
 
+const checkOptions = Options.keysOnly<SqliteRelayQueueOptions>({
+  filename: true,
+  busyTimeoutMillis: true,
+  synchronous: true,
+  policy: true,
+  retention: true
+})
+
 /** Opens (creating and migrating if needed) a queue store for the lifetime of the scope. */
 export const make = (options: SqliteRelayQueueOptions): Effect.Effect<RelayQueueService, OpenError, Scope.Scope> =>
   Effect.gen(function*() {
+    yield* checkOptions(options, "SqliteRelayQueue.make")
     const requested = yield* QueueSchema.decodePolicy(options.policy, "SqliteRelayQueue.make")
     const retention = yield* decodeRetention(options.retention, "SqliteRelayQueue.make")
     const store = yield* SqliteStore.open(options, QueueSchema.migrations, QueueSchema.migrationsTable)
@@ -59,6 +69,7 @@ export const layerConfig = (
  */
 export const makeReadonly = (options: SqliteRelayQueueOptions): Effect.Effect<RelayQueueService, OpenError, Scope.Scope> =>
   Effect.gen(function*() {
+    yield* checkOptions(options, "SqliteRelayQueue.makeReadonly")
     const requested = yield* QueueSchema.decodePolicy(options.policy, "SqliteRelayQueue.makeReadonly")
     const store = yield* SqliteStore.openReadonly(options, QueueSchema.migrations, QueueSchema.migrationsTable)
     return yield* SqlRelayQueue.open(store, requested, options.policy, options.filename, "readonly")
@@ -72,6 +83,8 @@ export interface SqliteRelayQueueClientOptions {
   readonly busyTimeoutMillis?: number | undefined
 }
 
+const checkClientOptions = Options.keysOnly<SqliteRelayQueueClientOptions>({ policy: true, busyTimeoutMillis: true })
+
 /**
  * Opens the queue on the application's own `SqlClient` (a SQLite client from the context): its
  * tables live in the application's database (own migrations table, `relay_migrations`, applied
@@ -83,6 +96,7 @@ export const makeClient = (
   options: SqliteRelayQueueClientOptions = {}
 ): Effect.Effect<RelayQueueService, OpenError, SqlClient.SqlClient> =>
   Effect.gen(function*() {
+    yield* checkClientOptions(options, "SqliteRelayQueue.makeClient")
     const requested = yield* QueueSchema.decodePolicy(options.policy, "SqliteRelayQueue.makeClient")
     const sql = yield* SqlClient.SqlClient
     const store = yield* SqliteStore.fromClient(sql, QueueSchema.migrations, QueueSchema.migrationsTable, options)

@@ -109,13 +109,21 @@ export const layerClient = (
 ): Layer.Layer<RelayQueue, OpenError, SqlClient.SqlClient> => Layer.effect(RelayQueue, makeClient(options))
 
 /**
- * Runs `effect` in a transaction of the application's SQLite client that holds the write lock
+ * Runs an effect in a transaction of the application's SQLite client that holds the write lock
  * from its start: the way to enqueue together with application writes (an enqueue inside any
  * other transaction of that client fails with a `SqlError` caused by `TransactionMisuse`).
+ *
+ * Given the client, `withImmediateTransaction(sql)(effect)` adds nothing to the effect's
+ * requirements, so a service that holds its client keeps the type of its own interface (as with
+ * PostgreSQL's `sql.withTransaction`). Given the effect alone, it reads the client from the context.
  */
-export const withImmediateTransaction = <A, E, R>(
-  effect: Effect.Effect<A, E, R>
-): Effect.Effect<A, E | SqlError, R | SqlClient.SqlClient> => SqliteStore.withImmediateTransaction()(effect)
+export const withImmediateTransaction: {
+  (sql: SqlClient.SqlClient): <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | SqlError, R>
+  <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R | SqlClient.SqlClient>
+} = ((clientOrEffect: SqlClient.SqlClient | Effect.Effect<unknown, unknown, unknown>) =>
+  Effect.isEffect(clientOrEffect)
+    ? Effect.flatMap(SqlClient.SqlClient, (sql) => SqliteStore.withImmediateTransaction(sql)(clientOrEffect))
+    : SqliteStore.withImmediateTransaction(clientOrEffect)) as never
 
 /** Why a queue on the application's client refused to run (the cause of its `SqlError`). */
 export const TransactionMisuse = SqliteStore.TransactionMisuse

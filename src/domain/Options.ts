@@ -103,6 +103,17 @@ const describe = (error: ParseResult.ParseError, prefix: string): string => {
 }
 
 /**
+ * A plain object without its `undefined` values: a key given as `undefined` reads as absent, as
+ * for the record's own options (a spread of another options object may carry such keys).
+ */
+const present = (input: unknown): unknown => {
+  if (typeof input !== "object" || input === null) return input
+  const proto = Object.getPrototypeOf(input)
+  if (proto !== Object.prototype && proto !== null) return input
+  return Object.fromEntries(Object.entries(input).filter(([, value]) => value !== undefined))
+}
+
+/**
  * A strict check of an options record: the decoded record, or a message naming the option
  * (`prefix` is the record's own name, e.g. "policy", or "" for the options of a call). Build it
  * once (at module level): the schema's parser is compiled when the check is made.
@@ -111,7 +122,7 @@ export const checker = <A, I>(schema: Schema.Schema<A, I>, prefix = "") => {
   const decode = Schema.decodeUnknownEither(schema, parseOptions)
   return (input: unknown): Either.Either<A, string> => {
     try {
-      return Either.mapLeft(decode(input), (error) => shorten(describe(error, prefix)))
+      return Either.mapLeft(decode(present(input)), (error) => shorten(describe(error, prefix)))
     } catch (defect) {
       // A getter or proxy that throws while being read.
       return Either.left(shorten(`${prefix || "options"} cannot be read: ${defect instanceof Error ? defect.message : String(defect)}`))

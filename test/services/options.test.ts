@@ -211,3 +211,12 @@ describePg("careless options on PostgreSQL stores", (url) => {
       expect(yield* queue.snapshot).toEqual(before)
     }))
 })
+
+describe("keys given as undefined", () => {
+  it.scoped("read as absent, also a key the options do not have (a spread of other options)", () =>
+    Effect.gen(function*() {
+      const queue = yield* SqliteRelayQueue.make({ filename: ":memory:", policy: { leaseTicks: undefined }, claims: undefined } as never)
+      expect(queue.policy.leaseTicks).toBe(60_000)
+      expect(yield* queue.prune({ dryRun: undefined, limit: undefined })).toEqual({ events: 0, dedup: 0, dryRun: false })
+    }))
+})

@@ -11,12 +11,12 @@ import { shorten } from "./Input.js"
 /**
  * Longest lease or backoff delay: 3650 days in milliseconds (ticks). With it, a deadline
  * (`now` + lease or delay) stays a safe integer for every clock reading below
- * `Number.MAX_SAFE_INTEGER - MaxTicks` (in epoch milliseconds, the year 285 000).
+ * `Number.MAX_SAFE_INTEGER - MaxTicks` (in epoch milliseconds, some 285 000 years after 1970).
  */
 export const MaxTicks = 3650 * 24 * 60 * 60 * 1000
 
 /** How `MaxTicks` reads in a message. */
-export const maxTicksText = `${MaxTicks} (3650 days in milliseconds, so that now + it stays a safe integer)`
+const maxTicksText = `${MaxTicks} (3650 days in milliseconds, so that now + it stays a safe integer)`
 
 const isPair = (input: unknown): input is readonly [number, number] =>
   Array.isArray(input) && input.length === 2 && input.every((n) => typeof n === "number")

@@ -66,6 +66,8 @@ export * from "./domain/Records.js"
 export { EventId, FlowId, Generation, GroupId, MaxIdLength, Seq, Tick } from "./domain/Ids.js"
 /** The retry and lease policy. */
 export { backoff, defaultPolicy, makePolicy, RelayPolicy, retryDelay, seedPolicy } from "./domain/Policy.js"
+/** The longest lease or backoff delay a policy takes. */
+export { MaxTicks } from "./domain/Options.js"
 /** Policy presets: `Policy.seed` (the article's numbers) and `Policy.defaults` (production). */
 export * as Policy from "./domain/Presets.js"
 export type { PolicyInput } from "./domain/Policy.js"

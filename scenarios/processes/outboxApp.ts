@@ -68,7 +68,7 @@ export const inAppTransaction = (locator: string, sql: SqlClient.SqlClient) =>
 <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E | SqlError> =>
   isPostgres(locator)
     ? sql.withTransaction(effect)
-    : SqliteRelayQueue.withImmediateTransaction(effect).pipe(Effect.provideService(SqlClient.SqlClient, sql))
+    : SqliteRelayQueue.withImmediateTransaction(sql)(effect)
 
 /** Creates the application's tables and the queue's at `locator`. */
 export const createApp = (locator: string): Promise<void> =>

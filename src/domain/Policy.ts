@@ -2,21 +2,25 @@
  * The retry and lease policy. The library's defaults are for production on a millisecond clock;
  * `seedPolicy` is the article's logical-tick preset, which the demo and the scenario tests pass.
  */
-import { Duration, Either, Option, ParseResult, Schema } from "effect"
+import { Either, ParseResult, Schema } from "effect"
+import type { Duration } from "effect"
 import { DefaultMaxBodyBytes } from "./Json.js"
+import { checker, Count, MaxTicks, OneOf, record, Ticks } from "./Options.js"
 
 const positiveInt = Schema.Int.pipe(Schema.positive())
+/** A lease or delay: bounded so that a deadline (now + it) stays a safe integer. */
+const span = (min: number) => Schema.Int.pipe(Schema.between(min, MaxTicks))
 
 /** How long a claim holds a head, how often a head is retried, and how the retries back off. */
 export const RelayPolicy = Schema.Struct({
-  /** Ticks a claim stays valid. */
-  leaseTicks: positiveInt,
+  /** Ticks a claim stays valid (at most `MaxTicks`). */
+  leaseTicks: span(1),
   /** Claims per round before a transient failure quarantines the head. */
   retryBudget: positiveInt,
-  /** First backoff delay, doubled on each failure of the round. */
-  backoffBase: Schema.Int.pipe(Schema.nonNegative()),
-  /** Largest backoff delay. */
-  backoffCap: Schema.Int.pipe(Schema.nonNegative()),
+  /** First backoff delay, doubled on each failure of the round (at most `MaxTicks`). */
+  backoffBase: span(0),
+  /** Largest backoff delay (at most `MaxTicks`). */
+  backoffCap: span(0),
   /** Largest canonical body accepted by enqueue, in bytes. */
   maxBodyBytes: positiveInt,
   /**
@@ -115,22 +119,33 @@ export type PolicyInput = Partial<Omit<RelayPolicy, "leaseTicks" | "backoffBase"
   readonly backoffCap?: Duration.DurationInput | undefined
 }
 
-const ticks = (value: Duration.DurationInput | undefined, fallback: number): unknown => {
-  if (value === undefined) return fallback
-  if (typeof value === "number") return value
-  const decoded = Duration.decodeUnknown(value)
-  return Option.isSome(decoded) && Duration.isFinite(decoded.value) ? Duration.toMillis(decoded.value) : value
-}
+/** The policy option as a caller may write it, checked strictly (unknown keys and wrong kinds refused). */
+const PolicyOptions = record("policy", {
+  leaseTicks: Schema.optional(Ticks(1)),
+  retryBudget: Schema.optional(Count(1)),
+  backoffBase: Schema.optional(Ticks(0)),
+  backoffCap: Schema.optional(Ticks(0)),
+  maxBodyBytes: Schema.optional(Count(1)),
+  admission: Schema.optional(OneOf("seed", "tail")),
+  jitter: Schema.optional(OneOf("none", "full")),
+  clock: Schema.optional(OneOf("strict", "clamp"))
+})
 
-/** Fills in `base` (the defaults unless given) and validates a partial policy given by a user. */
+const checkPolicy = checker(PolicyOptions, "policy")
+
+const given = <A extends object>(record: A): Partial<A> =>
+  Object.fromEntries(Object.entries(record).filter(([, value]) => value !== undefined)) as Partial<A>
+
+/**
+ * Fills in `base` (the defaults unless given) and validates a partial policy given by a user: a
+ * policy that is not an object, an unknown setting or a value of the wrong kind is refused (the
+ * message names it), never replaced by a default.
+ */
 export const makePolicy = (overrides: PolicyInput | undefined, base: RelayPolicy = defaultPolicy): Either.Either<RelayPolicy, string> =>
-  Schema.decodeUnknownEither(RelayPolicy)({
-    ...base,
-    ...overrides,
-    leaseTicks: ticks(overrides?.leaseTicks, base.leaseTicks),
-    backoffBase: ticks(overrides?.backoffBase, base.backoffBase),
-    backoffCap: ticks(overrides?.backoffCap, base.backoffCap)
-  }).pipe(Either.mapLeft((error) => ParseResult.TreeFormatter.formatErrorSync(error)))
+  Either.flatMap(overrides === undefined ? Either.right({}) : checkPolicy(overrides), (decoded) =>
+    Schema.decodeUnknownEither(RelayPolicy)({ ...base, ...given(decoded) }).pipe(
+      Either.mapLeft((error) => ParseResult.TreeFormatter.formatErrorSync(error))
+    ))
 
 /**
  * The policy a process runs on a store that keeps `stored` protocol settings: the stored settings

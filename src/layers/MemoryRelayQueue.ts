@@ -4,6 +4,7 @@
  */
 import { Effect, Layer } from "effect"
 import type { InvalidInput } from "../domain/Errors.js"
+import * as Options from "../domain/Options.js"
 import type { PolicyInput } from "../domain/Policy.js"
 import * as RelayQueue from "../services/RelayQueue.js"
 import * as MemoryBackend from "./internal/MemoryRelayQueue.js"
@@ -15,10 +16,15 @@ export interface MemoryRelayQueueOptions {
   readonly policy?: PolicyInput | undefined
 }
 
-/** A new, empty in-memory queue store; an invalid policy is an `InvalidInput`. */
+const checkOptions = Options.keysOnly<MemoryRelayQueueOptions>({ policy: true })
+
+/** A new, empty in-memory queue store; invalid options are an `InvalidInput`. */
 export const make = (options: MemoryRelayQueueOptions = {}): Effect.Effect<RelayQueue.RelayQueueService, InvalidInput> =>
-  Effect.zipWith(decodePolicy(options.policy, "MemoryRelayQueue.make"), MemoryBackend.backend, (policy, backend) =>
-    RelayQueue.make(backend, policy))
+  Effect.zipRight(
+    checkOptions(options, "MemoryRelayQueue.make"),
+    Effect.zipWith(decodePolicy(options.policy, "MemoryRelayQueue.make"), MemoryBackend.backend, (policy, backend) =>
+      RelayQueue.make(backend, policy))
+  )
 
 /** A layer providing `RelayQueue` over a new, empty in-memory store. */
 export const layer = (options: MemoryRelayQueueOptions = {}): Layer.Layer<RelayQueue.RelayQueue, InvalidInput> =>

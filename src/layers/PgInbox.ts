@@ -3,6 +3,7 @@
  */
 import { Effect, Layer } from "effect"
 import type { Scope } from "effect"
+import * as Options from "../domain/Options.js"
 import { Inbox } from "../services/Inbox.js"
 import { decodeInboxRetention } from "../services/Retention.js"
 import type { InboxRetentionInput } from "../services/Retention.js"
@@ -19,9 +20,21 @@ export interface PgInboxOptions extends PgStore.PgStoreOptions {
   readonly retention?: InboxRetentionInput | undefined
 }
 
+const checkOptions = Options.keysOnly<PgInboxOptions>({
+  url: true,
+  maxConnections: true,
+  connectTimeout: true,
+  lockTimeout: true,
+  time: true,
+  preparedStatements: true,
+  business: true,
+  retention: true
+})
+
 /** Opens (creating and migrating if needed) an inbox store for the lifetime of the scope. */
 export const make = (options: PgInboxOptions): Effect.Effect<InboxService, Store.OpenError, Scope.Scope> =>
   Effect.gen(function*() {
+    yield* checkOptions(options, "PgInbox.make")
     const retention = yield* decodeInboxRetention(options.retention, "PgInbox.make")
     const store = yield* PgStore.open(options, SqlInbox.migrations, SqlInbox.migrationsTable, "inbox")
     return yield* SqlInbox.make(store, options.business, retention)

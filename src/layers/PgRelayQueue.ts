@@ -8,6 +8,7 @@ import type { ConfigError } from "effect/ConfigError"
 import type { Scope } from "effect"
 import { InvalidInput } from "../domain/Errors.js"
 import type { PolicyMismatch } from "../domain/Errors.js"
+import * as Options from "../domain/Options.js"
 import type { PolicyInput } from "../domain/Policy.js"
 import * as RelayQueue from "../services/RelayQueue.js"
 import { decodeRetention } from "../services/Retention.js"
@@ -42,9 +43,22 @@ export interface PgRelayQueueOptions extends PgStore.PgStoreOptions {
 /** Errors of opening a queue store. */
 export type OpenError = Store.OpenError | PolicyMismatch
 
+const checkOptions = Options.keysOnly<PgRelayQueueOptions>({
+  url: true,
+  maxConnections: true,
+  connectTimeout: true,
+  lockTimeout: true,
+  time: true,
+  preparedStatements: true,
+  policy: true,
+  retention: true,
+  claims: true
+})
+
 /** Opens (creating and migrating if needed) a queue store for the lifetime of the scope. */
 export const make = (options: PgRelayQueueOptions): Effect.Effect<RelayQueueService, OpenError, Scope.Scope> =>
   Effect.gen(function*() {
+    yield* checkOptions(options, "PgRelayQueue.make")
     const requested = yield* QueueSchema.decodePolicy(options.policy, "PgRelayQueue.make")
     const retention = yield* decodeRetention(options.retention, "PgRelayQueue.make")
     const claims = yield* decodeClaims(options.claims, "PgRelayQueue.make")
@@ -83,6 +97,15 @@ export interface PgRelayQueueClientOptions extends PgStore.PgClientStoreOptions 
   readonly claims?: "exact" | "parallel" | undefined
 }
 
+const checkClientOptions = Options.keysOnly<PgRelayQueueClientOptions>({
+  lockTimeout: true,
+  time: true,
+  preparedStatements: true,
+  policy: true,
+  retention: true,
+  claims: true
+})
+
 /**
  * Opens the queue on the application's own PostgreSQL `SqlClient` (from the context): its tables
  * live in the application's database, in the client's search path (own migrations table,
@@ -96,6 +119,7 @@ export const makeClient = (
   options: PgRelayQueueClientOptions = {}
 ): Effect.Effect<RelayQueueService, OpenError, SqlClient.SqlClient> =>
   Effect.gen(function*() {
+    yield* checkClientOptions(options, "PgRelayQueue.makeClient")
     const requested = yield* QueueSchema.decodePolicy(options.policy, "PgRelayQueue.makeClient")
     const retention = yield* decodeRetention(options.retention, "PgRelayQueue.makeClient")
     const claims = yield* decodeClaims(options.claims, "PgRelayQueue.makeClient")
@@ -128,6 +152,7 @@ export const TransactionMisuse = PgStore.TransactionMisuse
  */
 export const makeReadonly = (options: PgRelayQueueOptions): Effect.Effect<RelayQueueService, OpenError, Scope.Scope> =>
   Effect.gen(function*() {
+    yield* checkOptions(options, "PgRelayQueue.makeReadonly")
     const requested = yield* QueueSchema.decodePolicy(options.policy, "PgRelayQueue.makeReadonly")
     const claims = yield* decodeClaims(options.claims, "PgRelayQueue.makeReadonly")
     const store = yield* PgStore.openReadonly(options, QueueSchema.migrations, QueueSchema.migrationsTable, "relay_queue")

@@ -3,6 +3,7 @@
  */
 import { Effect, Layer } from "effect"
 import type { Scope } from "effect"
+import * as Options from "../domain/Options.js"
 import { Inbox } from "../services/Inbox.js"
 import { decodeInboxRetention } from "../services/Retention.js"
 import type { InboxRetentionInput } from "../services/Retention.js"
@@ -19,9 +20,18 @@ export interface SqliteInboxOptions extends SqliteStore.SqliteStoreOptions {
   readonly retention?: InboxRetentionInput | undefined
 }
 
+const checkOptions = Options.keysOnly<SqliteInboxOptions>({
+  filename: true,
+  busyTimeoutMillis: true,
+  synchronous: true,
+  business: true,
+  retention: true
+})
+
 /** Opens (creating and migrating if needed) an inbox store for the lifetime of the scope. */
 export const make = (options: SqliteInboxOptions): Effect.Effect<InboxService, Store.OpenError, Scope.Scope> =>
   Effect.gen(function*() {
+    yield* checkOptions(options, "SqliteInbox.make")
     const retention = yield* decodeInboxRetention(options.retention, "SqliteInbox.make")
     const store = yield* SqliteStore.open(options, SqlInbox.migrations, SqlInbox.migrationsTable)
     return yield* SqlInbox.make(store, options.business, retention)

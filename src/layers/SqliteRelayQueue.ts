@@ -8,6 +8,7 @@ import { Config, Effect, Layer } from "effect"
 import type { ConfigError } from "effect/ConfigError"
 import type { Scope } from "effect"
 import type { PolicyMismatch } from "../domain/Errors.js"
+import * as Options from "../domain/Options.js"
 import type { PolicyInput } from "../domain/Policy.js"
 import { RelayQueue } from "../services/RelayQueue.js"
 import { decodeRetention } from "../services/Retention.js"
@@ -33,9 +34,18 @@ export interface SqliteRelayQueueOptions extends SqliteStore.SqliteStoreOptions 
 /** Errors of opening a queue store. */
 export type OpenError = Store.OpenError | PolicyMismatch
 
+const checkOptions = Options.keysOnly<SqliteRelayQueueOptions>({
+  filename: true,
+  busyTimeoutMillis: true,
+  synchronous: true,
+  policy: true,
+  retention: true
+})
+
 /** Opens (creating and migrating if needed) a queue store for the lifetime of the scope. */
 export const make = (options: SqliteRelayQueueOptions): Effect.Effect<RelayQueueService, OpenError, Scope.Scope> =>
   Effect.gen(function*() {
+    yield* checkOptions(options, "SqliteRelayQueue.make")
     const requested = yield* QueueSchema.decodePolicy(options.policy, "SqliteRelayQueue.make")
     const retention = yield* decodeRetention(options.retention, "SqliteRelayQueue.make")
     const store = yield* SqliteStore.open(options, QueueSchema.migrations, QueueSchema.migrationsTable)
@@ -59,6 +69,7 @@ export const layerConfig = (
  */
 export const makeReadonly = (options: SqliteRelayQueueOptions): Effect.Effect<RelayQueueService, OpenError, Scope.Scope> =>
   Effect.gen(function*() {
+    yield* checkOptions(options, "SqliteRelayQueue.makeReadonly")
     const requested = yield* QueueSchema.decodePolicy(options.policy, "SqliteRelayQueue.makeReadonly")
     const store = yield* SqliteStore.openReadonly(options, QueueSchema.migrations, QueueSchema.migrationsTable)
     return yield* SqlRelayQueue.open(store, requested, options.policy, options.filename, "readonly")
@@ -72,6 +83,8 @@ export interface SqliteRelayQueueClientOptions {
   readonly busyTimeoutMillis?: number | undefined
 }
 
+const checkClientOptions = Options.keysOnly<SqliteRelayQueueClientOptions>({ policy: true, busyTimeoutMillis: true })
+
 /**
  * Opens the queue on the application's own `SqlClient` (a SQLite client from the context): its
  * tables live in the application's database (own migrations table, `relay_migrations`, applied
@@ -83,6 +96,7 @@ export const makeClient = (
   options: SqliteRelayQueueClientOptions = {}
 ): Effect.Effect<RelayQueueService, OpenError, SqlClient.SqlClient> =>
   Effect.gen(function*() {
+    yield* checkClientOptions(options, "SqliteRelayQueue.makeClient")
     const requested = yield* QueueSchema.decodePolicy(options.policy, "SqliteRelayQueue.makeClient")
     const sql = yield* SqlClient.SqlClient
     const store = yield* SqliteStore.fromClient(sql, QueueSchema.migrations, QueueSchema.migrationsTable, options)
@@ -95,13 +109,21 @@ export const layerClient = (
 ): Layer.Layer<RelayQueue, OpenError, SqlClient.SqlClient> => Layer.effect(RelayQueue, makeClient(options))
 
 /**
- * Runs `effect` in a transaction of the application's SQLite client that holds the write lock
+ * Runs an effect in a transaction of the application's SQLite client that holds the write lock
  * from its start: the way to enqueue together with application writes (an enqueue inside any
  * other transaction of that client fails with a `SqlError` caused by `TransactionMisuse`).
+ *
+ * Given the client, `withImmediateTransaction(sql)(effect)` adds nothing to the effect's
+ * requirements, so a service that holds its client keeps the type of its own interface (as with
+ * PostgreSQL's `sql.withTransaction`). Given the effect alone, it reads the client from the context.
  */
-export const withImmediateTransaction = <A, E, R>(
-  effect: Effect.Effect<A, E, R>
-): Effect.Effect<A, E | SqlError, R | SqlClient.SqlClient> => SqliteStore.withImmediateTransaction()(effect)
+export const withImmediateTransaction: {
+  (sql: SqlClient.SqlClient): <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | SqlError, R>
+  <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R | SqlClient.SqlClient>
+} = ((clientOrEffect: SqlClient.SqlClient | Effect.Effect<unknown, unknown, unknown>) =>
+  Effect.isEffect(clientOrEffect)
+    ? Effect.flatMap(SqlClient.SqlClient, (sql) => SqliteStore.withImmediateTransaction(sql)(clientOrEffect))
+    : SqliteStore.withImmediateTransaction(clientOrEffect)) as never
 
 /** Why a queue on the application's client refused to run (the cause of its `SqlError`). */
 export const TransactionMisuse = SqliteStore.TransactionMisuse

@@ -7,6 +7,7 @@ import { Cause, Config, Context, Deferred, Duration, Effect, Either, Fiber, Laye
 import type { Scope } from "effect"
 import type { ClockRegressed, InvalidInput } from "../domain/Errors.js"
 import * as Idle from "../domain/Idle.js"
+import * as Options from "../domain/Options.js"
 import type { Claimed, DeliveryReply, SettleOutcome } from "../domain/Outcomes.js"
 import * as Coalesce from "./Coalesce.js"
 import * as Deadline from "./Deadline.js"
@@ -59,7 +60,7 @@ export interface RunOptions {
   readonly pruneInterval?: Duration.DurationInput | null | undefined
 }
 
-/** Options that cannot work together; nothing was started. */
+/** Run options that are malformed (the message names the option) or cannot work together; nothing was started. */
 export class RelayConfigError extends Schema.TaggedError<RelayConfigError>()("RelayConfigError", {
   message: Schema.String
 }) {}
@@ -98,33 +99,34 @@ interface Settings {
   readonly pruneInterval: Duration.Duration | null
 }
 
+const positive = Options.DurationMillis.pipe(Schema.compose(Schema.Number.pipe(Schema.positive({ message: () => "expected a duration > 0" }))))
+const interval = Schema.optional(Schema.NullOr(positive))
+
+/** The run options as a caller may write them: known keys only, each of its kind (see `RunOptions`). */
+const checkRunOptions = Options.checker(Options.record("run options", {
+  workers: Schema.optional(Options.Count(1, 10_000)),
+  batchSize: Schema.optional(Options.Count(1, 10_000)),
+  pollInterval: Schema.optional(positive),
+  deliveryTimeout: Schema.optional(positive),
+  shutdownGrace: Schema.optional(Options.DurationMillis),
+  metricsInterval: interval,
+  pruneInterval: interval
+}))
+
 const settingsOf = (options: RunOptions | undefined, leaseTicks: number): Effect.Effect<Settings, RelayConfigError> =>
   Effect.gen(function*() {
     const fail = (message: string) => Effect.fail(new RelayConfigError({ message }))
-    const duration = (name: string, value: Duration.DurationInput | undefined, fallback: Duration.Duration) =>
-      Effect.suspend(() => {
-        if (value === undefined) return Effect.succeed(fallback)
-        const decoded = Duration.decodeUnknown(value)
-        return decoded._tag === "Some" && Duration.isFinite(decoded.value)
-          ? Effect.succeed(decoded.value)
-          : fail(`${name} must be a finite duration, got ${String(value)}`)
-      })
-    const count = (name: string, value: number | undefined, fallback: number) =>
-      value === undefined ? Effect.succeed(fallback) : Number.isInteger(value) && value >= 1 && value <= 10_000
-      ? Effect.succeed(value)
-      : fail(`${name} must be an integer from 1 to 10000, got ${value}`)
+    const given = options === undefined ? {} : yield* Either.match(checkRunOptions(options), { onLeft: fail, onRight: Effect.succeed })
+    const duration = (millis: number | undefined, fallback: Duration.Duration) => millis === undefined ? fallback : Duration.millis(millis)
+    const sometimes = (millis: number | null | undefined, fallback: Duration.Duration) => millis === null ? null : duration(millis, fallback)
     const settings: Settings = {
-      workers: yield* count("workers", options?.workers, 1),
-      batchSize: yield* count("batchSize", options?.batchSize, 1),
-      pollInterval: yield* duration("pollInterval", options?.pollInterval, Duration.seconds(1)),
-      deliveryTimeout: yield* duration("deliveryTimeout", options?.deliveryTimeout, Duration.seconds(30)),
-      shutdownGrace: yield* duration("shutdownGrace", options?.shutdownGrace, Duration.seconds(10)),
-      metricsInterval: options?.metricsInterval === null
-        ? null
-        : yield* duration("metricsInterval", options?.metricsInterval, Duration.seconds(10)),
-      pruneInterval: options?.pruneInterval === null
-        ? null
-        : yield* duration("pruneInterval", options?.pruneInterval, Duration.minutes(1))
+      workers: given.workers ?? 1,
+      batchSize: given.batchSize ?? 1,
+      pollInterval: duration(given.pollInterval, Duration.seconds(1)),
+      deliveryTimeout: duration(given.deliveryTimeout, Duration.seconds(30)),
+      shutdownGrace: duration(given.shutdownGrace, Duration.seconds(10)),
+      metricsInterval: sometimes(given.metricsInterval, Duration.seconds(10)),
+      pruneInterval: sometimes(given.pruneInterval, Duration.minutes(1))
     }
     // A claim outliving its lease could be claimed again while the first delivery still runs.
     if (leaseTicks <= Duration.toMillis(settings.deliveryTimeout)) {

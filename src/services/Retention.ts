@@ -4,9 +4,11 @@
  * store's protocol settings): pruning early or late never changes an outcome of the protocol.
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Duration, Effect, Metric } from "effect"
+import { Duration, Effect, Metric, Schema } from "effect"
 import { createHash } from "node:crypto"
-import { InvalidInput } from "../domain/Errors.js"
+import type { InvalidInput } from "../domain/Errors.js"
+import * as Options from "../domain/Options.js"
+import { DurationMillis } from "../domain/Options.js"
 import * as Operations from "../domain/Operations.js"
 import { defaultInboxRetention } from "./Inbox.js"
 import type { InboxRetention } from "./Inbox.js"
@@ -37,33 +39,20 @@ export const defaultRetention: Retention = { acked: Duration.toMillis(Duration.d
 /** Rows deleted per prune transaction: short enough that a claim never waits long behind it. */
 export const PruneBatchSize = 500
 
-/** Validates one retention window (`undefined` = `fallback`). */
-export const decodeWindow = (
-  value: Duration.DurationInput | null | undefined,
-  fallback: number | null,
-  operation: string,
-  name: string
-): Effect.Effect<number | null, InvalidInput> => {
-  if (value === undefined) return Effect.succeed(fallback)
-  if (value === null) return Effect.succeed(null)
-  const decoded = Duration.decodeUnknown(value)
-  if (decoded._tag === "Some" && Duration.isFinite(decoded.value)) return Effect.succeed(Math.floor(Duration.toMillis(decoded.value)))
-  return Effect.fail(new InvalidInput({ operation, message: `retention.${name}: expected a finite duration or null` }))
-}
+const Window = Schema.optional(Schema.NullOr(DurationMillis))
 
-/** A retention option's windows: absent, or an object (anything else is an `InvalidInput`). */
-const windows = <A extends object>(input: A | undefined, operation: string): Effect.Effect<Partial<A>, InvalidInput> =>
-  input === undefined || (typeof input === "object" && input !== null && !Array.isArray(input))
-    ? Effect.succeed(input ?? {})
-    : Effect.fail(new InvalidInput({ operation, message: `retention must be an object of durations, got ${JSON.stringify(input)}` }))
+const decodeQueueRetention = Options.decoder(Options.record("retention", { acked: Window, dedup: Window }, "an object of durations"), "retention")
 
-/** Validates a queue's retention option. */
+/** Validates a queue's retention option (an object of durations ≥ 0 or `null`; nothing else). */
 export const decodeRetention = (input: RetentionInput | undefined, operation: string): Effect.Effect<Retention, InvalidInput> =>
-  Effect.flatMap(windows(input, operation), (given) =>
-    Effect.all({
-      acked: decodeWindow(given.acked, defaultRetention.acked, operation, "acked"),
-      dedup: decodeWindow(given.dedup, defaultRetention.dedup, operation, "dedup")
-    }))
+  input === undefined ? Effect.succeed(defaultRetention) : Effect.map(decodeQueueRetention(input, operation), (given) => ({
+    acked: windowOf(given.acked, defaultRetention.acked),
+    dedup: windowOf(given.dedup, defaultRetention.dedup)
+  }))
+
+/** A decoded window in whole milliseconds (`undefined` = `fallback`, `null` = forever). */
+const windowOf = (window: number | null | undefined, fallback: number | null): number | null =>
+  window === undefined ? fallback : window === null ? null : Math.floor(window)
 
 /** Retention of an inbox store, as a caller writes it (`null` = keep forever). */
 export interface InboxRetentionInput {
@@ -71,13 +60,16 @@ export interface InboxRetentionInput {
   readonly receipts?: Duration.DurationInput | null | undefined
 }
 
-/** Validates an inbox's retention option. */
+const decodeReceiptRetention = Options.decoder(Options.record("retention", { receipts: Window }, "an object of durations"), "retention")
+
+/** Validates an inbox's retention option (an object of durations ≥ 0 or `null`; nothing else). */
 export const decodeInboxRetention = (
   input: InboxRetentionInput | undefined,
   operation: string
 ): Effect.Effect<InboxRetention, InvalidInput> =>
-  Effect.flatMap(windows(input, operation), (given) =>
-    Effect.map(decodeWindow(given.receipts, defaultInboxRetention.receipts, operation, "receipts"), (receipts) => ({ receipts })))
+  input === undefined
+    ? Effect.succeed(defaultInboxRetention)
+    : Effect.map(decodeReceiptRetention(input, operation), (given) => ({ receipts: windowOf(given.receipts, defaultInboxRetention.receipts) }))
 
 /** SHA-256 (hex) of a canonical body text: what a dedup record keeps of a pruned event's body. */
 export const hashBody = (text: string): string => createHash("sha256").update(text).digest("hex")
@@ -99,14 +91,13 @@ export interface PruneResult {
   readonly dryRun: boolean
 }
 
-/** Validates prune options. */
-export const decodePruneOptions = (options: PruneOptions | undefined, operation: string) => {
-  const limit = options?.limit
-  if (limit !== undefined && (!Number.isSafeInteger(limit) || limit < 1)) {
-    return Effect.fail(new InvalidInput({ operation, message: "limit: expected an integer ≥ 1" }))
-  }
-  return Effect.succeed({ limit: limit ?? Number.MAX_SAFE_INTEGER, dryRun: options?.dryRun === true })
-}
+const decodePrune = Options.decoder(Options.record("prune options", { limit: Schema.optional(Options.Count(1)), dryRun: Schema.optional(Options.Flag) }))
+
+/** Validates prune options: `dryRun` is `true` or `false` (anything else is refused, not read as a real prune). */
+export const decodePruneOptions = (options: PruneOptions | undefined, operation: string) =>
+  options === undefined
+    ? Effect.succeed({ limit: Number.MAX_SAFE_INTEGER, dryRun: false })
+    : Effect.map(decodePrune(options, operation), ({ dryRun, limit }) => ({ limit: limit ?? Number.MAX_SAFE_INTEGER, dryRun: dryRun === true }))
 
 /**
  * Runs batches of at most `PruneBatchSize` rows, each in its own write transaction, until a batch

@@ -10,25 +10,28 @@ import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import { describe, expect, it } from "@effect/vitest"
-import { Cause, Effect, Exit, Layer } from "effect"
+import { Cause, Context, Effect, Exit, Layer } from "effect"
+import Database from "better-sqlite3"
 import * as path from "node:path"
 import { EnqueueConflict } from "../../src/domain/Errors.js"
 import { seedPolicy } from "../../src/domain/Policy.js"
 import * as SqliteRelayQueue from "../../src/layers/SqliteRelayQueue.js"
 import { RelayQueue } from "../../src/services/RelayQueue.js"
+import type { EnqueueResult } from "../../src/domain/Outcomes.js"
 import { tempDir } from "../support/backends.js"
 
 /** The application: its own client on its own file, its own table and migrations. */
 const app = Effect.gen(function*() {
   const dir = yield* tempDir
-  const sql = yield* SqliteClient.make({ filename: path.join(dir, "app.db") }).pipe(Effect.provide(Reactivity.layer))
+  const filename = path.join(dir, "app.db")
+  const sql = yield* SqliteClient.make({ filename }).pipe(Effect.provide(Reactivity.layer))
   yield* Migrator.make({})({
     loader: Migrator.fromRecord({
       "1_orders": Effect.flatMap(SqlClient.SqlClient, (sql) => sql`CREATE TABLE orders (id TEXT PRIMARY KEY, total INTEGER NOT NULL)`)
     })
   }).pipe(Effect.provideService(SqlClient.SqlClient, sql))
   const queue = yield* SqliteRelayQueue.makeClient({ policy: seedPolicy }).pipe(Effect.provideService(SqlClient.SqlClient, sql))
-  return { sql, queue }
+  return { filename, sql, queue }
 })
 
 const placeOrder = (sql: SqlClient.SqlClient, id: string) =>
@@ -36,6 +39,23 @@ const placeOrder = (sql: SqlClient.SqlClient, id: string) =>
     sql`INSERT INTO orders (id, total) VALUES (${id}, 3)`,
     Effect.flatMap(RelayQueue, (queue) => queue.enqueue({ eventId: `${id}:created`, flowId: id, body: { delta: 3 } }))
   )
+
+/**
+ * An application service whose interface needs nothing from the context: its implementation holds
+ * the client and the queue, as a service built by a layer does.
+ */
+class Orders extends Context.Tag("test/Orders")<Orders, {
+  readonly place: (id: string) => Effect.Effect<EnqueueResult, unknown>
+}>() {}
+
+const makeOrders = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const queue = yield* RelayQueue
+  // Checked by `npm run typecheck`: the transaction adds no requirement, so this is the interface's type.
+  const place = (id: string): Effect.Effect<EnqueueResult, unknown> =>
+    SqliteRelayQueue.withImmediateTransaction(sql)(placeOrder(sql, id).pipe(Effect.provideService(RelayQueue, queue)))
+  return Orders.of({ place })
+})
 
 const causeTag = (exit: Exit.Exit<unknown, unknown>) => {
   const failure = Exit.isFailure(exit) ? Cause.failureOption(exit.cause) : undefined
@@ -58,6 +78,29 @@ describe("SqliteRelayQueue.layerClient: the queue in the application's database"
       // The application's migrations and the queue's live side by side.
       const tables = (yield* sql<{ name: string }>`SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name`).map((r) => r.name)
       expect(tables).toEqual(expect.arrayContaining(["effect_sql_migrations", "orders", "relay_event", "relay_migrations"]))
+    }))
+
+  it.scoped("withImmediateTransaction(sql) composes into a service that holds its client, and takes the write lock at its start", () =>
+    Effect.gen(function*() {
+      const { filename, queue, sql } = yield* app
+      const orders = yield* makeOrders.pipe(Effect.provideService(SqlClient.SqlClient, sql), Effect.provideService(RelayQueue, queue))
+      expect(yield* orders.place("order-1")).toEqual({ _tag: "Enqueued", seq: 1 })
+      expect(yield* sql`SELECT id FROM orders`).toEqual([{ id: "order-1" }])
+      expect((yield* queue.snapshot).events.map((e) => e.eventId)).toEqual(["order-1:created"])
+      // Before any statement of the body, another connection already cannot take the write lock.
+      const other = new Database(filename, { timeout: 0 })
+      yield* Effect.addFinalizer(() => Effect.sync(() => other.close()))
+      const tryWrite = () => {
+        try {
+          other.exec("BEGIN IMMEDIATE")
+          other.exec("ROLLBACK")
+          return "locked by nobody"
+        } catch (error) {
+          return (error as { code?: string }).code
+        }
+      }
+      expect(yield* SqliteRelayQueue.withImmediateTransaction(sql)(Effect.sync(tryWrite))).toBe("SQLITE_BUSY")
+      expect(tryWrite()).toBe("locked by nobody")
     }))
 
   it.scoped("a failure after both writes rolls back the order and the event: neither is stored", () =>

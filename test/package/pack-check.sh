@@ -2,7 +2,8 @@
 # The packed package works for a user: pack it (prepack builds dist/), check what the tarball
 # ships, install it into a fresh project next to the pinned effect packages, compile the README's
 # Example there with a strict NodeNext tsconfig and run it with node, import each entry point
-# (`fair-relay/sqlite`, …) the same way, then run the `fair-relay` bin (`--help`, and `status` on
+# (`fair-relay/sqlite`, …) the same way, check it is ESM-only from CommonJS (require refused,
+# import() works), then run the `fair-relay` bin (`--help`, and `status` on
 # the store the Example wrote) — with no tsx installed.
 #
 # The repository is copied first (tracked and new files, node_modules linked) so that the build
@@ -106,6 +107,18 @@ EOF
 sed 's/"example.ts"/"entries.ts"/' tsconfig.json >tsconfig.entries.json
 npx tsc -p tsconfig.entries.json || fail "the entry points do not typecheck against the packed types"
 node out/entries.js || fail "an entry point failed to load"
+
+step "ESM only: from CommonJS, require fails with ERR_PACKAGE_PATH_NOT_EXPORTED and import() loads it"
+cat >commonjs.cjs <<'EOF'
+let code = "loaded"
+try { require("fair-relay") } catch (error) { code = error.code }
+if (code !== "ERR_PACKAGE_PATH_NOT_EXPORTED") throw new Error(`require("fair-relay") gave ${code}, not ERR_PACKAGE_PATH_NOT_EXPORTED`)
+import("fair-relay").then((m) => {
+  if (typeof m.SqliteRelayQueue.layer !== "function") throw new Error("import() did not load SqliteRelayQueue")
+  console.log("   CommonJS: require refused (ERR_PACKAGE_PATH_NOT_EXPORTED), import() loads the package")
+})
+EOF
+node commonjs.cjs || fail "the package does not behave as the README's ESM-only note says"
 
 step "the fair-relay bin"
 npx --no-install fair-relay --help >help.out || fail "fair-relay --help failed"

@@ -1,7 +1,7 @@
 /**
  * Every ```ts block of README.md runs for real: each is written to its own fresh directory (so
  * `queue.db` / `inbox.db` are new), with `fair-relay` pointed at src/, and run by node through
- * tsx; they are also typechecked strictly. The worker snippet runs as a daemon with the Example's
+ * tsx (a complete program twice, on the files its first run left); they are also typechecked strictly. The worker snippet runs as a daemon with the Example's
  * layers until it has acked a few events, then is interrupted — the Example's lease must outlast
  * relay.run's delivery timeout or the daemon refuses to start. See ./snippets.ts for the markers.
  */
@@ -95,9 +95,16 @@ describe("README.md snippets", () => {
       it.skip(`runs ${snippet.name} (README.md:${snippet.line}) [SKIPPED: FAIR_RELAY_PG_URL is not set]`, () => {})
       return
     }
-    it(`runs ${snippet.name} (README.md:${snippet.line}, ${snippet.kind})`, async () => {
-      const ran = onPostgres ? await inFreshSchema((url) => runFile(files[index]!, { DATABASE_URL: url })) : await runFile(files[index]!)
+    it(`runs ${snippet.name} (README.md:${snippet.line}, ${snippet.kind})${snippet.kind === "complete" ? ", and again on its own files" : ""}`, async () => {
+      // A complete program is run twice on the same files (or schema): a reader runs it again,
+      // and the second run must not fail on what the first one stored.
+      const twice = (env: Record<string, string>) =>
+        runFile(files[index]!, env).then(async (first) =>
+          [first, snippet.kind === "complete" && first.code === 0 ? await runFile(files[index]!, env) : undefined] as const
+        )
+      const [ran, again] = onPostgres ? await inFreshSchema((url) => twice({ DATABASE_URL: url })) : await twice({})
       expect(ran.code, `exit ${ran.code}\nstdout: ${ran.stdout}\nstderr: ${ran.stderr}`).toBe(0)
+      if (again !== undefined) expect(again.code, `second run: exit ${again.code}\nstdout: ${again.stdout}\nstderr: ${again.stderr}`).toBe(0)
       if (snippet === example) {
         // Both of order-1's events delivered and acked, in order.
         expect(ran.stdout.match(/_tag: 'Delivered'/g)?.length, ran.stdout).toBe(2)

@@ -144,7 +144,7 @@ export const migrationsTable = "relay_migrations"
 /** The policy a layer was given, validated, or an `InvalidInput` naming the layer. */
 export const decodePolicy = (input: PolicyInput | undefined, operation: string): Effect.Effect<RelayPolicy, InvalidInput> =>
   Either.match(makePolicy(input), {
-    onLeft: (message) => Effect.fail(new InvalidInput({ operation, message: `policy: ${message}` })),
+    onLeft: (message) => Effect.fail(new InvalidInput({ operation, message })),
     onRight: Effect.succeed
   })
 

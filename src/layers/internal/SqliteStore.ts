@@ -381,10 +381,11 @@ export class ImmediateTransaction extends Context.Reference<ImmediateTransaction
  * application write and a queue enqueue commit together, or neither. A deferred `BEGIN` that
  * reads before it writes can fail with `SQLITE_BUSY` half-way under other writers.
  */
-export const withImmediateTransaction = (busyTimeoutMillis = DefaultBusyTimeoutMillis) =>
-<A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R | SqlClient.SqlClient> =>
-  Effect.flatMap(SqlClient.SqlClient, (sql) =>
-    transaction(sql, "BEGIN IMMEDIATE", busyTimeoutMillis)(Effect.provideService(effect, ImmediateTransaction, true)))
+export const withImmediateTransaction = (sql: SqlClient.SqlClient, busyTimeoutMillis = DefaultBusyTimeoutMillis) => {
+  const begin = transaction(sql, "BEGIN IMMEDIATE", busyTimeoutMillis)
+  return <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
+    begin(Effect.provideService(effect, ImmediateTransaction, true))
+}
 
 /**
  * A store over the application's own SQLite client (same file, same connection): its tables live

@@ -10,7 +10,7 @@ import { Effect, Option, ParseResult, Schema } from "effect"
 import * as fs from "node:fs"
 import { MissingReason } from "../domain/Errors.js"
 import { isBlankReason } from "../domain/Protocol.js"
-import type { EventRecord, EventState, FlowRecord } from "../domain/Records.js"
+import type { AuditRecord, EventRecord, EventState, FlowRecord } from "../domain/Records.js"
 import { MaxWeight } from "../services/RelayQueue.js"
 import type { RelayQueueService } from "../services/RelayQueue.js"
 import {
@@ -190,8 +190,8 @@ const show = Command.make("show", { ...shared, event: eventArg }, (options) =>
     const { audit, event } = yield* queue.inspect(options.event)
     if (json) return yield* printJson({ event, audit })
     const now = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
-    // A head backing off is `ready` with a later next_at and attempts used; the store keeps no
-    // Retry reason (the reason column holds only a quarantine's), so say what is known.
+    // A head backing off is `ready` with a later next_at and attempts used; its reason is the
+    // receiver's last Retry reason.
     const backingOff = event.state === "ready" && event.attempts > 0 && event.nextAt > now
     const lines = [
       Format.fields([
@@ -199,7 +199,7 @@ const show = Command.make("show", { ...shared, event: eventArg }, (options) =>
         ["flow", event.flowId],
         ["seq", event.seq],
         ["state", backingOff ? `ready, backing off after ${event.attempts} failed attempt${event.attempts === 1 ? "" : "s"}; next try in ${Format.age(event.nextAt - now)}` : event.state],
-        ["reason", event.reason ?? (event.attempts > 0 && event.state !== "acked" ? "- (the store keeps no Retry reason)" : null)],
+        [event.state === "ready" || event.state === "inflight" ? "last retry reason" : "reason", event.reason],
         ["generation", event.generation],
         ["attempts", `${event.attempts} this round, ${event.lifetimeAttempts} in total`],
         ["next at", Format.tick(event.nextAt)],
@@ -208,8 +208,8 @@ const show = Command.make("show", { ...shared, event: eventArg }, (options) =>
       ]),
       "",
       audit.length === 0
-        ? "audit: no redrive recorded"
-        : [`audit: ${audit.length} redrive${audit.length === 1 ? "" : "s"}`, auditTable(audit)].join("\n")
+        ? "audit: no operator action recorded"
+        : [`audit: ${audit.length} operator action${audit.length === 1 ? "" : "s"}`, auditTable(audit)].join("\n")
     ]
     if (event.state === "quarantined") {
       lines.push("", `release it: fair-relay redrive ${event.eventId} --generation ${event.generation} --reason "…"`)
@@ -217,10 +217,10 @@ const show = Command.make("show", { ...shared, event: eventArg }, (options) =>
     yield* print(lines.join("\n"))
   }))).pipe(Command.withDescription("One event: its record, attempts, the reason it is stuck, and its audit rows."))
 
-const auditTable = (rows: ReadonlyArray<{ tick: number; eventId: string; generation: number; actor: string | null; reason: string }>) =>
+const auditTable = (rows: ReadonlyArray<AuditRecord>) =>
   Format.table(
-    ["TICK", "EVENT", "GEN", "ACTOR", "REASON"],
-    rows.map((row) => [Format.tick(row.tick), row.eventId, row.generation, row.actor, row.reason])
+    ["TICK", "ACTION", "EVENT", "TARGET", "GEN", "ACTOR", "REASON"],
+    rows.map((row) => [Format.tick(row.tick), row.action, row.eventId, row.target, row.generation, row.actor, row.reason])
   )
 
 // ---------------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ import { EventId, FlowId, Generation, GroupId } from "../domain/Ids.js"
 import { decodeInput, decodeInputEither, fromDecoded, shorten } from "../domain/Input.js"
 import { canonicalize } from "../domain/Json.js"
 import type { EnqueueCommand } from "../domain/Operations.js"
+import type { DiscardRequest } from "../domain/Operator.js"
 import { DeliveryReply } from "../domain/Outcomes.js"
 import { isBlankReason, MaxReasonLength } from "../domain/Protocol.js"
 import type { RedriveRequest } from "../domain/Protocol.js"
@@ -127,6 +128,25 @@ export const decodeSettleAndClaim = (
 /** Validates a redrive; a blank reason is `MissingReason` before anything is read. */
 export const decodeRedrive = (input: unknown): Effect.Effect<RedriveRequest, InvalidInput | MissingReason> =>
   redriveFields(input).pipe(
+    Effect.filterOrFail(
+      (request) => !isBlankReason(request.reason),
+      (request) => new MissingReason({ eventId: request.eventId })
+    )
+  )
+
+const discardFields = decodeInput(
+  Schema.Struct({
+    eventId: EventId,
+    expectedGeneration: Generation,
+    reason: Schema.String.pipe(Schema.maxLength(MaxReasonLength)),
+    actor: Actor
+  }),
+  "discard"
+)
+
+/** Validates a discard; a blank reason is `MissingReason` before anything is read. */
+export const decodeDiscard = (input: unknown): Effect.Effect<DiscardRequest, InvalidInput | MissingReason> =>
+  discardFields(input).pipe(
     Effect.filterOrFail(
       (request) => !isBlankReason(request.reason),
       (request) => new MissingReason({ eventId: request.eventId })

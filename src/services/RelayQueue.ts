@@ -8,7 +8,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Context } from "effect"
 import type { Effect } from "effect"
 import type { ClockRegressed, EnqueueConflict, EventNotFound, GroupConflict, InvalidInput, RedriveError } from "../domain/Errors.js"
-import type { Claimed, ClaimOutcome, DeliveryReply, EnqueueResult, Redriven, SettleOutcome } from "../domain/Outcomes.js"
+import type { Claimed, ClaimOutcome, DeliveryReply, Discarded, EnqueueResult, Redriven, SettleOutcome } from "../domain/Outcomes.js"
 import type { RelayPolicy } from "../domain/Policy.js"
 import type { AuditRecord, ClockRecord, EventRecord, EventState, FlowRecord, Snapshot } from "../domain/Records.js"
 import type { GroupView } from "./QueueBackend.js"
@@ -67,6 +67,18 @@ export interface SettleInput {
 
 /** An operator's redrive as a caller writes it. */
 export interface RedriveInput {
+  readonly eventId: string
+  readonly expectedGeneration: number
+  readonly reason: string
+  /** Who decides (recorded in the audit row with the reason). */
+  readonly actor?: string | undefined
+}
+
+/**
+ * An operator's discard as a caller writes it: the quarantined head at the generation the operator
+ * saw leaves its flow for good, with an audited reason.
+ */
+export interface DiscardInput {
   readonly eventId: string
   readonly expectedGeneration: number
   readonly reason: string
@@ -197,6 +209,13 @@ export interface RelayQueueService {
   ) => Effect.Effect<SettledAndClaimed, ClockRegressed | InvalidInput | SqlError>
   /** Releases a quarantined head under a new generation, with an audited reason. */
   readonly redrive: (input: RedriveInput) => Effect.Effect<Redriven, RedriveError | ClockRegressed | InvalidInput | SqlError>
+  /**
+   * Takes a quarantined head out of its flow for good, with an audited reason: it becomes
+   * `discarded` (never delivered; kept for the audit until retention prunes it as it prunes acked
+   * events) and the flow's next event becomes its head. Only ever an operator's decision: the relay
+   * never skips a head. The same guards as `redrive` (`NotQuarantined`, `GenerationMismatch`, …).
+   */
+  readonly discard: (input: DiscardInput) => Effect.Effect<Discarded, RedriveError | ClockRegressed | InvalidInput | SqlError>
   /** The whole store, read in one transaction (for tests and small stores; see `stats`). */
   readonly snapshot: Effect.Effect<Snapshot, SqlError>
   /** Events matching `filter`, in event-id order (for operators; `afterEventId` pages). */

@@ -11,6 +11,7 @@ import type { EventId, FlowId } from "../../domain/Ids.js"
 import { parseStored } from "../../domain/Json.js"
 import type { Candidate, DedupRecord, PruneCandidate } from "../../domain/Operations.js"
 import { positionKey, rotate } from "../../domain/Operations.js"
+import { isSettledForGood } from "../../domain/Operator.js"
 import { compareIds, compareTurn } from "../../domain/Protocol.js"
 import type { StoredIdentity } from "../../domain/Protocol.js"
 import type { AuditRecord, ClockRecord, EventRecord, EventState, FlowRecord, GroupRecord } from "../../domain/Records.js"
@@ -174,7 +175,7 @@ const reads = (current: () => State): QueueReads => {
       audit: current().audit
     })),
     countByState: Effect.sync(() => {
-      const byState: Record<EventState, number> = { ready: 0, inflight: 0, acked: 0, quarantined: 0 }
+      const byState: Record<EventState, number> = { ready: 0, inflight: 0, acked: 0, quarantined: 0, discarded: 0 }
       for (const { record } of HashMap.values(current().events)) byState[record.state] += 1
       return byState
     }),
@@ -192,7 +193,7 @@ const reads = (current: () => State): QueueReads => {
     pruneCandidates: (cutoff, limit) =>
       Effect.sync(() =>
         [...HashMap.values(current().events)]
-          .filter((e) => e.record.state === "acked" && e.ackedAt !== null && e.ackedAt <= cutoff)
+          .filter((e) => isSettledForGood(e.record.state) && e.ackedAt !== null && e.ackedAt <= cutoff)
           .sort((a, b) => a.ackedAt! - b.ackedAt! || compareIds(a.record.eventId, b.record.eventId))
           .slice(0, limit)
           .map(({ ackedAt, bodyText, record }): PruneCandidate => ({
@@ -210,7 +211,7 @@ const reads = (current: () => State): QueueReads => {
         let dedup = 0
         if (eventCutoff !== null) {
           for (const e of HashMap.values(current().events)) {
-            if (e.record.state === "acked" && e.ackedAt !== null && e.ackedAt <= eventCutoff) events += 1
+            if (isSettledForGood(e.record.state) && e.ackedAt !== null && e.ackedAt <= eventCutoff) events += 1
           }
         }
         if (dedupCutoff !== null) for (const d of HashMap.values(current().dedup)) if (d.prunedAt <= dedupCutoff) dedup += 1
@@ -283,7 +284,7 @@ const writes = (draft: { state: State }): QueueWrites => {
         let deleted = 0
         for (const id of ids) {
           const stored = HashMap.get(events, id)
-          if (Option.isNone(stored) || stored.value.record.state !== "acked") continue
+          if (Option.isNone(stored) || !isSettledForGood(stored.value.record.state)) continue
           events = HashMap.remove(events, id)
           positions = HashMap.remove(positions, positionKey(stored.value.record))
           deleted += 1

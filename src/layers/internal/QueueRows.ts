@@ -4,6 +4,7 @@
  */
 import { Exit, Schema } from "effect"
 import { parseStored } from "../../domain/Json.js"
+import { AuditAction } from "../../domain/Operator.js"
 import type { DedupRecord, NewEvent, PruneCandidate, StoredGroup } from "../../domain/Operations.js"
 import { EventState } from "../../domain/Records.js"
 import type { AuditRecord, EventRecord, FlowRecord, GroupRecord } from "../../domain/Records.js"
@@ -86,11 +87,13 @@ export const CandidateRow = Schema.Struct({
 
 /** A `relay_audit` row. */
 export const AuditRow = Schema.Struct({
-  event_id: StoredEventId,
+  event_id: Schema.NullOr(StoredEventId),
   reason: Schema.String,
-  generation: SqlInt,
+  generation: NullableInt,
   tick: SqlInt,
-  actor: Schema.NullOr(Schema.String)
+  actor: Schema.NullOr(Schema.String),
+  action: AuditAction,
+  target: Schema.NullOr(Schema.String)
 })
 
 /** Id, flow, seq and body text of a stored event, or body hash of a pruned one (what a re-enqueue compares). */
@@ -208,7 +211,9 @@ export const toAudit = (row: typeof AuditRow.Type): AuditRecord => ({
   reason: row.reason,
   generation: row.generation,
   tick: row.tick,
-  actor: row.actor
+  actor: row.actor,
+  action: row.action,
+  target: row.target
 })
 
 type Columns = ReadonlyArray<readonly [string, ColumnKind]>

@@ -214,7 +214,7 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean; r
     }),
     countByState: query(store, sql`SELECT state, COUNT(*) AS n FROM relay_event GROUP BY state`, (rows) =>
       Exit.map(counts(rows), (decoded) => {
-        const byState = { ready: 0, inflight: 0, acked: 0, quarantined: 0 }
+        const byState = { ready: 0, inflight: 0, acked: 0, quarantined: 0, discarded: 0 }
         for (const { n, state } of decoded) byState[state] = n
         return byState
       })),
@@ -228,7 +228,7 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean; r
       query(
         store,
         sql`SELECT event_id, flow_id, seq, state, acked_at, body FROM relay_event
-          WHERE state = 'acked' AND acked_at <= ${cutoff} ORDER BY acked_at ${limitTo(sql, limit)}`,
+          WHERE state IN ('acked', 'discarded') AND acked_at <= ${cutoff} ORDER BY acked_at ${limitTo(sql, limit)}`,
         Rows.records.pruneCandidates
       ),
     countPrunable: (eventCutoff, dedupCutoff, limit) =>
@@ -236,7 +236,7 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean; r
         events: eventCutoff === null ? Effect.succeed(0) : query(
           store,
           sql`SELECT NULL AS at, COUNT(*) AS n FROM (SELECT 1 AS one FROM relay_event
-            WHERE state = 'acked' AND acked_at <= ${eventCutoff} ${limitTo(sql, limit)}) AS due`,
+            WHERE state IN ('acked', 'discarded') AND acked_at <= ${eventCutoff} ${limitTo(sql, limit)}) AS due`,
           countOf
         ),
         dedup: dedupCutoff === null ? Effect.succeed(0) : query(
@@ -254,18 +254,18 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean; r
       ),
     updateEvents: (records: ReadonlyArray<EventRecord>, acked = []) => {
       const ackedAt = new Map(acked.map((a): [string, number] => [a.eventId, a.ackedAt]))
-      // An acked event keeps the ack time it has; any other state has none.
+      // An acked (discarded) event keeps the time it has; any other state has none.
       if (records.length === 1) {
         const row = Rows.eventUpdate(records[0]!)
         return execWrite(store, sql`UPDATE relay_event SET state = ${row.state}, next_at = ${row.next_at}, lease_until = ${row.lease_until},
             generation = ${row.generation}, attempts = ${row.attempts}, lifetime_attempts = ${row.lifetime_attempts}, reason = ${row.reason},
-            acked_at = CASE WHEN ${row.state} = 'acked' THEN COALESCE(${ackedAt.get(row.event_id) ?? null}, acked_at) END
+            acked_at = CASE WHEN ${row.state} IN ('acked', 'discarded') THEN COALESCE(${ackedAt.get(row.event_id) ?? null}, acked_at) END
           WHERE event_id = ${row.event_id}`)
       }
       return bulk(records, updateColumns.length, (records) =>
         execWrite(store, sql`UPDATE relay_event SET state = v.state, next_at = v.next_at, lease_until = v.lease_until,
             generation = v.generation, attempts = v.attempts, lifetime_attempts = v.lifetime_attempts, reason = v.reason,
-            acked_at = CASE WHEN v.state = 'acked' THEN COALESCE(v.acked_at, relay_event.acked_at) END
+            acked_at = CASE WHEN v.state IN ('acked', 'discarded') THEN COALESCE(v.acked_at, relay_event.acked_at) END
           FROM ${
           rowsTable(sql, "relay_event", updateColumns, records.map((e) => Object.assign(Rows.eventUpdate(e), { acked_at: ackedAt.get(e.eventId) ?? null })))
         }
@@ -321,8 +321,8 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean; r
     appendAudit: (record) =>
       execWrite(
         store,
-        sql`INSERT INTO relay_audit (event_id, reason, generation, tick, actor)
-          VALUES (${record.eventId}, ${record.reason}, ${record.generation}, ${record.tick}, ${record.actor})`
+        sql`INSERT INTO relay_audit (event_id, reason, generation, tick, actor, action, target)
+          VALUES (${record.eventId}, ${record.reason}, ${record.generation}, ${record.tick}, ${record.actor}, ${record.action}, ${record.target})`
       ),
     putDedup: (records) =>
       bulk(records, dedupColumns.length, (records) =>
@@ -334,7 +334,7 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean; r
     deleteAcked: (ids) =>
       ids.length === 0 ? Effect.succeed(0) : query(
         store,
-        sql`DELETE FROM relay_event WHERE event_id IN ${sql.in(ids)} AND state = 'acked' RETURNING event_id`,
+        sql`DELETE FROM relay_event WHERE event_id IN ${sql.in(ids)} AND state IN ('acked', 'discarded') RETURNING event_id`,
         rowCount
       ),
     deleteDedup: (cutoff, limit) =>

@@ -16,6 +16,7 @@ import type { ClockRegressed } from "../../domain/Errors.js"
 import { EventNotFound as NotFound } from "../../domain/Errors.js"
 import type { EventId } from "../../domain/Ids.js"
 import * as Operations from "../../domain/Operations.js"
+import * as Operator from "../../domain/Operator.js"
 import type { Changes } from "../../domain/Operations.js"
 import type { ClaimOutcome, DeliveryReply, SettleOutcome } from "../../domain/Outcomes.js"
 import type { RelayPolicy } from "../../domain/Policy.js"
@@ -26,7 +27,7 @@ import * as Metrics from "../Metrics.js"
 import type { QueueBackend, QueueReads, QueueWrites, SettleRead } from "../QueueBackend.js"
 import * as Input from "../QueueInput.js"
 import * as Retention from "../Retention.js"
-import type { ClaimBatch, RedriveInput, RelayQueueService, ResetClockInput, SettledAndClaimed } from "../RelayQueue.js"
+import type { ClaimBatch, DiscardInput, RedriveInput, RelayQueueService, ResetClockInput, SettledAndClaimed } from "../RelayQueue.js"
 
 /**
  * Wakes this process's sleeping workers when work arrives through this queue instance (an
@@ -433,7 +434,9 @@ export const make = (
             reason: request.reason,
             generation: next.right.generation,
             tick: clock.tick,
-            actor: request.actor ?? null
+            actor: request.actor ?? null,
+            action: "redrive",
+            target: null
           })
           const changes: Changes = { ...Operations.noChanges, events: [next.right], heads: [Operations.headAfter(next.right, undefined)], clock }
           return [{ _tag: "Redriven", generation: next.right.generation } as const, changes] as const
@@ -441,6 +444,39 @@ export const make = (
       )).pipe(
         Effect.tap(() => Effect.zipRight(Metric.increment(Metrics.redrives), wake.signal)),
         Effect.withSpan("RelayQueue.redrive")
+      )
+
+  const discard = (input: DiscardInput) =>
+    Effect.flatMap(Input.decodeDiscard(input), (request) =>
+      write((tx, clock, now) =>
+        Effect.gen(function*() {
+          const [event] = yield* tx.events([request.eventId])
+          const decided = Operator.discardEvent(event, request)
+          if (Either.isLeft(decided)) return yield* Effect.fail(decided.left)
+          const discarded = decided.right
+          // Read after the event (and, side by side, its flow) is held: nothing is appended meanwhile.
+          const [successor] = yield* tx.eventsAt([{ flowId: discarded.flowId, seq: discarded.seq + 1 }])
+          yield* tx.appendAudit({
+            eventId: discarded.eventId,
+            reason: request.reason,
+            generation: discarded.generation,
+            tick: clock.tick,
+            actor: request.actor ?? null,
+            action: "discard",
+            target: null
+          })
+          const changes: Changes = {
+            ...Operations.noChanges,
+            events: [discarded],
+            acked: [{ eventId: discarded.eventId, ackedAt: now }],
+            heads: [Operations.headAfter(discarded, successor)],
+            clock
+          }
+          return [{ _tag: "Discarded", generation: discarded.generation, nextHead: successor?.eventId ?? null } as const, changes] as const
+        })
+      )).pipe(
+        Effect.tap(() => Effect.zipRight(Metric.increment(Metrics.discards), wake.signal)),
+        Effect.withSpan("RelayQueue.discard")
       )
 
   const resetClock = (input: ResetClockInput) =>
@@ -531,6 +567,7 @@ export const make = (
         Metrics.withHotSpan("RelayQueue.settleAndClaim")
       ),
     redrive,
+    discard,
     resetClock,
     snapshot,
     stats,

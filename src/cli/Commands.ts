@@ -53,7 +53,11 @@ const status = Command.make("status", shared, (options) =>
         "",
         Format.table(["STATE", "EVENTS"], States.map((state) => [state, stats.byState[state]])),
         "",
-        Format.fields([["eligible heads", stats.eligibleHeads], ["oldest eligible head", oldest]]),
+        Format.fields([
+          ["eligible heads", stats.eligibleHeads],
+          ["oldest eligible head", oldest],
+          ["paused", `${stats.paused.flows} flow${stats.paused.flows === 1 ? "" : "s"}, ${stats.paused.groups} group${stats.paused.groups === 1 ? "" : "s"}`]
+        ]),
         ...(stats.byState.quarantined === 0
           ? []
           : ["", `${stats.byState.quarantined} quarantined: fair-relay events --state quarantined`])
@@ -115,8 +119,8 @@ const flows = Command.make("flows", {
         ? `ready, due in ${Format.age(flow.eligibleAt - now)}`
         : flow.headState
     yield* print(Format.table(
-      ["FLOW", "GROUP", "LAST SEQ", "HEAD SEQ", "HEAD STATE", "SERVED", "WEIGHT"],
-      rows.map((flow) => [flow.flowId, flow.group, flow.seq, flow.headSeq, headText(flow), flow.served, flow.weight])
+      ["FLOW", "GROUP", "LAST SEQ", "HEAD SEQ", "HEAD STATE", "SERVED", "WEIGHT", "PAUSED"],
+      rows.map((flow) => [flow.flowId, flow.group, flow.seq, flow.headSeq, headText(flow), flow.served, flow.weight, flow.paused ? "paused" : ""])
     ))
     yield* printNextPage(rows, options.limit, (last) => `${group === undefined ? "" : `--group ${group} `}--after ${last.flowId}`)
   }))).pipe(Command.withDescription(
@@ -139,8 +143,8 @@ const groups = Command.make("groups", {
     if (json) return yield* printJson(page)
     if (page.length === 0) return yield* print("no groups")
     yield* print(Format.table(
-      ["GROUP", "WEIGHT", "SERVED", "FLOWS", "WAITING"],
-      page.map((group) => [group.groupId, group.weight, group.served, group.flows, group.waiting])
+      ["GROUP", "WEIGHT", "SERVED", "FLOWS", "WAITING", "PAUSED"],
+      page.map((group) => [group.groupId, group.weight, group.served, group.flows, group.waiting, group.paused ? "paused" : ""])
     ))
     yield* printNextPage(page, options.limit, (last) => `--after ${last.groupId}`)
   }))).pipe(Command.withDescription(

@@ -194,6 +194,50 @@ export const decodePageFilter = (filter: unknown): Effect.Effect<FlowQuery, Inva
     })
   })
 
+const NonBlankReason = Schema.String.pipe(
+  Schema.maxLength(MaxReasonLength),
+  Schema.filter((reason) => !isBlankReason(reason), { message: () => "reason must not be blank" })
+)
+const pauseFields = (operation: string) =>
+  decodeInput(
+    Schema.Union(
+      Schema.Struct({ flowId: FlowId, reason: NonBlankReason, actor: Actor }),
+      Schema.Struct({ group: GroupId, reason: NonBlankReason, actor: Actor })
+    ),
+    operation
+  )
+const pauseInput = { pause: pauseFields("pause"), resume: pauseFields("resume") }
+
+/** Validates a pause or resume: one flow or one group, and a non-blank reason (and who asks). */
+export const decodePause = (input: unknown, operation: "pause" | "resume") => pauseInput[operation](input)
+
+const Text = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(1000))
+const Tick = Schema.Int.pipe(Schema.nonNegative())
+const redriveAllFields = decodeInput(
+  Schema.Struct({
+    filter: Schema.Struct({
+      group: Schema.optional(Schema.UndefinedOr(GroupId)),
+      flowId: Schema.optional(Schema.UndefinedOr(FlowId)),
+      flowPrefix: Schema.optional(Schema.UndefinedOr(Text)),
+      reasonContains: Schema.optional(Schema.UndefinedOr(Text)),
+      quarantinedBefore: Schema.optional(Schema.UndefinedOr(Tick)),
+      quarantinedAfter: Schema.optional(Schema.UndefinedOr(Tick)),
+      all: Schema.optional(Schema.UndefinedOr(Schema.Boolean))
+    }).pipe(Schema.filter((f) =>
+      f.all === true || [f.group, f.flowId, f.flowPrefix, f.reasonContains, f.quarantinedBefore, f.quarantinedAfter].some((v) => v !== undefined) ||
+      "name at least one filter (group, flowId, flowPrefix, reasonContains, quarantinedBefore, quarantinedAfter), or all: true"
+    )),
+    reason: NonBlankReason,
+    actor: Actor,
+    dryRun: Schema.optional(Schema.UndefinedOr(Schema.Boolean)),
+    pageSize: Schema.optional(Schema.UndefinedOr(Schema.Int.pipe(Schema.between(1, 1000))))
+  }),
+  "redriveAll"
+)
+
+/** Validates a bulk redrive: a filter that names something, a non-blank reason, a page size from 1 to 1000. */
+export const decodeRedriveAll = (input: unknown) => redriveAllFields(input)
+
 /** Validates a clock reset: a non-blank reason (and who asks). */
 export const decodeResetClock = (input: unknown) => resetClockFields(input)
 

@@ -368,6 +368,12 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
               Effect.forEach(Object.entries(stats.byState), ([state, n]) => Metric.set(Metric.tagged(Metrics.depth, "state", state), n))
             ),
             Effect.tap((stats) => Metric.set(Metrics.oldestEligibleAge, stats.oldestEligibleAgeMillis)),
+            Effect.tap((stats) =>
+              Effect.zipRight(
+                Metric.set(Metric.tagged(Metrics.paused, "kind", "flow"), stats.paused.flows),
+                Metric.set(Metric.tagged(Metrics.paused, "kind", "group"), stats.paused.groups)
+              )
+            ),
             Effect.catchAllCause((cause) => Effect.logWarning("sampling queue metrics failed", cause))
           )
           yield* Effect.race(Effect.sleep(interval), Deferred.await(stopping))

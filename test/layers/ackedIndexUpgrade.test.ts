@@ -21,6 +21,8 @@ const retention = { acked: 100, dedup: 1000 }
 const toSchema8 = (file: string) =>
   execOn(file, `DROP INDEX relay_event_acked;
     CREATE INDEX relay_event_acked ON relay_event (acked_at) WHERE state = 'acked';
+    DROP INDEX relay_flow_paused;
+    DROP INDEX relay_group_paused;
     ALTER TABLE relay_flow DROP COLUMN paused;
     ALTER TABLE relay_group DROP COLUMN paused;
     ALTER TABLE relay_settings DROP COLUMN version;

@@ -124,3 +124,166 @@ const suite = (backend: Backend) => {
 
 for (const backend of backends) describe(backend.name, () => suite(backend))
 for (const name of skippedBackends) describe.skip(name, () => it("contract suite", () => {}))
+
+const pauseSuite = (backend: Backend) => {
+  const idleUntil = (w: { readonly queue: RelayQueueService }) =>
+    Effect.map(w.queue.claimUpTo(1), (batch) => {
+      expect(batch.claims).toEqual([])
+      return batch.wakeAt
+    })
+
+  describe("pause and resume", () => {
+    it.scoped("a paused flow's head is not claimed, an in-flight one settles, and on resume it is first: it kept its turn", () =>
+      Effect.gen(function*() {
+        const w = yield* backend.world({ policy: { admission: "tail" } })
+        yield* w.queue.enqueueBatch(["A", "B", "C"].flatMap((f) => [1, 2].map((i) => ({ eventId: `${f}${i}`, flowId: f, body: { delta: 1 } }))))
+        const a1 = yield* w.claim
+        expect(a1.event.eventId).toBe("A1")
+        expect(yield* w.queue.pause({ flowId: "A", reason: "receiver A down", actor: "ops" }))
+          .toEqual({ _tag: "Paused", target: { kind: "flow", id: "A" }, changed: true })
+        // In flight when paused: it settles as usual.
+        expect(yield* w.queue.settle(a1.token, { _tag: "Accepted" })).toEqual({ _tag: "Acked" })
+        const servedA = (yield* w.queue.flows()).find((f) => f.flowId === "A")!
+        expect(servedA.paused).toBe(true)
+        expect(yield* drain(w)).toEqual(["B1", "C1", "B2", "C2"])
+        // Only a paused head is left: idle, and no wake-up before something changes.
+        const wakeAt = yield* idleUntil(w)
+        expect(wakeAt === undefined || wakeAt > 0).toBe(true)
+        expect((yield* w.queue.stats)).toMatchObject({ eligibleHeads: 0, paused: { flows: 1, groups: 0 } })
+        expect((yield* w.queue.flows()).find((f) => f.flowId === "A")).toMatchObject({ served: servedA.served, paused: true })
+        yield* w.queue.enqueueBatch([{ eventId: "B3", flowId: "B", body: { delta: 1 } }, { eventId: "C3", flowId: "C", body: { delta: 1 } }])
+        expect(yield* w.queue.resume({ flowId: "A", reason: "receiver A back", actor: "ops" })).toMatchObject({ _tag: "Resumed", changed: true })
+        // A kept the turn it had (served before B's and C's latest): it goes first.
+        expect(yield* drain(w)).toEqual(["A2", "B3", "C3"])
+        const audit = (yield* w.queue.snapshot).audit
+        expect(audit.map((a) => [a.action, a.target, a.eventId, a.actor, a.reason])).toEqual([
+          ["pause", "flow:A", null, "ops", "receiver A down"],
+          ["resume", "flow:A", null, "ops", "receiver A back"]
+        ])
+      }))
+
+    it.scoped("a paused group's flows get no claim; the other groups and flows of no group go on; resumed, it is claimed again", () =>
+      Effect.gen(function*() {
+        const w = yield* backend.world({ policy: { admission: "tail" } })
+        const events = [
+          ...[1, 2, 3].flatMap((i) => ["a1", "a2"].map((f) => ({ eventId: `${f}-${i}`, flowId: f, group: "A", body: { delta: 1 } }))),
+          ...[1, 2, 3].map((i) => ({ eventId: `b-${i}`, flowId: "b", group: "B", body: { delta: 1 } })),
+          ...[1, 2].map((i) => ({ eventId: `x-${i}`, flowId: "x", body: { delta: 1 } }))
+        ]
+        yield* w.queue.enqueueBatch(events)
+        yield* w.queue.pause({ group: "A", reason: "tenant A's endpoint is down" })
+        expect((yield* w.queue.groups()).map((g) => [g.groupId, g.paused])).toEqual([["A", true], ["B", false]])
+        expect(yield* drain(w)).toEqual(["b-1", "x-1", "b-2", "x-2", "b-3"])
+        expect(yield* idleUntil(w)).toBeUndefined()
+        expect((yield* w.queue.stats).paused).toEqual({ flows: 0, groups: 1 })
+        // Batches pass over it too.
+        expect(yield* w.queue.claimBatch(10)).toEqual([])
+        yield* w.queue.resume({ group: "A", reason: "back" })
+        expect((yield* drain(w)).sort()).toEqual(["a1-1", "a1-2", "a1-3", "a2-1", "a2-2", "a2-3"])
+      }))
+
+    it.scoped("pausing one flow of a group leaves its siblings claimable", () =>
+      Effect.gen(function*() {
+        const w = yield* backend.world({ policy: { admission: "tail" } })
+        yield* w.queue.enqueueBatch([1, 2].flatMap((i) => ["g1", "g2"].map((f) => ({ eventId: `${f}-${i}`, flowId: f, group: "G", body: { delta: 1 } }))))
+        yield* w.queue.pause({ flowId: "g1", reason: "one bad flow" })
+        expect(yield* drain(w)).toEqual(["g2-1", "g2-2"])
+        expect(yield* idleUntil(w)).toBeUndefined()
+        yield* w.queue.resume({ flowId: "g1", reason: "fixed" })
+        expect(yield* drain(w)).toEqual(["g1-1", "g1-2"])
+      }))
+
+    it.scoped("an unknown flow or group is TargetNotFound, a blank reason InvalidInput; neither changes anything", () =>
+      Effect.gen(function*() {
+        const w = yield* backend.world()
+        yield* w.queue.enqueue({ eventId: "A1", flowId: "A", body: { delta: 1 } })
+        const before = yield* w.queue.snapshot
+        expect(yield* Effect.flip(w.queue.pause({ flowId: "nope", reason: "x" }))).toMatchObject({ _tag: "TargetNotFound", kind: "flow", id: "nope" })
+        expect(yield* Effect.flip(w.queue.resume({ group: "nope", reason: "x" }))).toMatchObject({ _tag: "TargetNotFound", kind: "group" })
+        expect(yield* Effect.flip(w.queue.pause({ flowId: "A", reason: "  " }))).toMatchObject({ _tag: "InvalidInput" })
+        expect(yield* w.queue.snapshot).toEqual(before)
+        // Pausing twice changes nothing the second time (but is recorded: an operator acted).
+        yield* w.queue.pause({ flowId: "A", reason: "x" })
+        expect(yield* w.queue.pause({ flowId: "A", reason: "x" })).toMatchObject({ changed: false })
+      }))
+  })
+}
+
+for (const backend of backends) describe(backend.name, () => pauseSuite(backend))
+
+/**
+ * `flows` flows in each of `groups` groups (`g<i>`, flows `g<i>-f<j>`), each with `events` events;
+ * every flow's first event quarantined, with reason `bad-<i>` (the group's index).
+ */
+export const quarantineAcross = (queue: RelayQueueService, groups: number, flows: number, events = 2) =>
+  Effect.gen(function*() {
+    const inputs = []
+    for (let g = 0; g < groups; g++) {
+      for (let f = 0; f < flows; f++) {
+        for (let e = 1; e <= events; e++) inputs.push({ eventId: `g${g}-f${f}-${e}`, flowId: `g${g}-f${f}`, group: `g${g}`, body: { e } })
+      }
+    }
+    yield* queue.enqueueBatch(inputs)
+    for (;;) {
+      const claims = yield* queue.claimBatch(500)
+      if (claims.length === 0) break
+      yield* queue.settleBatch(claims.map((c) => ({ token: c.token, reply: { _tag: "Rejected" as const, code: `bad-${c.event.flowId.split("-")[0]!.slice(1)}` } })))
+    }
+  })
+
+const bulkSuite = (backend: Backend) => {
+  describe("bulk redrive", () => {
+    it.scoped("redrives every quarantined head of a group in pages, one audit row each; a dry run writes nothing; a second run finds none", () =>
+      Effect.gen(function*() {
+        const w = yield* backend.world()
+        yield* quarantineAcross(w.queue, 3, 7)
+        const before = yield* w.queue.snapshot
+        const dry = yield* w.queue.redriveAll({ filter: { group: "g1" }, reason: "receiver fixed", dryRun: true, pageSize: 3 })
+        expect(dry).toMatchObject({ dryRun: true, skipped: 0, pages: 3 })
+        expect(dry.heads.map((h) => h.eventId)).toEqual(Array.from({ length: 7 }, (_, f) => `g1-f${f}-1`))
+        expect(dry.heads[0]).toEqual({ eventId: "g1-f0-1", flowId: "g1-f0", group: "g1", reason: "bad-1", generation: 1 })
+        expect(yield* w.queue.snapshot).toEqual(before)
+
+        const pages: Array<number> = []
+        const done = yield* w.queue.redriveAll({
+          filter: { group: "g1" },
+          reason: "receiver fixed",
+          actor: "ops",
+          pageSize: 3,
+          onPage: (page) => Effect.sync(() => void pages.push(page.length))
+        })
+        expect(pages).toEqual([3, 3, 1])
+        expect(done).toMatchObject({ dryRun: false, skipped: 0, pages: 3 })
+        expect(done.heads.map((h) => [h.eventId, h.generation])).toEqual(Array.from({ length: 7 }, (_, f) => [`g1-f${f}-1`, 2]))
+        const audit = (yield* w.queue.snapshot).audit
+        expect(audit.map((a) => a.eventId)).toEqual(done.heads.map((h) => h.eventId))
+        expect(audit.every((a) => a.action === "redrive" && a.reason === "receiver fixed" && a.actor === "ops" && a.target?.startsWith("bulk:"))).toBe(true)
+        expect(yield* w.queue.redriveAll({ filter: { group: "g1" }, reason: "again" })).toMatchObject({ heads: [], pages: 0 })
+        // Only g1's heads are claimable now, each flow in order.
+        const order = yield* drain(w)
+        expect(order.every((id) => id.startsWith("g1-"))).toBe(true)
+        for (let f = 0; f < 7; f++) expect(order.filter((id) => id.startsWith(`g1-f${f}-`))).toEqual([`g1-f${f}-1`, `g1-f${f}-2`])
+      }))
+
+    it.scoped("filters by flow, flow prefix, reason text and quarantine time; no filter is InvalidInput", () =>
+      Effect.gen(function*() {
+        const w = yield* backend.world()
+        yield* quarantineAcross(w.queue, 3, 3)
+        const ids = (filter: Parameters<typeof w.queue.redriveAll>[0]["filter"]) =>
+          Effect.map(w.queue.redriveAll({ filter, reason: "x", dryRun: true }), (r) => r.heads.map((h) => h.eventId))
+        expect(yield* ids({ flowId: "g2-f1" })).toEqual(["g2-f1-1"])
+        expect(yield* ids({ flowPrefix: "g0-" })).toEqual(["g0-f0-1", "g0-f1-1", "g0-f2-1"])
+        expect(yield* ids({ reasonContains: "bad-2" })).toEqual(["g2-f0-1", "g2-f1-1", "g2-f2-1"])
+        expect(yield* ids({ reasonContains: "nothing like it" })).toEqual([])
+        const now = yield* Effect.clockWith((c) => c.currentTimeMillis)
+        expect((yield* ids({ quarantinedBefore: now })).length).toBe(9)
+        expect(yield* ids({ quarantinedAfter: now + 1 })).toEqual([])
+        expect(yield* ids({ group: "g0", flowPrefix: "g1" })).toEqual([])
+        expect(yield* Effect.flip(w.queue.redriveAll({ filter: {}, reason: "x" }))).toMatchObject({ _tag: "InvalidInput" })
+        expect(yield* Effect.flip(w.queue.redriveAll({ filter: { all: true }, reason: " " }))).toMatchObject({ _tag: "InvalidInput" })
+        expect((yield* w.queue.redriveAll({ filter: { all: true }, reason: "everything" })).heads.length).toBe(9)
+      }))
+  })
+}
+
+for (const backend of backends) describe(backend.name, () => bulkSuite(backend))

@@ -108,6 +108,7 @@ ${card("in flight", stats.byState.inflight, href(frame, "/events", { state: "inf
 ${card("acked", stats.byState.acked)}
 ${card("quarantined", html`<span data-testid="quarantined-count">${stats.byState.quarantined}</span>`, href(frame, "/quarantined"))}
 ${card("eligible heads", stats.eligibleHeads)}
+${card("paused", html`<span data-testid="paused-count">${stats.paused.flows} flows · ${stats.paused.groups} groups</span>`)}
 ${card("oldest eligible head waited", stats.eligibleHeads === 0 ? "–" : age(stats.oldestEligibleAgeMillis))}
 ${card("claims / min", rate(rates.claimsPerMinute))}
 ${card("acks / min", rate(rates.acksPerMinute))}
@@ -187,7 +188,7 @@ ${input.error}
 <section id="flows-table" data-live>
 <table data-testid="flows"><thead><tr><th>flow</th><th>group</th><th class="num">served</th><th class="num">weight</th><th class="num">head seq</th><th>head</th><th>next eligible</th><th class="num">backlog</th><th class="num">last seq</th></tr></thead><tbody>
 ${input.rows.length === 0 ? html`<tr><td colspan="9" class="muted">no flows${input.head === undefined ? "" : ` with head ${input.head} here`}</td></tr>` : ""}
-${input.rows.map((row) => html`<tr><td class="id"><a href="${href(frame, "/events", { flow: row.flow.flowId })}">${row.flow.flowId}</a></td><td class="id">${row.flow.group ?? "–"}</td><td class="num">${row.flow.served}</td><td class="num">${row.flow.weight}</td><td class="num">${row.flow.headSeq ?? "–"}</td><td>${state(row.head)}</td><td>${next(row)}</td><td class="num">${backlog(row.flow)}</td><td class="num">${row.flow.seq}</td></tr>`)}
+${input.rows.map((row) => html`<tr><td class="id"><a href="${href(frame, "/events", { flow: row.flow.flowId })}">${row.flow.flowId}</a></td><td class="id">${row.flow.group ?? "–"}</td><td class="num">${row.flow.served}</td><td class="num">${row.flow.weight}</td><td class="num">${row.flow.headSeq ?? "–"}</td><td>${state(row.head)}${"paused" in row.flow && row.flow.paused === true ? html` <span class="muted" data-testid="paused">paused</span>` : ""}</td><td>${next(row)}</td><td class="num">${backlog(row.flow)}</td><td class="num">${row.flow.seq}</td></tr>`)}
 </tbody></table></section>
 <div class="pager">${input.after === undefined ? "" : html`<a href="${href(frame, "/flows", { head: input.head, limit: input.limit })}">« first page</a>`}${input.next === undefined ? "" : html`<a data-testid="next-page" href="${href(frame, "/flows", { head: input.head, limit: input.limit, after: input.next })}">next page »</a>`}</div>`)
 }

@@ -191,6 +191,10 @@ export const migrations: Record<string, Effect.Effect<void, SqlError, SqlClient>
     // its turn. Few rows are ever paused: the claim's walk passes over them.
     yield* sql`ALTER TABLE relay_flow ADD COLUMN paused INTEGER NOT NULL DEFAULT 0`
     yield* sql`ALTER TABLE relay_group ADD COLUMN paused INTEGER NOT NULL DEFAULT 0`
+    // Whether anything is paused, answered from an empty index while nothing is: an idle claim's
+    // read of when to wake then stays the one index entry it was.
+    yield* sql`CREATE INDEX relay_flow_paused ON relay_flow (flow_id) WHERE paused <> 0`
+    yield* sql`CREATE INDEX relay_group_paused ON relay_group (group_id) WHERE paused <> 0`
     // The stored policy may change while processes run: they re-read it when its version moves.
     yield* sql`ALTER TABLE relay_settings ADD COLUMN version BIGINT NOT NULL DEFAULT 0`
   })

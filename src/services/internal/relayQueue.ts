@@ -13,7 +13,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Either, Metric, Random } from "effect"
 import type { Context } from "effect"
 import type { ClockRegressed } from "../../domain/Errors.js"
-import { EventNotFound as NotFound } from "../../domain/Errors.js"
+import { EventNotFound as NotFound, TargetNotFound } from "../../domain/Errors.js"
 import type { EventId } from "../../domain/Ids.js"
 import * as Operations from "../../domain/Operations.js"
 import * as Operator from "../../domain/Operator.js"
@@ -27,7 +27,7 @@ import * as Metrics from "../Metrics.js"
 import type { QueueBackend, QueueReads, QueueWrites, SettleRead } from "../QueueBackend.js"
 import * as Input from "../QueueInput.js"
 import * as Retention from "../Retention.js"
-import type { ClaimBatch, DiscardInput, RedriveInput, RelayQueueService, ResetClockInput, SettledAndClaimed } from "../RelayQueue.js"
+import type { ClaimBatch, DiscardInput, PauseInput, PauseResult, RedriveAllInput, RedrivenHead, RedriveInput, RelayQueueService, ResetClockInput, SettledAndClaimed } from "../RelayQueue.js"
 
 /**
  * Wakes this process's sleeping workers when work arrives through this queue instance (an
@@ -446,6 +446,87 @@ export const make = (
         Effect.withSpan("RelayQueue.redrive")
       )
 
+  /** What one page of a bulk redrive did: the heads redriven, how many it read, and the last id it read (undefined: none left). */
+  interface RedrivePage {
+    readonly heads: ReadonlyArray<RedrivenHead>
+    readonly read: number
+    readonly last: EventId | undefined
+  }
+
+  /** One page of a bulk redrive, in one transaction: the matching heads after `after`, each redriven at the generation read. */
+  const redrivePage = (
+    filter: Operator.RedriveFilter,
+    after: EventId | undefined,
+    request: { readonly reason: string; readonly actor: string | null; readonly pageSize: number; readonly target: string }
+  ) =>
+    write<RedrivePage, never>((tx, clock, now) =>
+      Effect.gen(function*() {
+        const matched = yield* tx.quarantinedHeads(filter, after, request.pageSize)
+        if (matched.length === 0) return [{ heads: [], read: 0, last: undefined }, Operations.noChanges] as const
+        // Read again where a backend holds what it reads (side by side, the events and their flows are locked here).
+        const current = byKey(yield* tx.events(matched.map((m) => m.event.eventId)), (e): string => e.eventId)
+        const heads: Array<RedrivenHead> = []
+        const events: Array<EventRecord> = []
+        for (const { event, group } of matched) {
+          const next = Protocol.redriveEvent(current.get(event.eventId), { eventId: event.eventId, expectedGeneration: event.generation, reason: request.reason }, now)
+          if (Either.isLeft(next)) continue
+          events.push(next.right)
+          heads.push({ eventId: event.eventId, flowId: event.flowId, group, reason: event.reason, generation: next.right.generation })
+          yield* tx.appendAudit({
+            eventId: next.right.eventId,
+            reason: request.reason,
+            generation: next.right.generation,
+            tick: clock.tick,
+            actor: request.actor,
+            action: "redrive",
+            target: request.target
+          })
+        }
+        const changes: Changes = events.length === 0
+          ? Operations.noChanges
+          : { ...Operations.noChanges, events, heads: events.map((e) => Operations.headAfter(e, undefined)), clock }
+        return [{ heads, read: matched.length, last: matched[matched.length - 1]!.event.eventId }, changes] as const
+      })
+    )
+
+  const redriveAll = (input: RedriveAllInput) =>
+    Effect.flatMap(Input.decodeRedriveAll(input), (request) =>
+      Effect.gen(function*() {
+        const { all: _all, ...filter } = request.filter
+        const pageSize = request.pageSize ?? Operator.RedrivePageSize
+        const onPage = input.onPage ?? (() => Effect.void)
+        const heads: Array<RedrivenHead> = []
+        let skipped = 0
+        let pages = 0
+        let after: EventId | undefined
+        for (;;) {
+          if (request.dryRun === true) {
+            const matched = yield* backend.read((tx) => tx.quarantinedHeads(filter, after, pageSize))
+            if (matched.length === 0) break
+            const page = matched.map(({ event, group }): RedrivenHead => ({ eventId: event.eventId, flowId: event.flowId, group, reason: event.reason, generation: event.generation }))
+            heads.push(...page)
+            pages++
+            yield* onPage(page)
+            after = matched[matched.length - 1]!.event.eventId
+            continue
+          }
+          const page = yield* redrivePage(filter, after, {
+            reason: request.reason,
+            actor: request.actor ?? null,
+            pageSize,
+            target: `bulk:${JSON.stringify(request.filter)}`
+          })
+          if (page.last === undefined) break
+          heads.push(...page.heads)
+          skipped += page.read - page.heads.length
+          pages++
+          if (page.heads.length > 0) yield* Metric.incrementBy(Metrics.redrives, page.heads.length).pipe(Effect.zipRight(wake.signal))
+          yield* onPage(page.heads)
+          after = page.last
+        }
+        return { dryRun: request.dryRun === true, heads, skipped, pages }
+      })).pipe(Effect.withSpan("RelayQueue.redriveAll"))
+
   const discard = (input: DiscardInput) =>
     Effect.flatMap(Input.decodeDiscard(input), (request) =>
       write((tx, clock, now) =>
@@ -479,6 +560,34 @@ export const make = (
         Effect.withSpan("RelayQueue.discard")
       )
 
+  const setPaused = (input: PauseInput, paused: boolean) => {
+    const operation = paused ? "pause" : "resume"
+    return Effect.flatMap(Input.decodePause(input, operation), (request) =>
+      write((tx, clock) =>
+        Effect.gen(function*() {
+          const target = "group" in request
+            ? { kind: "group" as const, id: request.group as string }
+            : { kind: "flow" as const, id: request.flowId as string }
+          const was = yield* tx.setPaused("group" in request ? { group: request.group } : { flowId: request.flowId }, paused)
+          if (was === undefined) return yield* Effect.fail(new TargetNotFound(target))
+          yield* tx.appendAudit({
+            eventId: null,
+            reason: request.reason,
+            generation: null,
+            tick: clock.tick,
+            actor: request.actor ?? null,
+            action: operation,
+            target: `${target.kind}:${target.id}`
+          })
+          const result: PauseResult = { _tag: paused ? "Paused" : "Resumed", target, changed: was !== paused }
+          return [result, Operations.noChanges] as const
+        })
+      )).pipe(
+        Effect.tap(() => (paused ? Effect.void : wake.signal)),
+        Effect.withSpan(paused ? "RelayQueue.pause" : "RelayQueue.resume")
+      )
+  }
+
   const resetClock = (input: ResetClockInput) =>
     Effect.flatMap(Input.decodeResetClock(input), ({ actor, reason }) =>
       backend.write((tx) =>
@@ -511,10 +620,12 @@ export const make = (
     Effect.gen(function*() {
       const now = yield* timeOf(tx)
       const eligible = yield* tx.eligibleHeads(now)
+      const paused = yield* tx.countPaused
       return {
         byState: yield* tx.countByState,
         eligibleHeads: eligible.count,
         oldestEligibleAgeMillis: eligible.oldest === null ? 0 : Math.max(0, now - eligible.oldest),
+        paused,
         clock: yield* tx.clock
       }
     })
@@ -567,7 +678,10 @@ export const make = (
         Metrics.withHotSpan("RelayQueue.settleAndClaim")
       ),
     redrive,
+    redriveAll,
     discard,
+    pause: (input) => setPaused(input, true),
+    resume: (input) => setPaused(input, false),
     resetClock,
     snapshot,
     stats,

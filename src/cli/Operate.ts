@@ -6,10 +6,25 @@
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
-import { Effect, Option } from "effect"
+import { Effect, Option, ParseResult, Schema } from "effect"
 import { MissingReason } from "../domain/Errors.js"
 import { isBlankReason } from "../domain/Protocol.js"
-import { byOption, context, EventIdText, flowIdOption, groupIdOption, integer, osUser, print, printJson, reasonOption, shared } from "./Common.js"
+import { RedrivePageSize } from "../domain/Operator.js"
+import {
+  byOption,
+  context,
+  EventIdText,
+  flowIdOption,
+  groupIdOption,
+  integer,
+  osUser,
+  print,
+  printJson,
+  reasonOption,
+  schemaOption,
+  shared
+} from "./Common.js"
+import * as Format from "./Format.js"
 import { usage } from "./Errors.js"
 import * as Store from "./Store.js"
 
@@ -77,3 +92,83 @@ export const pause = pauseCommand("pause")
 
 /** `resume (--flow F | --group G) --reason TEXT`. */
 export const resume = pauseCommand("resume")
+
+/** A time as the store's ticks (milliseconds since the epoch): a whole number, or an ISO 8601 date. */
+const TimeText: Schema.Schema<number, string> = Schema.transformOrFail(Schema.String, Schema.Number, {
+  strict: true,
+  decode: (text, _, ast) => {
+    const value = /^\d+$/.test(text) ? Number(text) : Date.parse(text)
+    return Number.isSafeInteger(value) && value >= 0
+      ? Effect.succeed(value)
+      : Effect.fail(new ParseResult.Type(ast, text, `expected milliseconds since the epoch or an ISO 8601 date, got ${JSON.stringify(text)}`))
+  },
+  encode: (value) => Effect.succeed(String(value))
+})
+
+const TextFilter = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(1000))
+
+/** `redrive-all (filters…) --reason TEXT [--by WHO] [--dry-run] [--page-size N]`. */
+export const redriveAll = Command.make("redrive-all", {
+  ...shared,
+  group: groupIdOption("group", "Only heads of this group's flows.").pipe(Options.optional),
+  flow: flowIdOption("flow", "Only the head of this flow.").pipe(Options.optional),
+  flowPrefix: schemaOption("flow-prefix", "TEXT", "Only heads of flows whose id starts with TEXT.", TextFilter).pipe(Options.optional),
+  reasonContains: schemaOption("reason-contains", "TEXT", "Only heads whose quarantine reason contains TEXT.", TextFilter).pipe(Options.optional),
+  before: schemaOption("quarantined-before", "TIME", "Only heads quarantined at or before TIME (ms since the epoch, or an ISO 8601 date).", TimeText)
+    .pipe(Options.optional),
+  after: schemaOption("quarantined-after", "TIME", "Only heads quarantined at or after TIME.", TimeText).pipe(Options.optional),
+  all: Options.boolean("all").pipe(Options.withDescription("Every quarantined head (when no filter is given).")),
+  dryRun: Options.boolean("dry-run").pipe(Options.withDescription("List the heads it would redrive; change nothing.")),
+  pageSize: integer("page-size", "N", `Heads per transaction (1 to 1000; default ${RedrivePageSize}).`, 1, 1000).pipe(Options.optional),
+  reason: reasonOption("Why the heads may go again; recorded in each head's audit row."),
+  by: byOption
+}, (options) =>
+  Effect.scoped(Effect.gen(function*() {
+    const { db, json } = yield* context(options)
+    const filter = {
+      group: Option.getOrUndefined(options.group),
+      flowId: Option.getOrUndefined(options.flow),
+      flowPrefix: Option.getOrUndefined(options.flowPrefix),
+      reasonContains: Option.getOrUndefined(options.reasonContains),
+      quarantinedBefore: Option.getOrUndefined(options.before),
+      quarantinedAfter: Option.getOrUndefined(options.after),
+      all: options.all || undefined
+    }
+    if (Object.values(filter).every((value) => value === undefined)) {
+      return yield* usage(
+        "InvalidOption",
+        "redrive-all needs a filter (--group, --flow, --flow-prefix, --reason-contains, --quarantined-before, --quarantined-after) or --all"
+      )
+    }
+    if (isBlankReason(options.reason)) return yield* usage("InvalidOption", "--reason must not be blank: it is recorded in each head's audit row")
+    const actor = Option.getOrElse(options.by, osUser)
+    const queue = yield* (options.dryRun ? Store.openReader(db) : Store.openWriter(db))
+    let done = 0
+    const result = yield* queue.redriveAll({
+      filter,
+      reason: options.reason,
+      actor,
+      dryRun: options.dryRun,
+      pageSize: Option.getOrUndefined(options.pageSize),
+      // Each page is committed before its line is printed: what a killed run printed is done.
+      onPage: (page) =>
+        json ? Effect.void : Effect.suspend(() => {
+          done += page.length
+          return print(`${options.dryRun ? "would redrive" : "redriven"} ${page.length} (${done} so far)`)
+        })
+    })
+    if (json) return yield* printJson({ ...result, reason: options.reason, actor })
+    if (result.heads.length === 0) return yield* print("no quarantined head matches")
+    yield* print(Format.table(
+      ["EVENT", "FLOW", "GROUP", "GEN", "REASON"],
+      result.heads.map((head) => [head.eventId, head.flowId, head.group, head.generation, head.reason])
+    ))
+    yield* print(
+      options.dryRun
+        ? `${result.heads.length} head${result.heads.length === 1 ? "" : "s"} would be redriven (dry run: nothing changed)`
+        : `${result.heads.length} head${result.heads.length === 1 ? "" : "s"} redriven in ${result.pages} transaction${result.pages === 1 ? "" : "s"}` +
+          `${result.skipped === 0 ? "" : `; ${result.skipped} had moved on and were left alone`} (by ${actor}: ${options.reason})`
+    )
+  }))).pipe(Command.withDescription(
+    "Redrive every quarantined head matching the filters, with one audited reason, a page of heads per transaction; --dry-run lists them. Run it again after a crash: it redrives the rest."
+  ))

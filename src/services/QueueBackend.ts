@@ -8,6 +8,7 @@ import type { Effect } from "effect"
 import type { EventId, FlowId, GroupId } from "../domain/Ids.js"
 import type { AckStamp, Candidate, DedupRecord, Head, NewEvent, PruneCandidate, StoredGroup } from "../domain/Operations.js"
 import type { RedriveFilter } from "../domain/Operator.js"
+import type { ProtocolSettings } from "../domain/Policy.js"
 import type { StoredIdentity } from "../domain/Protocol.js"
 import type { AuditRecord, ClockRecord, EventRecord, EventState, FlowRecord, GroupRecord } from "../domain/Records.js"
 
@@ -53,6 +54,12 @@ export interface GroupView extends GroupRecord {
 /** A flow as operators see it: its record, and whether it is paused (its own pause; its group's shows on the group). */
 export interface FlowView extends FlowRecord {
   readonly paused: boolean
+}
+
+/** A store's protocol settings and their version. */
+export interface StoredProtocol {
+  readonly settings: ProtocolSettings
+  readonly version: number
 }
 
 /** What a pause or resume names: one flow, or one group (every flow of it). */
@@ -170,6 +177,11 @@ export interface QueueReads {
     after: EventId | undefined,
     limit: number
   ) => Effect.Effect<ReadonlyArray<{ readonly event: EventRecord; readonly group: GroupId | null }>, SqlError>
+  /**
+   * Optional: the protocol settings the store keeps and their version (which every change moves
+   * on); undefined where the store keeps none. Absent: the store's policy never changes.
+   */
+  readonly protocol?: Effect.Effect<StoredProtocol | undefined, SqlError> | undefined
   /** How many flows and groups are paused. */
   readonly countPaused: Effect.Effect<{ readonly flows: number; readonly groups: number }, SqlError>
   /** Number of heads eligible at `now` (a paused one is not), and the least `eligibleAt` among them. */
@@ -213,6 +225,8 @@ export interface QueueWrites extends QueueReads {
    * claims (`candidates`, `wakeAt`, `eligibleHeads`) and keeps its turn.
    */
   readonly setPaused: (target: PauseTarget, paused: boolean) => Effect.Effect<boolean | undefined, SqlError>
+  /** Optional (with `protocol`): stores the protocol settings under a new version. */
+  readonly setProtocol?: ((protocol: StoredProtocol) => Effect.Effect<void, SqlError>) | undefined
   /** Stores dedup records of pruned events (replacing an older record of the same id). */
   readonly putDedup: (records: ReadonlyArray<DedupRecord>) => Effect.Effect<void, SqlError>
   /** Deletes the named events if they are acked (never any other state); returns how many. */

@@ -13,7 +13,8 @@ import type { DiscardRequest } from "../domain/Operator.js"
 import { DeliveryReply } from "../domain/Outcomes.js"
 import { isBlankReason, MaxReasonLength } from "../domain/Protocol.js"
 import type { RedriveRequest } from "../domain/Protocol.js"
-import type { RelayPolicy } from "../domain/Policy.js"
+import { makePolicy, protocolOf } from "../domain/Policy.js"
+import type { PolicyInput, RelayPolicy } from "../domain/Policy.js"
 import { EventState } from "../domain/Records.js"
 import type { Token } from "../domain/Records.js"
 import type { FlowQuery, GroupQuery } from "./QueueBackend.js"
@@ -237,6 +238,34 @@ const redriveAllFields = decodeInput(
 
 /** Validates a bulk redrive: a filter that names something, a non-blank reason, a page size from 1 to 1000. */
 export const decodeRedriveAll = (input: unknown) => redriveAllFields(input)
+
+const setPolicyFields = decodeInput(
+  Schema.Struct({ policy: Schema.Object, reason: NonBlankReason, actor: Actor }),
+  "setPolicy"
+)
+const policyKeys = new Set(["leaseTicks", "retryBudget", "backoffBase", "backoffCap"])
+
+/**
+ * Validates a policy change: a non-blank reason, and only the live settings (lease, retry budget,
+ * backoff), made whole on `current` and checked as a layer's policy is.
+ */
+export const decodeSetPolicy = (input: unknown, current: RelayPolicy) =>
+  Effect.flatMap(setPolicyFields(input), ({ actor, policy, reason }) => {
+    const given = Object.fromEntries(Object.entries(policy).filter(([, value]) => value !== undefined))
+    const unknown = Object.keys(given).filter((key) => !policyKeys.has(key))
+    if (unknown.length > 0 || Object.keys(given).length === 0) {
+      return Effect.fail(new InvalidInput({
+        operation: "setPolicy",
+        message: unknown.length > 0
+          ? `only leaseTicks, retryBudget, backoffBase and backoffCap change on a live store, not ${unknown.join(", ")}`
+          : "name at least one of leaseTicks, retryBudget, backoffBase, backoffCap"
+      }))
+    }
+    return Either.match(makePolicy(given as PolicyInput, current), {
+      onLeft: (message) => Effect.fail(new InvalidInput({ operation: "setPolicy", message: shorten(message) })),
+      onRight: (settings) => Effect.succeed({ settings: protocolOf(settings), reason, actor })
+    })
+  })
 
 /** Validates a clock reset: a non-blank reason (and who asks). */
 export const decodeResetClock = (input: unknown) => resetClockFields(input)

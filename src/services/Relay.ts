@@ -57,6 +57,13 @@ export interface RunOptions {
   readonly metricsInterval?: Duration.DurationInput | null | undefined
   /** How often the queue prunes what its retention lets go (default 1 minute; `null`: never). See `RelayQueue.prune`. */
   readonly pruneInterval?: Duration.DurationInput | null | undefined
+  /**
+   * How often the store's policy is read again (default 5 s; `null`: never): a change made with
+   * `setPolicy` — in any process — reaches this relay's next claims and settles within it, without
+   * a restart. A process opened with explicit protocol settings adopts the store's too: every
+   * process of a store runs one protocol.
+   */
+  readonly policyInterval?: Duration.DurationInput | null | undefined
 }
 
 /** Options that cannot work together; nothing was started. */
@@ -96,6 +103,7 @@ interface Settings {
   readonly shutdownGrace: Duration.Duration
   readonly metricsInterval: Duration.Duration | null
   readonly pruneInterval: Duration.Duration | null
+  readonly policyInterval: Duration.Duration | null
 }
 
 const settingsOf = (options: RunOptions | undefined, leaseTicks: number): Effect.Effect<Settings, RelayConfigError> =>
@@ -124,7 +132,10 @@ const settingsOf = (options: RunOptions | undefined, leaseTicks: number): Effect
         : yield* duration("metricsInterval", options?.metricsInterval, Duration.seconds(10)),
       pruneInterval: options?.pruneInterval === null
         ? null
-        : yield* duration("pruneInterval", options?.pruneInterval, Duration.minutes(1))
+        : yield* duration("pruneInterval", options?.pruneInterval, Duration.minutes(1)),
+      policyInterval: options?.policyInterval === null
+        ? null
+        : yield* duration("policyInterval", options?.policyInterval, Duration.seconds(5))
     }
     // A claim outliving its lease could be claimed again while the first delivery still runs.
     if (leaseTicks <= Duration.toMillis(settings.deliveryTimeout)) {
@@ -393,6 +404,26 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
         }
       })
 
+      // The store's policy, read again now and then: an operator's change reaches running workers.
+      const policyReader = settings.policyInterval === null ? Effect.void : Effect.gen(function*() {
+        const interval = settings.policyInterval!
+        let lease = queue.policy.leaseTicks
+        while (!(yield* stopped)) {
+          yield* Effect.race(Effect.sleep(interval), Deferred.await(stopping))
+          if (yield* stopped) break
+          yield* queue.refreshPolicy.pipe(
+            Effect.tap((policy) => {
+              if (policy.leaseTicks === lease) return Effect.void
+              lease = policy.leaseTicks
+              return Effect.logWarning("the store's policy changed: claims now take the new lease").pipe(
+                Effect.annotateLogs({ leaseTicks: policy.leaseTicks, deliveryTimeoutMillis: Duration.toMillis(settings.deliveryTimeout) })
+              )
+            }),
+            Effect.catchAllCause((cause) => Effect.logWarning("reading the store's policy failed", cause))
+          )
+        }
+      })
+
       // Daemon fibers: interrupting `run` must not interrupt a step half-way; shutdown below does
       // it in order (stop claiming, wait the grace period, then interrupt).
       const fibers = yield* Effect.forEach(
@@ -401,6 +432,7 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
       )
       const sampling = yield* Effect.forkDaemon(sampler)
       const pruning = yield* Effect.forkDaemon(pruner)
+      const policyReading = yield* Effect.forkDaemon(policyReader)
       yield* Effect.logInfo("relay started").pipe(Effect.annotateLogs({ workers: settings.workers, batchSize: settings.batchSize }))
       return yield* Effect.never.pipe(
         Effect.onInterrupt(() =>
@@ -413,7 +445,7 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
               Effect.isSuccess
             )
             if (!finished) yield* Effect.logWarning("relay shutdown grace elapsed; interrupting in-flight steps")
-            yield* Fiber.interruptAll([...fibers, sampling, pruning])
+            yield* Fiber.interruptAll([...fibers, sampling, pruning, policyReading])
             yield* Effect.logInfo("relay stopped")
           })
         )

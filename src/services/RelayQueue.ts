@@ -6,10 +6,10 @@
  */
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context } from "effect"
-import type { Effect } from "effect"
+import type { Duration, Effect } from "effect"
 import type { ClockRegressed, EnqueueConflict, EventNotFound, GroupConflict, InvalidInput, RedriveError, TargetNotFound } from "../domain/Errors.js"
 import type { Claimed, ClaimOutcome, DeliveryReply, Discarded, EnqueueResult, Redriven, SettleOutcome } from "../domain/Outcomes.js"
-import type { RelayPolicy } from "../domain/Policy.js"
+import type { ProtocolKey, RelayPolicy } from "../domain/Policy.js"
 import type { AuditRecord, ClockRecord, EventRecord, EventState, Snapshot } from "../domain/Records.js"
 import type { FlowView, GroupView } from "./QueueBackend.js"
 import type * as Retention from "./Retention.js"
@@ -150,6 +150,25 @@ export interface RedriveAllResult {
   readonly pages: number
 }
 
+/** An operator's change of a live store's protocol settings. */
+export interface SetPolicyInput {
+  readonly policy: {
+    readonly leaseTicks?: Duration.DurationInput | undefined
+    readonly retryBudget?: number | undefined
+    readonly backoffBase?: Duration.DurationInput | undefined
+    readonly backoffCap?: Duration.DurationInput | undefined
+  }
+  readonly reason: string
+  readonly actor?: string | undefined
+}
+
+/** What `setPolicy` did: the settings that changed (none: the store already ran them), and the policy now run. */
+export interface PolicyChange {
+  readonly changed: ReadonlyArray<ProtocolKey>
+  readonly policy: RelayPolicy
+  readonly version: number
+}
+
 /** Counts for monitoring: events by state, eligible heads, and how long the oldest has waited. */
 export interface QueueStats {
   readonly byState: Readonly<Record<EventState, number>>
@@ -218,8 +237,23 @@ export interface AuditFilter {
 
 /** The queue operations. Every write runs in one transaction holding the write lock from its start. */
 export interface RelayQueueService {
-  /** The policy this queue was opened with. */
+  /**
+   * The policy this queue runs: the one it was opened with, and, once the store's protocol
+   * settings change (`setPolicy`, here or in another process), those settings as `refreshPolicy`
+   * last adopted them.
+   */
   readonly policy: RelayPolicy
+  /**
+   * Reads the store's protocol settings and adopts them if they changed since this instance last
+   * read them (a cheap read of one row). `Relay.run` calls it every `policyInterval`.
+   */
+  readonly refreshPolicy: Effect.Effect<RelayPolicy, SqlError>
+  /**
+   * Changes the store's protocol settings (lease, retry budget, backoff) on a live store, with an
+   * audited reason: this instance adopts them at once, every other process at its next
+   * `refreshPolicy`. A claim already made keeps its lease; a retry already scheduled keeps its time.
+   */
+  readonly setPolicy: (input: SetPolicyInput) => Effect.Effect<PolicyChange, ClockRegressed | InvalidInput | SqlError>
   /** Stores a new event at the next seq of its flow, or recognises one already stored. */
   readonly enqueue: (
     input: EnqueueInput

@@ -15,7 +15,7 @@ import { isSettledForGood, matchesRedriveFilter } from "../../domain/Operator.js
 import { compareIds, compareTurn } from "../../domain/Protocol.js"
 import type { StoredIdentity } from "../../domain/Protocol.js"
 import type { AuditRecord, ClockRecord, EventRecord, EventState, FlowRecord, GroupRecord } from "../../domain/Records.js"
-import type { EventQuery, FlowQuery, FlowView, GroupView, QueueBackend, QueueReads, QueueWrites } from "../../services/QueueBackend.js"
+import type { EventQuery, FlowQuery, FlowView, GroupView, QueueBackend, QueueReads, QueueWrites, StoredProtocol } from "../../services/QueueBackend.js"
 
 /** An event as kept: its record without the body, and the body's canonical text (parsed on read, as SQL does). */
 interface Stored {
@@ -36,6 +36,8 @@ interface State {
   readonly audit: ReadonlyArray<AuditRecord>
   /** What is kept of pruned events, by id. */
   readonly dedup: HashMap.HashMap<string, DedupRecord>
+  /** The protocol settings set by `setPolicy`, if any. */
+  readonly protocol: StoredProtocol | undefined
   /** Paused flows and groups, by id (apart from their records, as the SQL backends keep them). */
   readonly paused: { readonly flows: HashSet.HashSet<string>; readonly groups: HashSet.HashSet<string> }
 }
@@ -48,7 +50,8 @@ const empty: State = {
   positions: HashMap.empty(),
   audit: [],
   dedup: HashMap.empty(),
-  paused: { flows: HashSet.empty(), groups: HashSet.empty() }
+  paused: { flows: HashSet.empty(), groups: HashSet.empty() },
+  protocol: undefined
 }
 
 const toRecord = ({ bodyText, record }: Stored): EventRecord => ({ ...record, body: parseStored(bodyText) })
@@ -207,6 +210,7 @@ const reads = (current: () => State): QueueReads => {
           .sort((a, b) => byEventId(a.event, b.event))
           .slice(0, limit)
       }),
+    protocol: Effect.sync(() => current().protocol),
     countPaused: Effect.sync(() => ({ flows: HashSet.size(current().paused.flows), groups: HashSet.size(current().paused.groups) })),
     eligibleHeads: (now) =>
       Effect.sync(() => {
@@ -305,6 +309,7 @@ const writes = (draft: { state: State }): QueueWrites => {
           s.flows
         )
       })),
+    setProtocol: (protocol) => change((s) => ({ ...s, protocol })),
     appendAudit: (record) => change((s) => ({ ...s, audit: [...s.audit, record] })),
     setPaused: (target, paused) =>
       Effect.sync(() => {

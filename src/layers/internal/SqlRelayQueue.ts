@@ -6,9 +6,10 @@
  * as a table (`Store.rowsTable`: bound `VALUES` on SQLite, one JSON parameter on PostgreSQL).
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect, Exit } from "effect"
+import { Effect, Exit, Schema } from "effect"
 import type { FlowId, GroupId } from "../../domain/Ids.js"
 import type { Head } from "../../domain/Operations.js"
+import { ProtocolSettings } from "../../domain/Policy.js"
 import type { PolicyInput, RelayPolicy } from "../../domain/Policy.js"
 import { compareIds } from "../../domain/Protocol.js"
 import type { EventRecord, FlowRecord, GroupRecord } from "../../domain/Records.js"
@@ -30,6 +31,7 @@ const flowColumns = ["flow_id", "seq", "served", "head_seq", "eligible_at", "wei
 const groupColumns = ["group_id", "served", "weight", "burst"]
 
 const { audit, events, flowViews, flows, groups } = Rows.records
+const decodeProtocol = Schema.decodeUnknownEither(Schema.parseJson(ProtocolSettings))
 
 /** A flow that is neither paused nor in a paused group (rows of `relay_flow` unaliased). */
 const unpaused = (sql: Store["sql"]) =>
@@ -205,6 +207,13 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean; r
             decoded.map((event, i) => ({ event, group: (rows[i] as { readonly head_group: GroupId | null }).head_group })))
       )
     },
+    protocol: query(store, sql`SELECT protocol, version FROM relay_settings WHERE id = 1`, (rows) => {
+      const [row] = rows as ReadonlyArray<{ readonly protocol: string; readonly version: unknown }>
+      if (row === undefined) return Exit.succeed(undefined)
+      const settings = decodeProtocol(row.protocol)
+      // Settings this library wrote that no longer decode: a store we cannot trust (as a row that does not decode).
+      return settings._tag === "Left" ? Exit.die(settings.left) : Exit.succeed({ settings: settings.right, version: Number(row.version) })
+    }),
     countPaused: query(
       store,
       sql`SELECT (SELECT COUNT(*) FROM relay_flow WHERE paused <> 0) AS at, (SELECT COUNT(*) FROM relay_group WHERE paused <> 0) AS n`,
@@ -388,6 +397,8 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean; r
         return Effect.as(refresh === undefined ? write : Effect.zipRight(write, refresh), was)
       })
     },
+    setProtocol: ({ settings, version }) =>
+      execWrite(store, sql`UPDATE relay_settings SET protocol = ${JSON.stringify(settings)}, version = ${version} WHERE id = 1`),
     putDedup: (records) =>
       bulk(records, dedupColumns.length, (records) =>
         execWrite(store, sql`INSERT INTO relay_pruned (${sql.literal(dedupColumns.join(", "))})

@@ -13,21 +13,22 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Either, Metric, Random } from "effect"
 import type { Context } from "effect"
 import type { ClockRegressed } from "../../domain/Errors.js"
-import { EventNotFound as NotFound, TargetNotFound } from "../../domain/Errors.js"
+import { EventNotFound as NotFound, InvalidInput, TargetNotFound } from "../../domain/Errors.js"
 import type { EventId } from "../../domain/Ids.js"
 import * as Operations from "../../domain/Operations.js"
 import * as Operator from "../../domain/Operator.js"
 import type { Changes } from "../../domain/Operations.js"
 import type { ClaimOutcome, DeliveryReply, SettleOutcome } from "../../domain/Outcomes.js"
+import { protocolKeys, protocolOf } from "../../domain/Policy.js"
 import type { RelayPolicy } from "../../domain/Policy.js"
 import * as Protocol from "../../domain/Protocol.js"
 import type { ClockRecord, EventRecord, Snapshot, Token } from "../../domain/Records.js"
 import * as Faults from "../Faults.js"
 import * as Metrics from "../Metrics.js"
-import type { QueueBackend, QueueReads, QueueWrites, SettleRead } from "../QueueBackend.js"
+import type { QueueBackend, QueueReads, QueueWrites, SettleRead, StoredProtocol } from "../QueueBackend.js"
 import * as Input from "../QueueInput.js"
 import * as Retention from "../Retention.js"
-import type { ClaimBatch, DiscardInput, PauseInput, PauseResult, RedriveAllInput, RedrivenHead, RedriveInput, RelayQueueService, ResetClockInput, SettledAndClaimed } from "../RelayQueue.js"
+import type { ClaimBatch, DiscardInput, PauseInput, PauseResult, RedriveAllInput, RedrivenHead, RedriveInput, SetPolicyInput, RelayQueueService, ResetClockInput, SettledAndClaimed } from "../RelayQueue.js"
 
 /**
  * Wakes this process's sleeping workers when work arrives through this queue instance (an
@@ -125,9 +126,13 @@ const settleFaults: FaultPoints = { before: "settle:before-commit", after: "sett
  */
 export const make = (
   backend: QueueBackend,
-  policy: RelayPolicy,
+  initial: RelayPolicy,
   retention: Retention.Retention = Retention.defaultRetention
 ): RelayQueueService => {
+  // The policy every decision reads: the store's protocol settings may change while this runs
+  // (`setPolicy` here, or in another process: `refreshPolicy` adopts them).
+  let policy = initial
+  let policyVersion: number | undefined
   const wake = makeWake()
   const localTime = Effect.clockWith((clock) => clock.currentTimeMillis)
   // The store's clock when it offers one (one time line for every host), else the caller's.
@@ -588,6 +593,49 @@ export const make = (
       )
   }
 
+  /** Adopts `stored` when it is newer than what this instance runs. */
+  const adopt = (stored: StoredProtocol | undefined): RelayPolicy => {
+    if (stored !== undefined && (policyVersion === undefined || stored.version > policyVersion)) {
+      policy = { ...policy, ...stored.settings }
+      policyVersion = stored.version
+    }
+    return policy
+  }
+
+  const refreshPolicy: Effect.Effect<RelayPolicy, SqlError> = backend.read((tx) =>
+    tx.protocol === undefined ? Effect.succeed(policy) : Effect.map(tx.protocol, adopt)
+  ).pipe(Effect.withSpan("RelayQueue.refreshPolicy"))
+
+  const setPolicy = (input: SetPolicyInput) =>
+    Effect.flatMap(Input.decodeSetPolicy(input, policy), (request) =>
+      write((tx, clock) =>
+        Effect.gen(function*() {
+          if (tx.protocol === undefined || tx.setProtocol === undefined) {
+            return yield* Effect.fail(new InvalidInput({ operation: "setPolicy", message: "this store keeps no policy to change" }))
+          }
+          const stored = (yield* tx.protocol) ?? { settings: protocolOf(policy), version: 0 }
+          const settings = protocolOf({ ...policy, ...stored.settings, ...request.settings })
+          const changed = protocolKeys.filter((key) => settings[key] !== stored.settings[key])
+          const next = { settings, version: stored.version + 1 }
+          if (changed.length > 0) {
+            yield* tx.setProtocol(next)
+            yield* tx.appendAudit({
+              eventId: null,
+              reason: request.reason,
+              generation: null,
+              tick: clock.tick,
+              actor: request.actor ?? null,
+              action: "policy",
+              target: JSON.stringify(Object.fromEntries(changed.map((key) => [key, settings[key]])))
+            })
+          }
+          return [{ changed, policy: changed.length > 0 ? next : stored }, Operations.noChanges] as const
+        })
+      )).pipe(
+        Effect.map(({ changed, policy: stored }) => ({ changed, policy: adopt(stored), version: stored.version })),
+        Effect.withSpan("RelayQueue.setPolicy")
+      )
+
   const resetClock = (input: ResetClockInput) =>
     Effect.flatMap(Input.decodeResetClock(input), ({ actor, reason }) =>
       backend.write((tx) =>
@@ -642,7 +690,11 @@ export const make = (
       )).pipe(Effect.withSpan("RelayQueue.inspect"))
 
   return {
-    policy,
+    get policy() {
+      return policy
+    },
+    refreshPolicy,
+    setPolicy,
     enqueue: (input) =>
       Effect.flatMap(Input.decodeEnqueue(input, policy), (command) => Effect.map(enqueueAll([command]), (results) => results[0]!))
         .pipe(Metrics.withHotSpan("RelayQueue.enqueue")),

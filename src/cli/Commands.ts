@@ -56,7 +56,8 @@ const status = Command.make("status", shared, (options) =>
         Format.fields([
           ["eligible heads", stats.eligibleHeads],
           ["oldest eligible head", oldest],
-          ["paused", `${stats.paused.flows} flow${stats.paused.flows === 1 ? "" : "s"}, ${stats.paused.groups} group${stats.paused.groups === 1 ? "" : "s"}`]
+          ["paused", `${stats.paused.flows} flow${stats.paused.flows === 1 ? "" : "s"}, ${stats.paused.groups} group${stats.paused.groups === 1 ? "" : "s"}`],
+          ["policy", `lease ${queue.policy.leaseTicks} ms, retry budget ${queue.policy.retryBudget}, backoff ${queue.policy.backoffBase}–${queue.policy.backoffCap} ms`]
         ]),
         ...(stats.byState.quarantined === 0
           ? []

@@ -6,13 +6,14 @@
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
-import { Effect, Option, ParseResult, Schema } from "effect"
+import { Duration, Effect, Option, ParseResult, Schema } from "effect"
 import { MissingReason } from "../domain/Errors.js"
 import { isBlankReason } from "../domain/Protocol.js"
 import { RedrivePageSize } from "../domain/Operator.js"
 import {
   byOption,
   context,
+  duration,
   EventIdText,
   flowIdOption,
   groupIdOption,
@@ -171,4 +172,48 @@ export const redriveAll = Command.make("redrive-all", {
     )
   }))).pipe(Command.withDescription(
     "Redrive every quarantined head matching the filters, with one audited reason, a page of heads per transaction; --dry-run lists them. Run it again after a crash: it redrives the rest."
+  ))
+
+/** `policy [--lease D] [--retry-budget N] [--backoff-base D] [--backoff-cap D] --reason TEXT`: shows, or changes, the store's policy. */
+export const policy = Command.make("policy", {
+  ...shared,
+  lease: duration("lease", "How long a claim holds a head").pipe(Options.optional),
+  retryBudget: integer("retry-budget", "N", "Tries per round before a failing head is quarantined.", 1).pipe(Options.optional),
+  backoffBase: duration("backoff-base", "The first retry delay, doubled on each failure of a round").pipe(Options.optional),
+  backoffCap: duration("backoff-cap", "The longest retry delay").pipe(Options.optional),
+  reason: reasonOption("Why the policy changes; recorded in the audit row.").pipe(Options.optional),
+  by: byOption
+}, (options) =>
+  Effect.scoped(Effect.gen(function*() {
+    const { db, json } = yield* context(options)
+    const millis = (value: Option.Option<Duration.Duration>) => Option.getOrUndefined(Option.map(value, Duration.toMillis))
+    const change = {
+      leaseTicks: millis(options.lease),
+      retryBudget: Option.getOrUndefined(options.retryBudget),
+      backoffBase: millis(options.backoffBase),
+      backoffCap: millis(options.backoffCap)
+    }
+    const show = (p: { readonly leaseTicks: number; readonly retryBudget: number; readonly backoffBase: number; readonly backoffCap: number }) =>
+      Format.fields([
+        ["lease", `${p.leaseTicks} ms`],
+        ["retry budget", p.retryBudget],
+        ["backoff", `${p.backoffBase} ms doubling to ${p.backoffCap} ms`]
+      ])
+    if (Object.values(change).every((value) => value === undefined)) {
+      const queue = yield* Store.openReader(db)
+      return yield* json ? printJson(queue.policy) : print(show(queue.policy))
+    }
+    const reason = Option.getOrUndefined(options.reason)
+    if (reason === undefined || isBlankReason(reason)) return yield* usage("InvalidOption", "a policy change needs --reason TEXT (recorded in the audit row)")
+    const actor = Option.getOrElse(options.by, osUser)
+    const queue = yield* Store.openWriter(db)
+    const result = yield* queue.setPolicy({ policy: change, reason, actor })
+    if (json) return yield* printJson({ ...result, reason, actor })
+    yield* print(
+      result.changed.length === 0
+        ? "the store already runs this policy: nothing changed"
+        : `policy changed (${result.changed.join(", ")}); running relays take it up within their policy interval (by ${actor}: ${reason})\n${show(result.policy)}`
+    )
+  }))).pipe(Command.withDescription(
+    "Show the store's policy, or change it on a live store (lease, retry budget, backoff) with an audited reason; running relays take it up without a restart."
   ))

@@ -171,3 +171,21 @@ describe("discard, pause and resume", () => {
     expect(auditOf(file).map((row) => row.action)).toEqual(["discard", "pause", "pause", "resume"])
   }, 120_000)
 })
+
+describe("policy", () => {
+  it("shows the store's policy, changes it with an audited reason, and status shows the new one", async () => {
+    const file = path.join(dir, "policy.db")
+    await withQueue(file, (queue) => queue.enqueue({ eventId: "A1", flowId: "A", body: {} }))
+    const shown = await bin(["policy", "--db", file])
+    expect(shown.code, shown.stderr).toBe(0)
+    expect(shown.stdout).toMatch(/lease\s+60000 ms/)
+    const noReason = await bin(["policy", "--db", file, "--lease", "2m"])
+    expect(noReason.code).toBe(2)
+    const changed = await bin(["policy", "--db", file, "--lease", "2m", "--retry-budget", "4", "--reason", "slow receiver", "--by", "ops"])
+    expect(changed.code, changed.stderr).toBe(0)
+    expect(changed.stdout).toContain("policy changed (leaseTicks, retryBudget)")
+    const status = await bin(["status", "--db", file])
+    expect(status.stdout).toContain("lease 120000 ms, retry budget 4")
+    expect(auditOf(file)).toEqual([{ event_id: null, action: "policy", actor: "ops", reason: "slow receiver" }])
+  }, 60_000)
+})

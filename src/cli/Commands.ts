@@ -11,7 +11,7 @@ import * as fs from "node:fs"
 import { redriveCommand, shellCommand } from "../domain/Display.js"
 import { MissingReason } from "../domain/Errors.js"
 import { isBlankReason } from "../domain/Protocol.js"
-import type { EventRecord, EventState, FlowRecord } from "../domain/Records.js"
+import type { AuditRecord, EventRecord, EventState, FlowRecord } from "../domain/Records.js"
 import { MaxWeight } from "../services/RelayQueue.js"
 import type { RelayQueueService } from "../services/RelayQueue.js"
 import {
@@ -54,7 +54,12 @@ const status = Command.make("status", shared, (options) =>
         "",
         Format.table(["STATE", "EVENTS"], States.map((state) => [state, stats.byState[state]])),
         "",
-        Format.fields([["eligible heads", stats.eligibleHeads], ["oldest eligible head", oldest]]),
+        Format.fields([
+          ["eligible heads", stats.eligibleHeads],
+          ["oldest eligible head", oldest],
+          ["paused", `${stats.paused.flows} flow${stats.paused.flows === 1 ? "" : "s"}, ${stats.paused.groups} group${stats.paused.groups === 1 ? "" : "s"}`],
+          ["policy", `lease ${queue.policy.leaseTicks} ms, retry budget ${queue.policy.retryBudget}, backoff ${queue.policy.backoffBase}–${queue.policy.backoffCap} ms`]
+        ]),
         ...(stats.byState.quarantined === 0
           ? []
           : ["", `${stats.byState.quarantined} quarantined: fair-relay events --state quarantined`])
@@ -116,8 +121,8 @@ const flows = Command.make("flows", {
         ? `ready, due in ${Format.age(flow.eligibleAt - now)}`
         : flow.headState
     yield* print(Format.table(
-      ["FLOW", "GROUP", "LAST SEQ", "HEAD SEQ", "HEAD STATE", "SERVED", "WEIGHT"],
-      rows.map((flow) => [flow.flowId, flow.group, flow.seq, flow.headSeq, headText(flow), flow.served, flow.weight])
+      ["FLOW", "GROUP", "LAST SEQ", "HEAD SEQ", "HEAD STATE", "SERVED", "WEIGHT", "PAUSED"],
+      rows.map((flow) => [flow.flowId, flow.group, flow.seq, flow.headSeq, headText(flow), flow.served, flow.weight, flow.paused ? "paused" : ""])
     ))
     yield* printNextPage(rows, options.limit, (last) => shellCommand([...(group === undefined ? [] : ["--group", group]), "--after", last.flowId]))
   }))).pipe(Command.withDescription(
@@ -140,8 +145,8 @@ const groups = Command.make("groups", {
     if (json) return yield* printJson(page)
     if (page.length === 0) return yield* print("no groups")
     yield* print(Format.table(
-      ["GROUP", "WEIGHT", "SERVED", "FLOWS", "WAITING"],
-      page.map((group) => [group.groupId, group.weight, group.served, group.flows, group.waiting])
+      ["GROUP", "WEIGHT", "SERVED", "FLOWS", "WAITING", "PAUSED"],
+      page.map((group) => [group.groupId, group.weight, group.served, group.flows, group.waiting, group.paused ? "paused" : ""])
     ))
     yield* printNextPage(page, options.limit, (last) => shellCommand(["--after", last.groupId]))
   }))).pipe(Command.withDescription(
@@ -202,8 +207,8 @@ const show = Command.make("show", { ...shared, event: eventArg }, (options) =>
     const { audit, event } = yield* queue.inspect(options.event)
     if (json) return yield* printJson({ event, audit })
     const now = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
-    // A head backing off is `ready` with a later next_at and attempts used; the store keeps no
-    // Retry reason (the reason column holds only a quarantine's), so say what is known.
+    // A head backing off is `ready` with a later next_at and attempts used; its reason is the
+    // receiver's last Retry reason.
     const backingOff = event.state === "ready" && event.attempts > 0 && event.nextAt > now
     const lines = [
       Format.fields([
@@ -211,7 +216,7 @@ const show = Command.make("show", { ...shared, event: eventArg }, (options) =>
         ["flow", event.flowId],
         ["seq", event.seq],
         ["state", backingOff ? `ready, backing off after ${event.attempts} failed attempt${event.attempts === 1 ? "" : "s"}; next try in ${Format.age(event.nextAt - now)}` : event.state],
-        ["reason", event.reason ?? (event.attempts > 0 && event.state !== "acked" ? "- (the store keeps no Retry reason)" : null)],
+        [event.state === "ready" || event.state === "inflight" ? "last retry reason" : "reason", event.reason],
         ["generation", event.generation],
         ["attempts", `${event.attempts} this round, ${event.lifetimeAttempts} in total`],
         ["next at", Format.tick(event.nextAt)],
@@ -220,8 +225,8 @@ const show = Command.make("show", { ...shared, event: eventArg }, (options) =>
       ]),
       "",
       audit.length === 0
-        ? "audit: no redrive recorded"
-        : [`audit: ${audit.length} redrive${audit.length === 1 ? "" : "s"}`, auditTable(audit)].join("\n")
+        ? "audit: no operator action recorded"
+        : [`audit: ${audit.length} operator action${audit.length === 1 ? "" : "s"}`, auditTable(audit)].join("\n")
     ]
     if (event.state === "quarantined") {
       lines.push("", `release it: ${redriveCommand(event.eventId, event.generation)}`)
@@ -229,10 +234,10 @@ const show = Command.make("show", { ...shared, event: eventArg }, (options) =>
     yield* print(lines.join("\n"))
   }))).pipe(Command.withDescription("One event: its record, attempts, the reason it is stuck, and its audit rows."))
 
-const auditTable = (rows: ReadonlyArray<{ tick: number; eventId: string; generation: number; actor: string | null; reason: string }>) =>
+const auditTable = (rows: ReadonlyArray<AuditRecord>) =>
   Format.table(
-    ["TICK", "EVENT", "GEN", "ACTOR", "REASON"],
-    rows.map((row) => [Format.tick(row.tick), row.eventId, row.generation, row.actor, row.reason])
+    ["TICK", "ACTION", "EVENT", "TARGET", "GEN", "ACTOR", "REASON"],
+    rows.map((row) => [Format.tick(row.tick), row.action, row.eventId, row.target, row.generation, row.actor, row.reason])
   )
 
 // ---------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ import * as Format from "./Format.js"
 export const DbEnv = "FAIR_RELAY_DB"
 
 /** Event states in lifecycle order (table rows, `--state` choices). */
-export const States: ReadonlyArray<EventState> = ["ready", "inflight", "acked", "quarantined"]
+export const States: ReadonlyArray<EventState> = ["ready", "inflight", "acked", "quarantined", "discarded"]
 
 /** Longest redrive reason the queue stores. */
 export const MaxReasonLength = 10_000

@@ -12,6 +12,7 @@ import { parent } from "./Common.js"
 import { report } from "./Errors.js"
 import * as Help from "./Help.js"
 import { prune } from "./Prune.js"
+import { discard, pause, policy, redriveAll, resume } from "./Operate.js"
 import { demo, run } from "./Run.js"
 import { ui } from "./Ui.js"
 import { weight } from "./Weight.js"
@@ -26,6 +27,11 @@ export const entries: ReadonlyArray<Help.Entry> = [
   { name: "events", command: events },
   { name: "show", command: show },
   { name: "redrive", command: redrive },
+  { name: "redrive-all", command: redriveAll },
+  { name: "discard", command: discard },
+  { name: "pause", command: pause },
+  { name: "resume", command: resume },
+  { name: "policy", command: policy },
   { name: "audit", command: audit },
   { name: "enqueue", command: enqueue },
   { name: "weight", command: weight },
@@ -38,7 +44,7 @@ export const entries: ReadonlyArray<Help.Entry> = [
 
 /** The command tree. */
 export const command = parent.pipe(
-  Command.withSubcommands([status, flows, groups, events, show, redrive, audit, enqueue, weight, clock, prune, run, demo, ui])
+  Command.withSubcommands([status, flows, groups, events, show, redrive, redriveAll, discard, pause, resume, policy, audit, enqueue, weight, clock, prune, run, demo, ui])
 )
 
 /** Said under the root's help. */

@@ -211,7 +211,7 @@ const choice = <A extends string>(value: string | undefined, choices: ReadonlyAr
 const limitParam = (value: string | undefined, choices: ReadonlyArray<number>, fallback: number) =>
   choices.find((n) => String(n) === value) ?? fallback
 
-const States: ReadonlyArray<EventState> = ["ready", "inflight", "acked", "quarantined"]
+const States: ReadonlyArray<EventState> = ["ready", "inflight", "acked", "quarantined", "discarded"]
 
 const formField = (params: UrlParams.UrlParams, name: string): string | undefined => Option.getOrUndefined(UrlParams.getFirst(params, name))
 
@@ -417,9 +417,12 @@ export const makeRouter = (
     const event = handle(({ frame, now, params }) => {
       const id = params.get("id") ?? ""
       const redriven = param(params, "redriven")
-      const notice = redriven === undefined
-        ? undefined
-        : html`<div class="ok" role="status" data-testid="redriven">Redriven: now generation ${redriven}, ready to be claimed. The audit log has the decision.</div>`
+      const discarded = param(params, "discarded")
+      const notice = redriven !== undefined
+        ? html`<div class="ok" role="status" data-testid="redriven">Redriven: now generation ${redriven}, ready to be claimed. The audit log has the decision.</div>`
+        : discarded !== undefined
+        ? html`<div class="ok" role="status" data-testid="discarded">Discarded: now generation ${discarded}, never to be delivered; the flow goes on from its next event. The audit log has the decision.</div>`
+        : undefined
       return eventPage(frame, now, id, notice, undefined, 200)
     })
 
@@ -460,20 +463,26 @@ export const makeRouter = (
           actor: formField(form, "actor") ?? ""
         }
         const generationText = values.expectedGeneration.trim()
+        // The form's second button discards the head instead (an operator's decision, audited alike).
+        const action = formField(form, "action") === "discard" ? "discard" : "redrive"
+        const decision = {
+          eventId,
+          // An empty field is no generation (Number("") would read as 0).
+          expectedGeneration: /^\d+$/.test(generationText) ? Number(generationText) : Number.NaN,
+          reason: values.reason,
+          actor: values.actor.trim()
+        }
         const result = yield* Effect.either(
           values.actor.trim() === ""
-            ? Effect.fail(new InvalidInput({ operation: "redrive", message: "say who decides (the audit row records it)" }))
-            : queue.redrive({
-              eventId,
-              // An empty field is no generation (Number("") would read as 0).
-              expectedGeneration: /^\d+$/.test(generationText) ? Number(generationText) : Number.NaN,
-              reason: values.reason,
-              actor: values.actor.trim()
-            })
+            ? Effect.fail(new InvalidInput({ operation: action, message: "say who decides (the audit row records it)" }))
+            : action === "discard"
+            ? Effect.map(queue.discard(decision), ({ generation }) => ({ generation }))
+            : Effect.map(queue.redrive(decision), ({ generation }) => ({ generation }))
         )
         if (result._tag === "Right") {
-          yield* Effect.logInfo("Dashboard: redrive", { eventId, generation: result.right.generation, actor: values.actor.trim() })
-          return HttpServerResponse.redirect(`${config.base}/event${query({ id: eventId, redriven: result.right.generation })}`, {
+          yield* Effect.logInfo(`Dashboard: ${action}`, { eventId, generation: result.right.generation, actor: values.actor.trim() })
+          const done = action === "discard" ? { discarded: result.right.generation } : { redriven: result.right.generation }
+          return HttpServerResponse.redirect(`${config.base}/event${query({ id: eventId, ...done })}`, {
             status: 303,
             headers: securityHeaders
           })

@@ -80,6 +80,16 @@ export class InvalidInput extends Schema.TaggedError<InvalidInput>()("InvalidInp
   message: Schema.String
 }) {}
 
+/** A pause or resume named a flow or group the store does not have; nothing changed. */
+export class TargetNotFound extends Schema.TaggedError<TargetNotFound>()("TargetNotFound", {
+  kind: Schema.Literal("flow", "group"),
+  id: Schema.String
+}) {
+  override get message() {
+    return `no ${this.kind} with id ${JSON.stringify(this.id)}`
+  }
+}
+
 /** Errors of `redrive` other than database failures. */
 export type RedriveError = EventNotFound | NotQuarantined | GenerationMismatch | MissingReason
 

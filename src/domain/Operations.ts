@@ -10,6 +10,7 @@ import type { EventId, FlowId, GroupId } from "./Ids.js"
 import type { CanonicalBody } from "./Json.js"
 import type { Claimed, DeliveryReply, EnqueueResult, SettleOutcome } from "./Outcomes.js"
 import type { RelayPolicy } from "./Policy.js"
+import { isSettledForGood } from "./Operator.js"
 import * as Protocol from "./Protocol.js"
 import type { ClockRecord, EventRecord, FlowRecord, GroupRecord, Token } from "./Records.js"
 
@@ -451,11 +452,11 @@ export const settle = (
 }
 
 /**
- * The flow's cached head after `event` (its head) changed: the event itself while it is not acked,
- * else `next` (the flow's event at seq + 1, if any).
+ * The flow's cached head after `event` (its head) changed: the event itself while it is neither
+ * acked nor discarded, else `next` (the flow's event at seq + 1, if any).
  */
 export const headAfter = (event: EventRecord, next: EventRecord | undefined): Head =>
-  event.state !== "acked"
+  !isSettledForGood(event.state)
     ? { flowId: event.flowId, headSeq: event.seq, eligibleAt: Protocol.eligibleAt(event) }
     : { flowId: event.flowId, headSeq: next?.seq ?? null, eligibleAt: next === undefined ? null : Protocol.eligibleAt(next) }
 
@@ -513,8 +514,9 @@ export interface DedupRecord {
 }
 
 /**
- * Which of `candidates` retention deletes at `now`: acked events acked at or before `cutoff`, each
- * leaving a dedup record. Anything else (ready, inflight, quarantined, or acked later) is kept;
+ * Which of `candidates` retention deletes at `now`: acked (or discarded) events acked (discarded)
+ * at or before `cutoff`, each leaving a dedup record. Anything else (ready, inflight, quarantined,
+ * or acked later) is kept;
  * flows are never touched, so seq counters, heads and turns stay as they are.
  */
 export const prune = (
@@ -523,7 +525,7 @@ export const prune = (
   now: number,
   hash: (text: string) => string
 ): { readonly deleted: ReadonlyArray<EventId>; readonly dedup: ReadonlyArray<DedupRecord> } => {
-  const expired = candidates.filter((c) => c.state === "acked" && c.ackedAt !== null && c.ackedAt <= cutoff)
+  const expired = candidates.filter((c) => isSettledForGood(c.state) && c.ackedAt !== null && c.ackedAt <= cutoff)
   return {
     deleted: expired.map((c) => c.eventId),
     dedup: expired.map((c) => ({ eventId: c.eventId, flowId: c.flowId, seq: c.seq, bodyHash: hash(c.bodyText), prunedAt: now }))

@@ -66,3 +66,8 @@ export type SettleOutcome = typeof SettleOutcome.Type
 export const Redriven = Schema.TaggedStruct("Redriven", { generation: Generation })
 /** @see Redriven */
 export type Redriven = typeof Redriven.Type
+
+/** The head left its flow for good (never delivered); `nextHead` is the flow's head now (null: none). */
+export const Discarded = Schema.TaggedStruct("Discarded", { generation: Generation, nextHead: Schema.NullOr(Schema.String) })
+/** @see Discarded */
+export type Discarded = typeof Discarded.Type

@@ -7,6 +7,7 @@ import { Either, Match } from "effect"
 import { ClockRegressed, EnqueueConflict, EventNotFound, GenerationMismatch, MissingReason, NotQuarantined } from "./Errors.js"
 import type { RedriveError } from "./Errors.js"
 import type { EventId, FlowId } from "./Ids.js"
+import { boundReason } from "./Operator.js"
 import type { DeliveryReply, SettleOutcome } from "./Outcomes.js"
 import { retryDelay } from "./Policy.js"
 import type { RelayPolicy } from "./Policy.js"
@@ -188,18 +189,26 @@ export const settleEvent = (
     case "Ack":
       return { outcome: { _tag: "Acked" }, next: { ...event, state: "acked", leaseUntil: null }, ackedAt: now }
     case "Quarantine":
-      return quarantine(event, verdict.reason)
+      return quarantine(event, verdict.reason, now)
     case "Retry": {
-      if (event.attempts >= policy.retryBudget) return quarantine(event, verdict.reason)
+      if (event.attempts >= policy.retryBudget) return quarantine(event, verdict.reason, now)
       const nextAt = now + retryDelay(policy, event.attempts, draw)
-      return { outcome: { _tag: "RetryScheduled", nextAt }, next: { ...event, state: "ready", nextAt, leaseUntil: null } }
+      // The last reason is kept (bounded), so an operator can see why a head is backing off.
+      return {
+        outcome: { _tag: "RetryScheduled", nextAt },
+        next: { ...event, state: "ready", nextAt, leaseUntil: null, reason: boundReason(verdict.reason) }
+      }
     }
   }
 }
 
-const quarantine = (event: EventRecord, reason: string): SettleDecision => ({
+/**
+ * A head stopped in place. A quarantined event is never claimable, so its `nextAt` says when it
+ * was quarantined (what a bulk redrive filters on).
+ */
+const quarantine = (event: EventRecord, reason: string, now: number): SettleDecision => ({
   outcome: { _tag: "Quarantined", reason },
-  next: { ...event, state: "quarantined", reason, leaseUntil: null }
+  next: { ...event, state: "quarantined", reason: boundReason(reason), nextAt: now, leaseUntil: null }
 })
 
 /** An operator's request to release a quarantined head. */

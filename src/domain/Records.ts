@@ -3,9 +3,13 @@
  */
 import { Schema } from "effect"
 import { EventId, FlowId, Generation, GroupId, Seq, Tick } from "./Ids.js"
+import { AuditAction } from "./Operator.js"
 
-/** Lifecycle of an event. Only the head of a flow (lowest non-acked seq) ever changes state. */
-export const EventState = Schema.Literal("ready", "inflight", "acked", "quarantined")
+/**
+ * Lifecycle of an event. Only the head of a flow (lowest seq neither acked nor discarded) ever
+ * changes state; `discarded` is an operator's decision about a quarantined head, never the relay's.
+ */
+export const EventState = Schema.Literal("ready", "inflight", "acked", "quarantined", "discarded")
 /** @see EventState */
 export type EventState = typeof EventState.Type
 
@@ -24,6 +28,7 @@ export const EventRecord = Schema.Struct({
   generation: Generation,
   attempts: Schema.Int,
   lifetimeAttempts: Schema.Int,
+  /** The last reason a receiver gave (bounded): why the head is quarantined, or why its last try is retried. */
   reason: Schema.NullOr(Schema.String)
 })
 /** @see EventRecord */
@@ -64,14 +69,20 @@ export const GroupRecord = Schema.Struct({
 /** @see GroupRecord */
 export type GroupRecord = typeof GroupRecord.Type
 
-/** One redrive decision, appended and never changed. */
+/** One operator decision, appended and never changed. */
 export const AuditRecord = Schema.Struct({
-  eventId: EventId,
+  /** The event it touched (null for a flow, a group, or the policy). */
+  eventId: Schema.NullOr(EventId),
   reason: Schema.String,
-  generation: Generation,
+  /** The event's generation after it (null when no event was touched). */
+  generation: Schema.NullOr(Generation),
   tick: Tick,
   /** Who decided (operator name, tool), when the caller said. */
-  actor: Schema.NullOr(Schema.String)
+  actor: Schema.NullOr(Schema.String),
+  /** What was done. */
+  action: AuditAction,
+  /** What else it names: `flow:ID`, `group:ID`, or the policy it set (JSON); null for an event alone. */
+  target: Schema.NullOr(Schema.String)
 })
 /** @see AuditRecord */
 export type AuditRecord = typeof AuditRecord.Type

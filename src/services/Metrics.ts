@@ -37,6 +37,10 @@ export const settlesByOutcome = {
 export const enqueued = Metric.counter("fair_relay_enqueued_total", { description: "new events enqueued", incremental: true })
 /** Redrives. */
 export const redrives = Metric.counter("fair_relay_redrives_total", { description: "quarantined heads redriven", incremental: true })
+/** Paused flows and groups, tagged `kind` (`flow` or `group`): claims pass over their heads. */
+export const paused = Metric.gauge("fair_relay_paused", { description: "paused flows and groups" })
+/** Quarantined heads an operator discarded. */
+export const discards = Metric.counter("fair_relay_discards_total", { description: "quarantined heads discarded", incremental: true })
 /** Writes whose clock read below the persisted tick and was clamped (clock: "clamp"). */
 export const clockClamped = Metric.counter("fair_relay_clock_clamped_total", {
   description: "writes whose clock was behind the persisted tick",

@@ -7,6 +7,8 @@ import type { SqlError } from "@effect/sql/SqlError"
 import type { Effect } from "effect"
 import type { EventId, FlowId, GroupId } from "../domain/Ids.js"
 import type { AckStamp, Candidate, DedupRecord, Head, NewEvent, PruneCandidate, StoredGroup } from "../domain/Operations.js"
+import type { RedriveFilter } from "../domain/Operator.js"
+import type { ProtocolSettings } from "../domain/Policy.js"
 import type { StoredIdentity } from "../domain/Protocol.js"
 import type { AuditRecord, ClockRecord, EventRecord, EventState, FlowRecord, GroupRecord } from "../domain/Records.js"
 
@@ -44,11 +46,26 @@ export interface GroupQuery {
   readonly limit: number
 }
 
-/** A group as operators see it: its turn, how many flows it has, and how many of them have a head. */
+/** A group as operators see it: its turn, how many flows it has, how many of them have a head, and whether it is paused. */
 export interface GroupView extends GroupRecord {
   readonly flows: number
   readonly waiting: number
+  readonly paused: boolean
 }
+
+/** A flow as operators see it: its record, and whether it is paused (its own pause; its group's shows on the group). */
+export interface FlowView extends FlowRecord {
+  readonly paused: boolean
+}
+
+/** A store's protocol settings and their version. */
+export interface StoredProtocol {
+  readonly settings: ProtocolSettings
+  readonly version: number
+}
+
+/** What a pause or resume names: one flow, or one group (every flow of it). */
+export type PauseTarget = { readonly flowId: FlowId } | { readonly group: GroupId }
 
 /** What a settle reads first: its events, and the event after each when read with them. */
 export interface SettleRead {
@@ -82,7 +99,7 @@ export interface QueueReads {
    */
   readonly now?: Effect.Effect<number, SqlError> | undefined
   readonly clock: Effect.Effect<ClockRecord, SqlError>
-  /** The least `eligibleAt` of all flows (when the next head becomes claimable), if any. */
+  /** The least `eligibleAt` of all flows neither paused nor in a paused group (when the next head becomes claimable), if any. */
   readonly wakeAt: Effect.Effect<number | null, SqlError>
   /**
    * Up to `limit` flows whose head is eligible at `now`, in turn order, with their heads; when no
@@ -136,7 +153,7 @@ export interface QueueReads {
   /** Ready events due after `nextAtAfter` and inflight ones leased beyond `leaseAfter`. */
   readonly reachingBeyond: (nextAtAfter: number, leaseAfter: number) => Effect.Effect<ReadonlyArray<EventRecord>, SqlError>
   readonly listEvents: (query: EventQuery) => Effect.Effect<ReadonlyArray<EventRecord>, SqlError>
-  readonly listFlows: (query: FlowQuery) => Effect.Effect<ReadonlyArray<FlowRecord>, SqlError>
+  readonly listFlows: (query: FlowQuery) => Effect.Effect<ReadonlyArray<FlowView>, SqlError>
   readonly listGroups: (query: GroupQuery) => Effect.Effect<ReadonlyArray<GroupView>, SqlError>
   readonly listAudit: (query: { readonly eventId?: EventId | undefined; readonly limit?: number | undefined }) => Effect.Effect<
     ReadonlyArray<AuditRecord>,
@@ -154,7 +171,23 @@ export interface QueueReads {
   >
   /** Events per state, and the claims the stored events took (the sum of their lifetime attempts). */
   readonly countByState: Effect.Effect<{ readonly byState: Readonly<Record<EventState, number>>; readonly claims: number }, SqlError>
-  /** Number of heads eligible at `now`, and the least `eligibleAt` among them. */
+  /**
+   * Up to `limit` quarantined heads matching `filter` (`Operator.matchesRedriveFilter`) with ids
+   * after `after`, in event-id order, each with its flow's group.
+   */
+  readonly quarantinedHeads: (
+    filter: RedriveFilter,
+    after: EventId | undefined,
+    limit: number
+  ) => Effect.Effect<ReadonlyArray<{ readonly event: EventRecord; readonly group: GroupId | null }>, SqlError>
+  /**
+   * Optional: the protocol settings the store keeps and their version (which every change moves
+   * on); undefined where the store keeps none. Absent: the store's policy never changes.
+   */
+  readonly protocol?: Effect.Effect<StoredProtocol | undefined, SqlError> | undefined
+  /** How many flows and groups are paused. */
+  readonly countPaused: Effect.Effect<{ readonly flows: number; readonly groups: number }, SqlError>
+  /** Number of heads eligible at `now` (a paused one is not), and the least `eligibleAt` among them. */
   readonly eligibleHeads: (now: number) => Effect.Effect<{ readonly count: number; readonly oldest: number | null }, SqlError>
   /** Up to `limit` acked events acked at or before `cutoff`, oldest ack first. */
   readonly pruneCandidates: (cutoff: number, limit: number) => Effect.Effect<ReadonlyArray<PruneCandidate>, SqlError>
@@ -188,6 +221,15 @@ export interface QueueWrites extends QueueReads {
    */
   readonly setHeads: (heads: ReadonlyArray<Head>, ungrouped?: boolean) => Effect.Effect<void, SqlError>
   readonly appendAudit: (record: AuditRecord) => Effect.Effect<void, SqlError>
+  /**
+   * Pauses (or resumes) a flow or a group, refreshing what the claim's walk reads of its group;
+   * answers whether it was paused before, or undefined when the store has no such flow or group
+   * (nothing is created). A paused flow, and every flow of a paused group, is passed over by
+   * claims (`candidates`, `wakeAt`, `eligibleHeads`) and keeps its turn.
+   */
+  readonly setPaused: (target: PauseTarget, paused: boolean) => Effect.Effect<boolean | undefined, SqlError>
+  /** Optional (with `protocol`): stores the protocol settings under a new version. */
+  readonly setProtocol?: ((protocol: StoredProtocol) => Effect.Effect<void, SqlError>) | undefined
   /** Stores dedup records of pruned events (replacing an older record of the same id). */
   readonly putDedup: (records: ReadonlyArray<DedupRecord>) => Effect.Effect<void, SqlError>
   /** Deletes the named events if they are acked (never any other state); returns how many. */

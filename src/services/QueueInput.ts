@@ -9,10 +9,12 @@ import { EventId, FlowId, Generation, GroupId } from "../domain/Ids.js"
 import { decodeInput, decodeInputEither, fromDecoded, shorten } from "../domain/Input.js"
 import { canonicalize } from "../domain/Json.js"
 import type { EnqueueCommand } from "../domain/Operations.js"
+import type { DiscardRequest } from "../domain/Operator.js"
 import { DeliveryReply } from "../domain/Outcomes.js"
 import { isBlankReason, MaxReasonLength } from "../domain/Protocol.js"
 import type { RedriveRequest } from "../domain/Protocol.js"
-import type { RelayPolicy } from "../domain/Policy.js"
+import { makePolicy, protocolOf } from "../domain/Policy.js"
+import type { PolicyInput, RelayPolicy } from "../domain/Policy.js"
 import { EventState } from "../domain/Records.js"
 import type { Token } from "../domain/Records.js"
 import type { FlowQuery, GroupQuery } from "./QueueBackend.js"
@@ -141,6 +143,25 @@ export const decodeRedrive = (input: unknown): Effect.Effect<RedriveRequest, Inv
     )
   )
 
+const discardFields = decodeInput(
+  Schema.Struct({
+    eventId: EventId,
+    expectedGeneration: Generation,
+    reason: Schema.String.pipe(Schema.maxLength(MaxReasonLength)),
+    actor: Actor
+  }),
+  "discard"
+)
+
+/** Validates a discard; a blank reason is `MissingReason` before anything is read. */
+export const decodeDiscard = (input: unknown): Effect.Effect<DiscardRequest, InvalidInput | MissingReason> =>
+  discardFields(input).pipe(
+    Effect.filterOrFail(
+      (request) => !isBlankReason(request.reason),
+      (request) => new MissingReason({ eventId: request.eventId })
+    )
+  )
+
 /** Validates a batch size: an integer from 1 to `MaxBatchSize`. */
 export const decodeBatchSize = (limit: unknown): Effect.Effect<number, InvalidInput> => batchSize(limit)
 
@@ -179,6 +200,78 @@ export const decodePageFilter = (filter: unknown): Effect.Effect<FlowQuery, Inva
       after: after === undefined ? undefined : { served: afterServed!, flowId: after },
       group,
       limit: limit ?? 100
+    })
+  })
+
+const NonBlankReason = Schema.String.pipe(
+  Schema.maxLength(MaxReasonLength),
+  Schema.filter((reason) => !isBlankReason(reason), { message: () => "reason must not be blank" })
+)
+const pauseFields = (operation: string) =>
+  decodeInput(
+    Schema.Union(
+      Schema.Struct({ flowId: FlowId, reason: NonBlankReason, actor: Actor }),
+      Schema.Struct({ group: GroupId, reason: NonBlankReason, actor: Actor })
+    ),
+    operation
+  )
+const pauseInput = { pause: pauseFields("pause"), resume: pauseFields("resume") }
+
+/** Validates a pause or resume: one flow or one group, and a non-blank reason (and who asks). */
+export const decodePause = (input: unknown, operation: "pause" | "resume") => pauseInput[operation](input)
+
+const Text = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(1000))
+const Tick = Schema.Int.pipe(Schema.nonNegative())
+const redriveAllFields = decodeInput(
+  Schema.Struct({
+    filter: Schema.Struct({
+      group: Schema.optional(Schema.UndefinedOr(GroupId)),
+      flowId: Schema.optional(Schema.UndefinedOr(FlowId)),
+      flowPrefix: Schema.optional(Schema.UndefinedOr(Text)),
+      reasonContains: Schema.optional(Schema.UndefinedOr(Text)),
+      quarantinedBefore: Schema.optional(Schema.UndefinedOr(Tick)),
+      quarantinedAfter: Schema.optional(Schema.UndefinedOr(Tick)),
+      all: Schema.optional(Schema.UndefinedOr(Schema.Boolean))
+    }).pipe(Schema.filter((f) =>
+      f.all === true || [f.group, f.flowId, f.flowPrefix, f.reasonContains, f.quarantinedBefore, f.quarantinedAfter].some((v) => v !== undefined) ||
+      "name at least one filter (group, flowId, flowPrefix, reasonContains, quarantinedBefore, quarantinedAfter), or all: true"
+    )),
+    reason: NonBlankReason,
+    actor: Actor,
+    dryRun: Schema.optional(Schema.UndefinedOr(Schema.Boolean)),
+    pageSize: Schema.optional(Schema.UndefinedOr(Schema.Int.pipe(Schema.between(1, 1000))))
+  }),
+  "redriveAll"
+)
+
+/** Validates a bulk redrive: a filter that names something, a non-blank reason, a page size from 1 to 1000. */
+export const decodeRedriveAll = (input: unknown) => redriveAllFields(input)
+
+const setPolicyFields = decodeInput(
+  Schema.Struct({ policy: Schema.Object, reason: NonBlankReason, actor: Actor }),
+  "setPolicy"
+)
+const policyKeys = new Set(["leaseTicks", "retryBudget", "backoffBase", "backoffCap"])
+
+/**
+ * Validates a policy change: a non-blank reason, and only the live settings (lease, retry budget,
+ * backoff), made whole on `current` and checked as a layer's policy is.
+ */
+export const decodeSetPolicy = (input: unknown, current: RelayPolicy) =>
+  Effect.flatMap(setPolicyFields(input), ({ actor, policy, reason }) => {
+    const given = Object.fromEntries(Object.entries(policy).filter(([, value]) => value !== undefined))
+    const unknown = Object.keys(given).filter((key) => !policyKeys.has(key))
+    if (unknown.length > 0 || Object.keys(given).length === 0) {
+      return Effect.fail(new InvalidInput({
+        operation: "setPolicy",
+        message: unknown.length > 0
+          ? `only leaseTicks, retryBudget, backoffBase and backoffCap change on a live store, not ${unknown.join(", ")}`
+          : "name at least one of leaseTicks, retryBudget, backoffBase, backoffCap"
+      }))
+    }
+    return Either.match(makePolicy(given as PolicyInput, current), {
+      onLeft: (message) => Effect.fail(new InvalidInput({ operation: "setPolicy", message: shorten(message) })),
+      onRight: (settings) => Effect.succeed({ settings: protocolOf(settings), reason, actor })
     })
   })
 

@@ -58,6 +58,13 @@ export interface RunOptions {
   readonly metricsInterval?: Duration.DurationInput | null | undefined
   /** How often the queue prunes what its retention lets go (default 1 minute; `null`: never). See `RelayQueue.prune`. */
   readonly pruneInterval?: Duration.DurationInput | null | undefined
+  /**
+   * How often the store's policy is read again (default 5 s; `null`: never): a change made with
+   * `setPolicy` — in any process — reaches this relay's next claims and settles within it, without
+   * a restart. A process opened with explicit protocol settings adopts the store's too: every
+   * process of a store runs one protocol.
+   */
+  readonly policyInterval?: Duration.DurationInput | null | undefined
 }
 
 /** Run options that are malformed (the message names the option) or cannot work together; nothing was started. */
@@ -97,6 +104,7 @@ interface Settings {
   readonly shutdownGrace: Duration.Duration
   readonly metricsInterval: Duration.Duration | null
   readonly pruneInterval: Duration.Duration | null
+  readonly policyInterval: Duration.Duration | null
 }
 
 const positive = Options.DurationMillis.pipe(Schema.compose(Schema.Number.pipe(Schema.positive({ message: () => "expected a duration > 0" }))))
@@ -110,7 +118,8 @@ const checkRunOptions = Options.checker(Options.record("run options", {
   deliveryTimeout: Schema.optional(positive),
   shutdownGrace: Schema.optional(Options.DurationMillis),
   metricsInterval: interval,
-  pruneInterval: interval
+  pruneInterval: interval,
+  policyInterval: interval
 }))
 
 const settingsOf = (options: RunOptions | undefined, leaseTicks: number): Effect.Effect<Settings, RelayConfigError> =>
@@ -126,7 +135,8 @@ const settingsOf = (options: RunOptions | undefined, leaseTicks: number): Effect
       deliveryTimeout: duration(given.deliveryTimeout, Duration.seconds(30)),
       shutdownGrace: duration(given.shutdownGrace, Duration.seconds(10)),
       metricsInterval: sometimes(given.metricsInterval, Duration.seconds(10)),
-      pruneInterval: sometimes(given.pruneInterval, Duration.minutes(1))
+      pruneInterval: sometimes(given.pruneInterval, Duration.minutes(1)),
+      policyInterval: sometimes(given.policyInterval, Duration.seconds(5))
     }
     // A claim outliving its lease could be claimed again while the first delivery still runs.
     if (leaseTicks <= Duration.toMillis(settings.deliveryTimeout)) {
@@ -370,6 +380,12 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
               Effect.forEach(Object.entries(stats.byState), ([state, n]) => Metric.set(Metric.tagged(Metrics.depth, "state", state), n))
             ),
             Effect.tap((stats) => Metric.set(Metrics.oldestEligibleAge, stats.oldestEligibleAgeMillis)),
+            Effect.tap((stats) =>
+              Effect.zipRight(
+                Metric.set(Metric.tagged(Metrics.paused, "kind", "flow"), stats.paused.flows),
+                Metric.set(Metric.tagged(Metrics.paused, "kind", "group"), stats.paused.groups)
+              )
+            ),
             Effect.catchAllCause((cause) => Effect.logWarning("sampling queue metrics failed", cause))
           )
           yield* Effect.race(Effect.sleep(interval), Deferred.await(stopping))
@@ -389,6 +405,26 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
         }
       })
 
+      // The store's policy, read again now and then: an operator's change reaches running workers.
+      const policyReader = settings.policyInterval === null ? Effect.void : Effect.gen(function*() {
+        const interval = settings.policyInterval!
+        let lease = queue.policy.leaseTicks
+        while (!(yield* stopped)) {
+          yield* Effect.race(Effect.sleep(interval), Deferred.await(stopping))
+          if (yield* stopped) break
+          yield* queue.refreshPolicy.pipe(
+            Effect.tap((policy) => {
+              if (policy.leaseTicks === lease) return Effect.void
+              lease = policy.leaseTicks
+              return Effect.logWarning("the store's policy changed: claims now take the new lease").pipe(
+                Effect.annotateLogs({ leaseTicks: policy.leaseTicks, deliveryTimeoutMillis: Duration.toMillis(settings.deliveryTimeout) })
+              )
+            }),
+            Effect.catchAllCause((cause) => Effect.logWarning("reading the store's policy failed", cause))
+          )
+        }
+      })
+
       // Daemon fibers: interrupting `run` must not interrupt a step half-way; shutdown below does
       // it in order (stop claiming, wait the grace period, then interrupt).
       const fibers = yield* Effect.forEach(
@@ -397,6 +433,7 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
       )
       const sampling = yield* Effect.forkDaemon(sampler)
       const pruning = yield* Effect.forkDaemon(pruner)
+      const policyReading = yield* Effect.forkDaemon(policyReader)
       yield* Effect.logInfo("relay started").pipe(Effect.annotateLogs({ workers: settings.workers, batchSize: settings.batchSize }))
       return yield* Effect.never.pipe(
         Effect.onInterrupt(() =>
@@ -409,7 +446,7 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
               Effect.isSuccess
             )
             if (!finished) yield* Effect.logWarning("relay shutdown grace elapsed; interrupting in-flight steps")
-            yield* Fiber.interruptAll([...fibers, sampling, pruning])
+            yield* Fiber.interruptAll([...fibers, sampling, pruning, policyReading])
             yield* Effect.logInfo("relay stopped")
           })
         )

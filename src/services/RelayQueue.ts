@@ -6,12 +6,12 @@
  */
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context } from "effect"
-import type { Effect } from "effect"
-import type { ClockRegressed, EnqueueConflict, EventNotFound, GroupConflict, InvalidInput, RedriveError } from "../domain/Errors.js"
-import type { Claimed, ClaimOutcome, DeliveryReply, EnqueueResult, Redriven, SettleOutcome } from "../domain/Outcomes.js"
-import type { RelayPolicy } from "../domain/Policy.js"
-import type { AuditRecord, ClockRecord, EventRecord, EventState, FlowRecord, Snapshot } from "../domain/Records.js"
-import type { GroupView } from "./QueueBackend.js"
+import type { Duration, Effect } from "effect"
+import type { ClockRegressed, EnqueueConflict, EventNotFound, GroupConflict, InvalidInput, RedriveError, TargetNotFound } from "../domain/Errors.js"
+import type { Claimed, ClaimOutcome, DeliveryReply, Discarded, EnqueueResult, Redriven, SettleOutcome } from "../domain/Outcomes.js"
+import type { ProtocolKey, RelayPolicy } from "../domain/Policy.js"
+import type { AuditRecord, ClockRecord, EventRecord, EventState, Snapshot } from "../domain/Records.js"
+import type { FlowView, GroupView } from "./QueueBackend.js"
 import type * as Retention from "./Retention.js"
 
 export { MaxBatchSize, MaxWeight } from "./QueueInput.js"
@@ -45,7 +45,7 @@ export interface GroupFilter {
   readonly limit?: number | undefined
 }
 
-export type { GroupView } from "./QueueBackend.js"
+export type { FlowView, GroupView } from "./QueueBackend.js"
 
 /** A flow's weight as a caller sets it. */
 export interface FlowWeightInput {
@@ -74,6 +74,101 @@ export interface RedriveInput {
   readonly actor?: string | undefined
 }
 
+/**
+ * An operator's discard as a caller writes it: the quarantined head at the generation the operator
+ * saw leaves its flow for good, with an audited reason.
+ */
+export interface DiscardInput {
+  readonly eventId: string
+  readonly expectedGeneration: number
+  readonly reason: string
+  /** Who decides (recorded in the audit row with the reason). */
+  readonly actor?: string | undefined
+}
+
+/**
+ * An operator's pause (or resume) of one flow or one group (every flow of it), with an audited
+ * reason. A paused flow's head is not claimed (a delivery already in flight finishes and settles as
+ * usual); it keeps its place in the rotation, and resumes from it.
+ */
+export type PauseInput =
+  & ({ readonly flowId: string; readonly group?: undefined } | { readonly group: string; readonly flowId?: undefined })
+  & { readonly reason: string; readonly actor?: string | undefined }
+
+/** What a pause or resume did: the flow or group, and whether it changed (pausing a paused one changes nothing). */
+export interface PauseResult {
+  readonly _tag: "Paused" | "Resumed"
+  readonly target: { readonly kind: "flow" | "group"; readonly id: string }
+  readonly changed: boolean
+}
+
+/** Which quarantined heads `redriveAll` releases: every field given must match (at least one, or `all`). */
+export interface RedriveFilterInput {
+  readonly group?: string | undefined
+  readonly flowId?: string | undefined
+  /** Flows whose id starts with this text. */
+  readonly flowPrefix?: string | undefined
+  /** Heads whose reason contains this text. */
+  readonly reasonContains?: string | undefined
+  /** Quarantined at or before this tick (a quarantined head's `nextAt` says when it was quarantined). */
+  readonly quarantinedBefore?: number | undefined
+  /** Quarantined at or after this tick. */
+  readonly quarantinedAfter?: number | undefined
+  /** Every quarantined head (no other field needed). */
+  readonly all?: boolean | undefined
+}
+
+/** A bulk redrive as a caller writes it. */
+export interface RedriveAllInput {
+  readonly filter: RedriveFilterInput
+  /** One reason for every head (recorded in each head's audit row). */
+  readonly reason: string
+  readonly actor?: string | undefined
+  /** Only list what would be redriven; write nothing. */
+  readonly dryRun?: boolean | undefined
+  /** Heads per transaction (default `Operator.RedrivePageSize`, at most 1000). */
+  readonly pageSize?: number | undefined
+  /** Told of each page once it committed (a dry run: once it was read). */
+  readonly onPage?: ((page: ReadonlyArray<RedrivenHead>) => Effect.Effect<void>) | undefined
+}
+
+/** One head of a bulk redrive: its generation after it (a dry run: now). */
+export interface RedrivenHead {
+  readonly eventId: string
+  readonly flowId: string
+  readonly group: string | null
+  readonly reason: string | null
+  readonly generation: number
+}
+
+/** What a bulk redrive did (or, dry, would do). */
+export interface RedriveAllResult {
+  readonly dryRun: boolean
+  readonly heads: ReadonlyArray<RedrivenHead>
+  /** Heads that matched when read but had moved on when their page was written (not redriven). */
+  readonly skipped: number
+  readonly pages: number
+}
+
+/** An operator's change of a live store's protocol settings. */
+export interface SetPolicyInput {
+  readonly policy: {
+    readonly leaseTicks?: Duration.DurationInput | undefined
+    readonly retryBudget?: number | undefined
+    readonly backoffBase?: Duration.DurationInput | undefined
+    readonly backoffCap?: Duration.DurationInput | undefined
+  }
+  readonly reason: string
+  readonly actor?: string | undefined
+}
+
+/** What `setPolicy` did: the settings that changed (none: the store already ran them), and the policy now run. */
+export interface PolicyChange {
+  readonly changed: ReadonlyArray<ProtocolKey>
+  readonly policy: RelayPolicy
+  readonly version: number
+}
+
 /** Counts for monitoring: events by state, eligible heads, and how long the oldest has waited. */
 export interface QueueStats {
   readonly byState: Readonly<Record<EventState, number>>
@@ -85,6 +180,8 @@ export interface QueueStats {
   readonly claims: number
   readonly eligibleHeads: number
   readonly oldestEligibleAgeMillis: number
+  /** How many flows and groups are paused (their heads are not counted eligible). */
+  readonly paused: { readonly flows: number; readonly groups: number }
   readonly clock: ClockRecord
 }
 
@@ -151,8 +248,23 @@ export interface AuditFilter {
 
 /** The queue operations. Every write runs in one transaction holding the write lock from its start. */
 export interface RelayQueueService {
-  /** The policy this queue was opened with. */
+  /**
+   * The policy this queue runs: the one it was opened with, and, once the store's protocol
+   * settings change (`setPolicy`, here or in another process), those settings as `refreshPolicy`
+   * last adopted them.
+   */
   readonly policy: RelayPolicy
+  /**
+   * Reads the store's protocol settings and adopts them if they changed since this instance last
+   * read them (a cheap read of one row). `Relay.run` calls it every `policyInterval`.
+   */
+  readonly refreshPolicy: Effect.Effect<RelayPolicy, SqlError>
+  /**
+   * Changes the store's protocol settings (lease, retry budget, backoff) on a live store, with an
+   * audited reason: this instance adopts them at once, every other process at its next
+   * `refreshPolicy`. A claim already made keeps its lease; a retry already scheduled keeps its time.
+   */
+  readonly setPolicy: (input: SetPolicyInput) => Effect.Effect<PolicyChange, ClockRegressed | InvalidInput | SqlError>
   /** Stores a new event at the next seq of its flow, or recognises one already stored. */
   readonly enqueue: (
     input: EnqueueInput
@@ -208,12 +320,36 @@ export interface RelayQueueService {
   ) => Effect.Effect<SettledAndClaimed, ClockRegressed | InvalidInput | SqlError>
   /** Releases a quarantined head under a new generation, with an audited reason. */
   readonly redrive: (input: RedriveInput) => Effect.Effect<Redriven, RedriveError | ClockRegressed | InvalidInput | SqlError>
+  /**
+   * Redrives every quarantined head matching a filter, with one reason, in transactions of
+   * `pageSize` heads (one audit row each): a process that dies leaves whole pages done, and running
+   * it again redrives the rest — a redriven head is no longer quarantined, and each head is
+   * redriven only at the generation its page read. A dry run lists the heads and writes nothing.
+   * A head quarantined again after its redrive matches again: bound a re-run with
+   * `quarantinedBefore` to leave those alone.
+   */
+  readonly redriveAll: (input: RedriveAllInput) => Effect.Effect<RedriveAllResult, ClockRegressed | InvalidInput | SqlError>
+  /**
+   * Takes a quarantined head out of its flow for good, with an audited reason: it becomes
+   * `discarded` (never delivered; kept for the audit until retention prunes it as it prunes acked
+   * events) and the flow's next event becomes its head. Only ever an operator's decision: the relay
+   * never skips a head. The same guards as `redrive` (`NotQuarantined`, `GenerationMismatch`, …).
+   */
+  readonly discard: (input: DiscardInput) => Effect.Effect<Discarded, RedriveError | ClockRegressed | InvalidInput | SqlError>
+  /**
+   * Pauses a flow or a group: claims pass over its heads (those in flight finish and settle as
+   * usual) until `resume`; it keeps its turn, and the other flows and groups rotate as before.
+   * Audited. `TargetNotFound` for a flow or group the store does not have.
+   */
+  readonly pause: (input: PauseInput) => Effect.Effect<PauseResult, TargetNotFound | ClockRegressed | InvalidInput | SqlError>
+  /** Resumes a paused flow or group: its heads are claimed again, from the place in the rotation it kept. Audited. */
+  readonly resume: (input: PauseInput) => Effect.Effect<PauseResult, TargetNotFound | ClockRegressed | InvalidInput | SqlError>
   /** The whole store, read in one transaction (for tests and small stores; see `stats`). */
   readonly snapshot: Effect.Effect<Snapshot, SqlError>
   /** Events matching `filter` (for operators): one flow's in seq order, paged by `afterSeq`; else in event-id order, paged by `afterEventId`. */
   readonly events: (filter?: EventFilter) => Effect.Effect<ReadonlyArray<EventRecord>, InvalidInput | SqlError>
   /** Flows in flow-id order, a page at a time. */
-  readonly flows: (filter?: PageFilter) => Effect.Effect<ReadonlyArray<FlowRecord>, InvalidInput | SqlError>
+  readonly flows: (filter?: PageFilter) => Effect.Effect<ReadonlyArray<FlowView>, InvalidInput | SqlError>
   /** Groups in group-id order, a page at a time, with their flow counts. */
   readonly groups: (filter?: GroupFilter) => Effect.Effect<ReadonlyArray<GroupView>, InvalidInput | SqlError>
   /** One event with its audit rows. */

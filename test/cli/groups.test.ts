@@ -69,12 +69,12 @@ describe("groups", () => {
     for (const ran of [table, json, first, rest]) expect(ran!.code, ran!.stderr).toBe(0)
     const listed = JSON.parse(json!.stdout) as Array<GroupRow>
     expect(listed).toEqual([
-      { groupId: "acme", weight: 2, served: expect.any(Number), burst: expect.any(Number), flows: 3, waiting: 2 },
-      { groupId: "globex", weight: 1, served: expect.any(Number), burst: expect.any(Number), flows: 1, waiting: 1 }
+      { groupId: "acme", weight: 2, served: expect.any(Number), burst: expect.any(Number), flows: 3, waiting: 2, paused: false },
+      { groupId: "globex", weight: 1, served: expect.any(Number), burst: expect.any(Number), flows: 1, waiting: 1, paused: false }
     ])
     const rows = lines(table!.stdout).map((line) => line.split(/\s{2,}/))
     expect(rows).toEqual([
-      ["GROUP", "WEIGHT", "SERVED", "FLOWS", "WAITING"],
+      ["GROUP", "WEIGHT", "SERVED", "FLOWS", "WAITING", "PAUSED"],
       ["acme", "2", String(listed[0]!.served), "3", "2"],
       ["globex", "1", String(listed[1]!.served), "1", "1"]
     ])

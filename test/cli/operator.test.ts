@@ -57,7 +57,7 @@ describe("help and parser errors", () => {
     const missing = path.join(dir, "never.db")
     const cases: ReadonlyArray<readonly [ReadonlyArray<string>, RegExp]> = [
       [["redrive", "A1", "--db", missing, "--generation", "abc", "--reason", "x"], /^--generation: expected a whole number of at least 0, got "abc"$/],
-      [["events", "--db", missing, "--state", "bogus"], /^--state: expected one of ready, inflight, acked, quarantined, got "bogus"$/],
+      [["events", "--db", missing, "--state", "bogus"], /^--state: expected one of ready, inflight, acked, quarantined, discarded, got "bogus"$/],
       [["events", "--db", missing, "--limit", "0"], /^--limit: expected a whole number from 1 to \d+, got "0"$/],
       [["run", "--db", missing, "--inbox", path.join(dir, "x.db"), "--poll", "soon"], /^--poll: "soon" is not a duration/],
       [["run", "--db", missing, "--http", "not a url"], /^--http: "not a url" is not a URL/],
@@ -171,7 +171,7 @@ describe("clock and show", () => {
     expect(JSON.parse(done.stdout)).toMatchObject({ reason: "host clock was a day ahead", actor: "ops", eventsAdjusted: expect.any(Number) })
   }, 240_000)
 
-  it("show of a head backing off says so, and that the store keeps no Retry reason", async () => {
+  it("show of a head backing off says so, with the receiver's last Retry reason", async () => {
     const db = path.join(dir, "backoff.db")
     await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
       const queue = yield* SqliteRelayQueue.make({ filename: db, policy: { backoffBase: "1 hour", backoffCap: "1 hour" } })
@@ -183,7 +183,7 @@ describe("clock and show", () => {
     const shown = await bin(["show", "A1", "--db", db])
     expect(shown.code, shown.stderr).toBe(0)
     expect(shown.stdout).toMatch(/^state +ready, backing off/m)
-    expect(shown.stdout).toMatch(/^reason +- \(the store keeps no Retry reason\)$/m)
+    expect(shown.stdout).toMatch(/^last retry reason +unavailable$/m)
   }, 120_000)
 })
 

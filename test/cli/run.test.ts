@@ -47,7 +47,7 @@ describe("fair-relay run, help, version and demo", () => {
       expect(ran.code, ran.stderr).toBe(0)
       const summary = JSON.parse(ran.stdout) as { outcomes: Record<string, number>; stats: { byState: Record<string, number> } }
       expect(summary.outcomes).toEqual({ Acked: 5 })
-      expect(summary.stats.byState).toEqual({ ready: 0, inflight: 0, acked: 5, quarantined: 0 })
+      expect(summary.stats.byState).toEqual({ ready: 0, inflight: 0, acked: 5, quarantined: 0, discarded: 0 })
       expect(endpoint.received.filter((d) => d.flowId === "A").map((d) => d.eventId)).toEqual(["A1", "A2", "A3"])
       expect(endpoint.received.map((d) => d.eventId).sort()).toEqual(["A1", "A2", "A3", "B1", "C1"])
     } finally {
@@ -70,7 +70,7 @@ describe("fair-relay run, help, version and demo", () => {
       }
     })
     expect(code, stderr).toBe(143)
-    expect(stdout).toMatch(/^stopped by SIGTERM: 1 Acked; queue now 0 ready, 0 inflight, 1 acked, 0 quarantined$/m)
+    expect(stdout).toMatch(/^stopped by SIGTERM: 1 Acked; queue now 0 ready, 0 inflight, 1 acked, 0 quarantined, 0 discarded$/m)
   }, 120_000)
 
   it("--help on the root and on commands, --version, usage errors, and demo", async () => {

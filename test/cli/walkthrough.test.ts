@@ -71,7 +71,7 @@ describe("fair-relay operator walk-through", () => {
     ok(raised, "run --max-delta 1000")
     const summary = JSON.parse(raised.stdout) as { outcomes: Record<string, number>; stats: { byState: Record<string, number> } }
     expect(summary.outcomes).toEqual({ Acked: 2 })
-    expect(summary.stats.byState).toEqual({ ready: 0, inflight: 0, acked: 3, quarantined: 0 })
+    expect(summary.stats.byState).toEqual({ ready: 0, inflight: 0, acked: 3, quarantined: 0, discarded: 0 })
 
     const [audit, finalStatus, finalShow] = await Promise.all([
       bin(["audit", "--db", db, "--json"]),
@@ -85,7 +85,7 @@ describe("fair-relay operator walk-through", () => {
     expect(rows).toHaveLength(1)
     expect(rows[0]).toMatchObject({ eventId: "A1", reason: "limit raised", generation: 2, actor: "alice" })
     const stats = JSON.parse(finalStatus.stdout) as { db: string; byState: Record<string, number>; eligibleHeads: number }
-    expect(stats).toMatchObject({ db, byState: { ready: 0, inflight: 0, acked: 3, quarantined: 0 }, eligibleHeads: 0 })
+    expect(stats).toMatchObject({ db, byState: { ready: 0, inflight: 0, acked: 3, quarantined: 0, discarded: 0 }, eligibleHeads: 0 })
     expect(finalShow.stdout).toMatch(/^state +acked$/m)
     expect(finalShow.stdout).toMatch(/^attempts +1 this round, 2 in total$/m)
     expect(finalShow.stdout).toMatch(/alice +limit raised/)

@@ -14,11 +14,19 @@ import { tempDir } from "../support/backends.js"
 /** Acked events kept 100 ticks (milliseconds of the store's clock). */
 const retention = { acked: 100, dedup: 1000 }
 
-/** Puts the file back to schema 8: the index as that schema made it, the migration unrecorded. */
+/**
+ * Puts the file back to schema 8: the index as that schema made it, the columns later migrations
+ * added dropped (their rebuilt tables are rebuilt again), those migrations unrecorded.
+ */
 const toSchema8 = (file: string) =>
   execOn(file, `DROP INDEX relay_event_acked;
     CREATE INDEX relay_event_acked ON relay_event (acked_at) WHERE state = 'acked';
-    DELETE FROM relay_migrations WHERE migration_id = 9;`)
+    DROP INDEX relay_flow_paused;
+    DROP INDEX relay_group_paused;
+    ALTER TABLE relay_flow DROP COLUMN paused;
+    ALTER TABLE relay_group DROP COLUMN paused;
+    ALTER TABLE relay_settings DROP COLUMN version;
+    DELETE FROM relay_migrations WHERE migration_id >= 9;`)
 
 const ackedIndexPredicate = (file: string): string => {
   const db = new Database(file, { fileMustExist: true, readonly: true })
@@ -48,7 +56,7 @@ describe("retention's index by acked_at", () => {
 
       yield* Effect.scoped(Effect.gen(function*() {
         const queue = yield* open
-        expect(latestMigration(file, "relay_migrations")).toBe(9)
+        expect(latestMigration(file, "relay_migrations")).toBeGreaterThanOrEqual(9)
         expect(ackedIndexPredicate(file)).not.toMatch(/state/)
         expect(yield* queue.snapshot).toEqual(before)
         // The six acked events, once past their window.

@@ -45,7 +45,7 @@
 /** A JSON value. */
 export type Json = null | boolean | number | string | ReadonlyArray<Json> | { readonly [key: string]: Json }
 
-export type State = "ready" | "inflight" | "acked" | "quarantined"
+export type State = "ready" | "inflight" | "acked" | "quarantined" | "discarded"
 
 export interface ModelEvent {
   readonly eventId: string
@@ -86,6 +86,8 @@ export interface ModelAudit {
   readonly tick: number
   /** Who decided, when the caller said (else null). */
   readonly actor: string | null
+  readonly action: "redrive"
+  readonly target: null
 }
 
 export interface ModelSnapshot {
@@ -643,7 +645,8 @@ export class QueueModel {
     if (e.generation !== token.generation || e.state !== "inflight") return { _tag: "Stale" }
     if (e.leaseUntil === null || now >= e.leaseUntil) return { _tag: "Expired" }
     const quarantine = (reason: string): SettleOutcome => {
-      m.setEvent({ ...e, state: "quarantined", leaseUntil: null, reason })
+      // A quarantined head's nextAt says when it was quarantined.
+      m.setEvent({ ...e, state: "quarantined", leaseUntil: null, reason, nextAt: now })
       return { _tag: "Quarantined", reason }
     }
     switch (reply._tag) {
@@ -663,7 +666,8 @@ export class QueueModel {
         if (e.attempts >= m.policy.retryBudget) return quarantine(reason)
         const delay = Math.min(m.policy.backoffCap, m.policy.backoffBase * 2 ** (e.attempts - 1))
         const nextAt = now + delay
-        m.setEvent({ ...e, state: "ready", nextAt, leaseUntil: null })
+        // The last Retry reason is kept (the model's reasons are all shorter than the bound).
+        m.setEvent({ ...e, state: "ready", nextAt, leaseUntil: null, reason })
         return { _tag: "RetryScheduled", nextAt }
       }
     }
@@ -738,7 +742,7 @@ export class QueueModel {
       m.setEvent({ ...e, state: "ready", generation, attempts: 0, reason: null, nextAt: now, leaseUntil: null })
       // The audit row carries the store's tick as this write stores it (max(tick, now)), so the
       // audit is in tick order even when a "clamp" caller's clock is behind.
-      m.audit.push({ eventId, reason, generation, tick: Math.max(m.tick, now), actor })
+      m.audit.push({ eventId, reason, generation, tick: Math.max(m.tick, now), actor, action: "redrive", target: null })
       return ok({ _tag: "Redriven" as const, generation })
     }, () => true)
   }

@@ -71,7 +71,7 @@ describe("three worker processes over HTTP", () => {
       expect(exitCodes).toEqual([0, 0, 0])
 
       const stats = yield* queue.stats
-      expect(stats.byState).toEqual({ ready: 0, inflight: 0, acked: Flows * Events, quarantined: 0 })
+      expect(stats.byState).toEqual({ ready: 0, inflight: 0, acked: Flows * Events, quarantined: 0, discarded: 0 })
       const receipts = yield* inbox.receipts
       expect(receipts).toHaveLength(Flows * Events)
       expect(new Set(receipts.map((r) => r.eventId)).size).toBe(Flows * Events)

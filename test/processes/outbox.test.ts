@@ -178,7 +178,7 @@ describeBackends("transactional outbox (real processes, the application's databa
         )
       }
       expect(idleAtEnd).toBe(true)
-      expect(stats.byState).toEqual({ ready: 0, inflight: 0, acked: committed.length, quarantined: 0 })
+      expect(stats.byState).toEqual({ ready: 0, inflight: 0, acked: committed.length, quarantined: 0, discarded: 0 })
     })
   }, 90_000)
 })

@@ -27,7 +27,7 @@ const suite = (backend: Backend) => {
       yield* w.queue.redrive({ eventId: "A1", expectedGeneration: 1, reason: "limit raised", actor: "alice" })
       const shown = yield* w.queue.inspect("A1")
       expect(shown.event).toMatchObject({ eventId: "A1", state: "ready", generation: 2, lifetimeAttempts: 1 })
-      expect(shown.audit).toEqual([{ eventId: "A1", reason: "limit raised", generation: 2, tick: 0, actor: "alice" }])
+      expect(shown.audit).toEqual([{ eventId: "A1", reason: "limit raised", generation: 2, tick: 0, actor: "alice", action: "redrive", target: null }])
       expect(yield* w.queue.audit()).toEqual(shown.audit)
       expect(yield* w.queue.audit({ eventId: "B1" })).toEqual([])
     }))

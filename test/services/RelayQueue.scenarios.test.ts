@@ -168,7 +168,7 @@ const suite = (backend: Backend) => {
         expect((yield* w.inbox.progress).get("A")).toBe(2)
         expect((yield* w.totals).get("A")).toBe(11)
         const snapshot = yield* w.queue.snapshot
-        expect(snapshot.audit).toEqual([{ eventId: "A1", reason: "receiver limit raised", generation: 2, tick: 0, actor: null }])
+        expect(snapshot.audit).toEqual([{ eventId: "A1", reason: "receiver limit raised", generation: 2, tick: 0, actor: null, action: "redrive", target: null }])
         expect(snapshot.events.find((e) => e.eventId === "A1")).toMatchObject({ state: "acked", lifetimeAttempts: 2, body: { delta: 10 }, seq: 1 })
       }))
   })

@@ -108,6 +108,7 @@ ${card("in flight", stats.byState.inflight, href(frame, "/events", { state: "inf
 ${card("acked", stats.byState.acked)}
 ${card("quarantined", html`<span data-testid="quarantined-count">${stats.byState.quarantined}</span>`, href(frame, "/quarantined"))}
 ${card("eligible heads", stats.eligibleHeads)}
+${card("paused", html`<span data-testid="paused-count">${stats.paused.flows} flows · ${stats.paused.groups} groups</span>`)}
 ${card("oldest eligible head waited", stats.eligibleHeads === 0 ? "–" : age(stats.oldestEligibleAgeMillis))}
 ${card("claims / min", rate(rates.claimsPerMinute))}
 ${card("acks / min", rate(rates.acksPerMinute))}
@@ -187,7 +188,7 @@ ${input.error}
 <section id="flows-table" data-live>
 <table data-testid="flows"><thead><tr><th>flow</th><th>group</th><th class="num">served</th><th class="num">weight</th><th class="num">head seq</th><th>head</th><th>next eligible</th><th class="num">backlog</th><th class="num">last seq</th></tr></thead><tbody>
 ${input.rows.length === 0 ? html`<tr><td colspan="9" class="muted">no flows${input.head === undefined ? "" : ` with head ${input.head} here`}</td></tr>` : ""}
-${input.rows.map((row) => html`<tr><td class="id"><a href="${href(frame, "/events", { flow: row.flow.flowId })}">${row.flow.flowId}</a></td><td class="id">${row.flow.group ?? "–"}</td><td class="num">${row.flow.served}</td><td class="num">${row.flow.weight}</td><td class="num">${row.flow.headSeq ?? "–"}</td><td>${state(row.head)}</td><td>${next(row)}</td><td class="num">${backlog(row.flow)}</td><td class="num">${row.flow.seq}</td></tr>`)}
+${input.rows.map((row) => html`<tr><td class="id"><a href="${href(frame, "/events", { flow: row.flow.flowId })}">${row.flow.flowId}</a></td><td class="id">${row.flow.group ?? "–"}</td><td class="num">${row.flow.served}</td><td class="num">${row.flow.weight}</td><td class="num">${row.flow.headSeq ?? "–"}</td><td>${state(row.head)}${"paused" in row.flow && row.flow.paused === true ? html` <span class="muted" data-testid="paused">paused</span>` : ""}</td><td>${next(row)}</td><td class="num">${backlog(row.flow)}</td><td class="num">${row.flow.seq}</td></tr>`)}
 </tbody></table></section>
 <div class="pager">${input.after === undefined ? "" : html`<a href="${href(frame, "/flows", { head: input.head, limit: input.limit })}">« first page</a>`}${input.next === undefined ? "" : html`<a data-testid="next-page" href="${href(frame, "/flows", { head: input.head, limit: input.limit, after: input.next })}">next page »</a>`}</div>`)
 }
@@ -215,7 +216,7 @@ export const events = (
   const filters = input.page === "quarantined"
     ? html`<p class="note">Quarantined heads block their flow until an operator redrives them (open one to see its history${frame.access === "off" ? "" : " and redrive it"}). Attempts: this round; lifetime: since it was enqueued.</p>`
     : html`<form class="filters" method="get" action="${href(frame, "/events")}">
-<label>state<select name="state"><option value="">any</option>${(["ready", "inflight", "acked", "quarantined"] as const).map((s) => html`<option${s === input.state ? raw(" selected") : ""}>${s}</option>`)}</select></label>
+<label>state<select name="state"><option value="">any</option>${(["ready", "inflight", "acked", "quarantined", "discarded"] as const).map((s) => html`<option${s === input.state ? raw(" selected") : ""}>${s}</option>`)}</select></label>
 <label>flow<input name="flow" value="${input.flow ?? ""}" placeholder="any"></label>
 <button type="submit">filter</button></form><p class="note">${input.flow === undefined ? "Events in event-id order." : "The flow's events in seq order."}</p>`
   return layout(frame, input.page, input.page === "quarantined" ? "Quarantined heads" : input.flow === undefined ? "Events" : `Events of flow ${input.flow}`, html`
@@ -240,9 +241,9 @@ export interface RedriveForm {
 }
 
 const auditTable = (frame: Frame, rows: ReadonlyArray<AuditRecord>, id: string) =>
-  html`<table data-testid="${id}"><thead><tr><th>when</th><th>event</th><th class="num">new generation</th><th>who</th><th>reason</th></tr></thead><tbody>
-${rows.length === 0 ? html`<tr><td colspan="5" class="muted">no redrive recorded</td></tr>` : ""}
-${rows.map((row) => html`<tr><td>${tick(row.tick)}</td><td class="id"><a href="${href(frame, "/event", { id: row.eventId })}">${row.eventId}</a></td><td class="num">${row.generation}</td><td>${row.actor ?? "–"}</td><td>${row.reason}</td></tr>`)}
+  html`<table data-testid="${id}"><thead><tr><th>when</th><th>action</th><th>event</th><th>target</th><th class="num">new generation</th><th>who</th><th>reason</th></tr></thead><tbody>
+${rows.length === 0 ? html`<tr><td colspan="7" class="muted">no operator action recorded</td></tr>` : ""}
+${rows.map((row) => html`<tr><td>${tick(row.tick)}</td><td>${row.action}</td><td class="id">${row.eventId === null ? "–" : html`<a href="${href(frame, "/event", { id: row.eventId })}">${row.eventId}</a>`}</td><td class="id">${row.target ?? "–"}</td><td class="num">${row.generation ?? "–"}</td><td>${row.actor ?? "–"}</td><td>${row.reason}</td></tr>`)}
 </tbody></table>`
 
 /** One event: its record, body, audit history, and the redrive form when it may be redriven. */
@@ -270,7 +271,8 @@ export const event = (
 <label>expected generation<input name="expectedGeneration" value="${input.form?.expectedGeneration ?? String(e.generation)}" inputmode="numeric" required></label>
 <label>reason<textarea name="reason" required maxlength="10000">${input.form?.reason ?? ""}</textarea></label>
 <label>who<input name="actor" value="${input.form?.actor ?? ""}" required maxlength="200"></label>
-<div><button type="submit">redrive ${e.eventId}</button></div>
+<div><button type="submit">redrive ${e.eventId}</button> <button type="submit" name="action" value="discard" data-testid="discard">discard ${e.eventId}</button></div>
+<p class="note">Discard takes this head out of its flow for good (never delivered) and the flow goes on from its next event.</p>
 </form></div>`
     : html`<div class="redrive"><p class="note">${
       frame.access === "anonymous"
@@ -284,7 +286,7 @@ ${input.notice}
 <dt>event</dt><dd class="id">${e.eventId}</dd>
 <dt>flow</dt><dd class="id"><a href="${href(frame, "/events", { flow: e.flowId })}">${e.flowId}</a> · seq ${e.seq}</dd>
 <dt>state</dt><dd>${state(e.state)}</dd>
-<dt>reason</dt><dd>${e.reason ?? "–"}</dd>
+<dt>${e.state === "ready" || e.state === "inflight" ? "last retry reason" : "reason"}</dt><dd data-testid="reason">${e.reason ?? "–"}</dd>
 <dt>generation</dt><dd data-testid="generation">${e.generation}</dd>
 <dt>attempts</dt><dd>${e.attempts} this round · ${e.lifetimeAttempts} in total</dd>
 <dt>next at</dt><dd>${tick(e.nextAt)}</dd>

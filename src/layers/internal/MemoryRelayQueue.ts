@@ -6,15 +6,16 @@
  * (one permit); nothing is persisted.
  */
 import { SqlError } from "@effect/sql/SqlError"
-import { Effect, HashMap, Option } from "effect"
+import { Effect, HashMap, HashSet, Option } from "effect"
 import type { EventId, FlowId } from "../../domain/Ids.js"
 import { parseStored } from "../../domain/Json.js"
 import type { Candidate, DedupRecord, PruneCandidate } from "../../domain/Operations.js"
 import { positionKey, rotate } from "../../domain/Operations.js"
+import { isSettledForGood, matchesRedriveFilter } from "../../domain/Operator.js"
 import { compareIds, compareTurn } from "../../domain/Protocol.js"
 import type { StoredIdentity } from "../../domain/Protocol.js"
 import type { AuditRecord, ClockRecord, EventRecord, EventState, FlowRecord, GroupRecord } from "../../domain/Records.js"
-import type { EventQuery, FlowQuery, GroupView, QueueBackend, QueueReads, QueueWrites } from "../../services/QueueBackend.js"
+import type { EventQuery, FlowQuery, FlowView, GroupView, QueueBackend, QueueReads, QueueWrites, StoredProtocol } from "../../services/QueueBackend.js"
 
 /** An event as kept: its record without the body, and the body's canonical text (parsed on read, as SQL does). */
 interface Stored {
@@ -35,6 +36,10 @@ interface State {
   readonly audit: ReadonlyArray<AuditRecord>
   /** What is kept of pruned events, by id. */
   readonly dedup: HashMap.HashMap<string, DedupRecord>
+  /** The protocol settings set by `setPolicy`, if any. */
+  readonly protocol: StoredProtocol | undefined
+  /** Paused flows and groups, by id (apart from their records, as the SQL backends keep them). */
+  readonly paused: { readonly flows: HashSet.HashSet<string>; readonly groups: HashSet.HashSet<string> }
 }
 
 const empty: State = {
@@ -44,7 +49,9 @@ const empty: State = {
   events: HashMap.empty(),
   positions: HashMap.empty(),
   audit: [],
-  dedup: HashMap.empty()
+  dedup: HashMap.empty(),
+  paused: { flows: HashSet.empty(), groups: HashSet.empty() },
+  protocol: undefined
 }
 
 const toRecord = ({ bodyText, record }: Stored): EventRecord => ({ ...record, body: parseStored(bodyText) })
@@ -55,6 +62,10 @@ const byGroupId = (a: GroupRecord, b: GroupRecord) => compareIds(a.groupId, b.gr
 const byPosition = (a: EventRecord, b: EventRecord) => compareIds(a.flowId, b.flowId) || a.seq - b.seq
 
 const isWaiting = (flow: FlowRecord, now: number) => flow.eligibleAt !== null && flow.eligibleAt <= now
+
+/** Whether claims pass `flow` over: it is paused, or its group is. */
+const isPaused = (state: State, flow: FlowRecord) =>
+  HashSet.has(state.paused.flows, flow.flowId) || (flow.group !== null && HashSet.has(state.paused.groups, flow.group))
 
 /** A failure the SQL backend would get from a constraint: the caller asked for something no operation does. */
 const constraint = (message: string) => Effect.fail(new SqlError({ message, cause: message }))
@@ -72,8 +83,10 @@ const reads = (current: () => State): QueueReads => {
     clock: Effect.sync(() => current().clock),
     wakeAt: Effect.sync(() => {
       let least: number | null = null
-      for (const { eligibleAt } of HashMap.values(current().flows)) {
-        if (eligibleAt !== null && (least === null || eligibleAt < least)) least = eligibleAt
+      const state = current()
+      for (const flow of HashMap.values(state.flows)) {
+        const { eligibleAt } = flow
+        if (eligibleAt !== null && (least === null || eligibleAt < least) && !isPaused(state, flow)) least = eligibleAt
       }
       return least
     }),
@@ -81,9 +94,10 @@ const reads = (current: () => State): QueueReads => {
       Effect.sync(() => {
         // Bodies are parsed only for the heads handed out, not for every waiting flow.
         const waiting: Array<Candidate & { readonly stored: Stored }> = []
-        const { clock, events, flows, groups, positions } = current()
+        const state = current()
+        const { clock, events, flows, groups, positions } = state
         for (const flow of HashMap.values(flows)) {
-          if (!isWaiting(flow, now) || flow.headSeq === null) continue
+          if (!isWaiting(flow, now) || flow.headSeq === null || isPaused(state, flow)) continue
           const head = Option.flatMap(HashMap.get(positions, positionKey({ flowId: flow.flowId, seq: flow.headSeq })), (id) =>
             HashMap.get(events, id))
           const group = flow.group === null ? undefined : Option.getOrUndefined(HashMap.get(groups, flow.group))
@@ -143,12 +157,13 @@ const reads = (current: () => State): QueueReads => {
     listFlows: (query: FlowQuery) =>
       Effect.sync(() => {
         const flows = allFlows().filter((f) => query.group === undefined || f.group === query.group)
+        const view = (f: FlowRecord): FlowView => ({ ...f, paused: HashSet.has(current().paused.flows, f.flowId) })
         if (query.order === "id") {
           const after = query.after
-          return flows.filter((f) => after === undefined || compareIds(f.flowId, after) > 0).sort(byFlowId).slice(0, query.limit)
+          return flows.filter((f) => after === undefined || compareIds(f.flowId, after) > 0).sort(byFlowId).slice(0, query.limit).map(view)
         }
         const after = query.after
-        return flows.filter((f) => after === undefined || compareTurn(f, after) > 0).sort(compareTurn).slice(0, query.limit)
+        return flows.filter((f) => after === undefined || compareTurn(f, after) > 0).sort(compareTurn).slice(0, query.limit).map(view)
       }),
     listGroups: (query) =>
       Effect.sync(() => {
@@ -160,7 +175,12 @@ const reads = (current: () => State): QueueReads => {
           .slice(0, query.limit)
           .map((g): GroupView => {
             const own = flows.filter((f) => f.group === g.groupId)
-            return { ...g, flows: own.length, waiting: own.filter((f) => f.headSeq !== null).length }
+            return {
+              ...g,
+              flows: own.length,
+              waiting: own.filter((f) => f.headSeq !== null).length,
+              paused: HashSet.has(current().paused.groups, g.groupId)
+            }
           })
       }),
     listAudit: (query) =>
@@ -175,7 +195,7 @@ const reads = (current: () => State): QueueReads => {
       audit: current().audit
     })),
     countByState: Effect.sync(() => {
-      const byState: Record<EventState, number> = { ready: 0, inflight: 0, acked: 0, quarantined: 0 }
+      const byState: Record<EventState, number> = { ready: 0, inflight: 0, acked: 0, quarantined: 0, discarded: 0 }
       let claims = 0
       for (const { record } of HashMap.values(current().events)) {
         byState[record.state] += 1
@@ -183,12 +203,27 @@ const reads = (current: () => State): QueueReads => {
       }
       return { byState, claims }
     }),
+    quarantinedHeads: (filter, after, limit) =>
+      Effect.sync(() => {
+        const { flows } = current()
+        return allEvents()
+          .filter((e) => after === undefined || compareIds(e.eventId, after) > 0)
+          .flatMap((event) => {
+            const group = Option.match(HashMap.get(flows, event.flowId), { onNone: () => null, onSome: (f) => f.group })
+            return matchesRedriveFilter(event, group, filter) ? [{ event, group }] : []
+          })
+          .sort((a, b) => byEventId(a.event, b.event))
+          .slice(0, limit)
+      }),
+    protocol: Effect.sync(() => current().protocol),
+    countPaused: Effect.sync(() => ({ flows: HashSet.size(current().paused.flows), groups: HashSet.size(current().paused.groups) })),
     eligibleHeads: (now) =>
       Effect.sync(() => {
         let count = 0
         let oldest: number | null = null
-        for (const flow of HashMap.values(current().flows)) {
-          if (!isWaiting(flow, now)) continue
+        const state = current()
+        for (const flow of HashMap.values(state.flows)) {
+          if (!isWaiting(flow, now) || isPaused(state, flow)) continue
           count += 1
           if (oldest === null || flow.eligibleAt! < oldest) oldest = flow.eligibleAt
         }
@@ -197,7 +232,7 @@ const reads = (current: () => State): QueueReads => {
     pruneCandidates: (cutoff, limit) =>
       Effect.sync(() =>
         [...HashMap.values(current().events)]
-          .filter((e) => e.record.state === "acked" && e.ackedAt !== null && e.ackedAt <= cutoff)
+          .filter((e) => isSettledForGood(e.record.state) && e.ackedAt !== null && e.ackedAt <= cutoff)
           .sort((a, b) => a.ackedAt! - b.ackedAt! || compareIds(a.record.eventId, b.record.eventId))
           .slice(0, limit)
           .map(({ ackedAt, bodyText, record }): PruneCandidate => ({
@@ -215,7 +250,7 @@ const reads = (current: () => State): QueueReads => {
         let dedup = 0
         if (eventCutoff !== null) {
           for (const e of HashMap.values(current().events)) {
-            if (e.record.state === "acked" && e.ackedAt !== null && e.ackedAt <= eventCutoff) events += 1
+            if (isSettledForGood(e.record.state) && e.ackedAt !== null && e.ackedAt <= eventCutoff) events += 1
           }
         }
         if (dedupCutoff !== null) for (const d of HashMap.values(current().dedup)) if (d.prunedAt <= dedupCutoff) dedup += 1
@@ -279,7 +314,20 @@ const writes = (draft: { state: State }): QueueWrites => {
           s.flows
         )
       })),
+    setProtocol: (protocol) => change((s) => ({ ...s, protocol })),
     appendAudit: (record) => change((s) => ({ ...s, audit: [...s.audit, record] })),
+    setPaused: (target, paused) =>
+      Effect.sync(() => {
+        const s = draft.state
+        const [kind, id, exists] = "group" in target
+          ? ["groups" as const, target.group, HashMap.has(s.groups, target.group)]
+          : ["flows" as const, target.flowId, HashMap.has(s.flows, target.flowId)]
+        if (!exists) return undefined
+        const was = HashSet.has(s.paused[kind], id)
+        const set = paused ? HashSet.add(s.paused[kind], id) : HashSet.remove(s.paused[kind], id)
+        draft.state = { ...s, paused: { ...s.paused, [kind]: set } }
+        return was
+      }),
     putDedup: (records) =>
       change((s) => ({ ...s, dedup: records.reduce((dedup, d) => HashMap.set(dedup, d.eventId, d), s.dedup) })),
     deleteAcked: (ids) =>
@@ -288,7 +336,7 @@ const writes = (draft: { state: State }): QueueWrites => {
         let deleted = 0
         for (const id of ids) {
           const stored = HashMap.get(events, id)
-          if (Option.isNone(stored) || stored.value.record.state !== "acked") continue
+          if (Option.isNone(stored) || !isSettledForGood(stored.value.record.state)) continue
           events = HashMap.remove(events, id)
           positions = HashMap.remove(positions, positionKey(stored.value.record))
           deleted += 1

@@ -4,10 +4,11 @@
  */
 import { Exit, Schema } from "effect"
 import { parseStored } from "../../domain/Json.js"
+import { AuditAction } from "../../domain/Operator.js"
 import type { DedupRecord, NewEvent, PruneCandidate, StoredGroup } from "../../domain/Operations.js"
 import { EventState } from "../../domain/Records.js"
 import type { AuditRecord, EventRecord, FlowRecord, GroupRecord } from "../../domain/Records.js"
-import type { GroupView } from "../../services/QueueBackend.js"
+import type { FlowView, GroupView } from "../../services/QueueBackend.js"
 import { decodeRows, rowCheck, SqlInt } from "./Store.js"
 import type { ColumnKind } from "./Store.js"
 
@@ -61,8 +62,11 @@ export const GroupRow = Schema.Struct(GroupColumns)
 /** A `relay_group` row and whether any of its flows has a head (1 or 0). */
 export const StoredGroupRow = Schema.Struct({ ...GroupColumns, active: SqlInt })
 
-/** A `relay_group` row with the counts of its flows. */
-export const GroupViewRow = Schema.Struct({ ...GroupColumns, flows: SqlInt, waiting: SqlInt })
+/** A `relay_group` row with the counts of its flows, and whether it is paused (1 or 0). */
+export const GroupViewRow = Schema.Struct({ ...GroupColumns, flows: SqlInt, waiting: SqlInt, paused: SqlInt })
+
+/** A `relay_flow` row with whether it is paused (1 or 0). */
+export const FlowViewRow = Schema.Struct({ ...FlowColumns, paused: SqlInt })
 
 /**
  * A `relay_flow` row joined with its head's `relay_event` row (head columns prefixed `h_`) and its
@@ -86,11 +90,13 @@ export const CandidateRow = Schema.Struct({
 
 /** A `relay_audit` row. */
 export const AuditRow = Schema.Struct({
-  event_id: StoredEventId,
+  event_id: Schema.NullOr(StoredEventId),
   reason: Schema.String,
-  generation: SqlInt,
+  generation: NullableInt,
   tick: SqlInt,
-  actor: Schema.NullOr(Schema.String)
+  actor: Schema.NullOr(Schema.String),
+  action: AuditAction,
+  target: Schema.NullOr(Schema.String)
 })
 
 /** Id, flow, seq and body text of a stored event, or body hash of a pruned one (what a re-enqueue compares). */
@@ -179,7 +185,11 @@ export const toGroup = (row: typeof GroupRow.Type): GroupRecord => ({
 export const toStoredGroup = (row: typeof StoredGroupRow.Type): StoredGroup => Object.assign(toGroup(row), { active: row.active === 1 })
 
 /** A group row with counts as operators see it. */
-export const toGroupView = (row: typeof GroupViewRow.Type): GroupView => Object.assign(toGroup(row), { flows: row.flows, waiting: row.waiting })
+export const toGroupView = (row: typeof GroupViewRow.Type): GroupView =>
+  Object.assign(toGroup(row), { flows: row.flows, waiting: row.waiting, paused: row.paused !== 0 })
+
+/** A flow row as operators see it. */
+export const toFlowView = (row: typeof FlowViewRow.Type): FlowView => Object.assign(toFlow(row), { paused: row.paused !== 0 })
 
 /** A candidate row as the flow, its group and its head. */
 export const toCandidate = (row: typeof CandidateRow.Type) => ({
@@ -208,7 +218,9 @@ export const toAudit = (row: typeof AuditRow.Type): AuditRecord => ({
   reason: row.reason,
   generation: row.generation,
   tick: row.tick,
-  actor: row.actor
+  actor: row.actor,
+  action: row.action,
+  target: row.target
 })
 
 type Columns = ReadonlyArray<readonly [string, ColumnKind]>
@@ -274,6 +286,7 @@ export const decode = {
   groups: decodeRows(GroupRow, rowCheck(checks.groups)),
   storedGroups: decodeRows(StoredGroupRow, rowCheck(checks.storedGroups)),
   groupViews: decodeRows(GroupViewRow),
+  flowViews: decodeRows(FlowViewRow),
   candidates: decodeRows(CandidateRow, rowCheck(checks.candidates)),
   audit: decodeRows(AuditRow),
   identities: decodeRows(IdentityRow, rowCheck(checks.identities)),
@@ -292,6 +305,7 @@ export const records = {
   audit: (rows: ReadonlyArray<unknown>) => Exit.map(decode.audit(rows), (decoded) => decoded.map(toAudit)),
   storedGroups: (rows: ReadonlyArray<unknown>) => Exit.map(decode.storedGroups(rows), (decoded) => decoded.map(toStoredGroup)),
   groupViews: (rows: ReadonlyArray<unknown>) => Exit.map(decode.groupViews(rows), (decoded) => decoded.map(toGroupView)),
+  flowViews: (rows: ReadonlyArray<unknown>) => Exit.map(decode.flowViews(rows), (decoded) => decoded.map(toFlowView)),
   pruneCandidates: (rows: ReadonlyArray<unknown>) => Exit.map(decode.pruneCandidates(rows), (decoded) => decoded.map(toPruneCandidate))
 }
 

@@ -135,6 +135,68 @@ export const migrations: Record<string, Effect.Effect<void, SqlError, SqlClient>
     // predicate, so it searches the same index.
     yield* sql`DROP INDEX relay_event_acked`
     yield* sql`CREATE INDEX relay_event_acked ON relay_event (acked_at) WHERE acked_at IS NOT NULL`
+  }),
+  "10_operator_actions": Effect.gen(function*() {
+    const sql = yield* SqlClient
+    const id = idType(sql)
+    // An operator may discard a quarantined head: a terminal state of its own, whose `acked_at`
+    // holds when it was discarded (retention prunes it as it prunes acked events). The audit trail
+    // records every operator action (what, and the flow, group or policy it touched besides an
+    // event), and flows and groups may be paused. SQLite cannot change a CHECK or a NOT NULL in
+    // place: its two tables are rebuilt, rows and indexes as they were.
+    yield* sql.onDialectOrElse({
+      pg: () =>
+        Effect.all([
+          sql`ALTER TABLE relay_event DROP CONSTRAINT relay_event_state_check`,
+          sql`ALTER TABLE relay_event ADD CONSTRAINT relay_event_state_check
+            CHECK (state IN ('ready', 'inflight', 'acked', 'quarantined', 'discarded'))`,
+          sql`ALTER TABLE relay_audit ALTER COLUMN event_id DROP NOT NULL`,
+          sql`ALTER TABLE relay_audit ALTER COLUMN generation DROP NOT NULL`,
+          sql`ALTER TABLE relay_audit ADD COLUMN action TEXT NOT NULL DEFAULT 'redrive'`,
+          sql`ALTER TABLE relay_audit ADD COLUMN target TEXT`
+        ], { discard: true }),
+      orElse: () =>
+        Effect.all([
+          sql`CREATE TABLE relay_event_next (
+            event_id ${id} PRIMARY KEY,
+            flow_id ${id} NOT NULL,
+            seq BIGINT NOT NULL,
+            body TEXT NOT NULL,
+            state TEXT NOT NULL CHECK (state IN ('ready', 'inflight', 'acked', 'quarantined', 'discarded')),
+            next_at BIGINT NOT NULL,
+            lease_until BIGINT,
+            generation BIGINT NOT NULL,
+            attempts BIGINT NOT NULL,
+            lifetime_attempts BIGINT NOT NULL,
+            reason TEXT,
+            acked_at BIGINT,
+            UNIQUE (flow_id, seq))`,
+          sql`INSERT INTO relay_event_next (event_id, flow_id, seq, body, state, next_at, lease_until, generation, attempts,
+              lifetime_attempts, reason, acked_at)
+            SELECT event_id, flow_id, seq, body, state, next_at, lease_until, generation, attempts, lifetime_attempts, reason, acked_at
+            FROM relay_event`,
+          sql`DROP TABLE relay_event`,
+          sql`ALTER TABLE relay_event_next RENAME TO relay_event`,
+          sql`CREATE INDEX relay_event_acked ON relay_event (acked_at) WHERE acked_at IS NOT NULL`,
+          sql`CREATE TABLE relay_audit_next (
+            id INTEGER PRIMARY KEY AUTOINCREMENT, event_id TEXT, reason TEXT NOT NULL, generation BIGINT, tick BIGINT NOT NULL,
+            actor TEXT, action TEXT NOT NULL DEFAULT 'redrive', target TEXT)`,
+          sql`INSERT INTO relay_audit_next (id, event_id, reason, generation, tick, actor)
+            SELECT id, event_id, reason, generation, tick, actor FROM relay_audit`,
+          sql`DROP TABLE relay_audit`,
+          sql`ALTER TABLE relay_audit_next RENAME TO relay_audit`
+        ], { discard: true })
+    })
+    // A paused flow's head, and the heads of a paused group's flows, are not claimed; each keeps
+    // its turn. Few rows are ever paused: the claim's walk passes over them.
+    yield* sql`ALTER TABLE relay_flow ADD COLUMN paused INTEGER NOT NULL DEFAULT 0`
+    yield* sql`ALTER TABLE relay_group ADD COLUMN paused INTEGER NOT NULL DEFAULT 0`
+    // Whether anything is paused, answered from an empty index while nothing is: an idle claim's
+    // read of when to wake then stays the one index entry it was.
+    yield* sql`CREATE INDEX relay_flow_paused ON relay_flow (flow_id) WHERE paused <> 0`
+    yield* sql`CREATE INDEX relay_group_paused ON relay_group (group_id) WHERE paused <> 0`
+    // The stored policy may change while processes run: they re-read it when its version moves.
+    yield* sql`ALTER TABLE relay_settings ADD COLUMN version BIGINT NOT NULL DEFAULT 0`
   })
 }
 

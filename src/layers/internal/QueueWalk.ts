@@ -60,14 +60,14 @@ export const selectCandidates = (store: Store) => {
     sql`SELECT ${sql.literal(candidateColumns)},
           CAST(NULL AS BIGINT) AS g_served, CAST(NULL AS BIGINT) AS g_weight, CAST(NULL AS BIGINT) AS g_burst
         FROM relay_flow f JOIN relay_event e ON e.flow_id = f.flow_id AND e.seq = f.head_seq
-        WHERE f.eligible_at IS NOT NULL AND f.group_id IS NULL AND +f.eligible_at <= ${now}
+        WHERE f.eligible_at IS NOT NULL AND f.group_id IS NULL AND +f.eligible_at <= ${now} AND f.paused = 0
         ORDER BY f.served, f.flow_id LIMIT ${walkLimit(store, now, limit)}`
   const grouped = (now: number, limit: number, perGroup: number) =>
     sql`SELECT ${sql.literal(candidateColumns)}, g.served AS g_served, g.weight AS g_weight, g.burst AS g_burst
       FROM (SELECT group_id, served, weight, burst FROM relay_group
-          WHERE eligible_at IS NOT NULL AND +eligible_at <= ${now} ORDER BY served, group_id LIMIT ${walkLimit(store, now, limit)}) AS g
+          WHERE eligible_at IS NOT NULL AND +eligible_at <= ${now} AND paused = 0 ORDER BY served, group_id LIMIT ${walkLimit(store, now, limit)}) AS g
         JOIN relay_flow f ON f.flow_id IN (SELECT flow_id FROM relay_flow
-          WHERE group_id = g.group_id AND eligible_at IS NOT NULL AND group_id IS NOT NULL AND +eligible_at <= ${now}
+          WHERE group_id = g.group_id AND eligible_at IS NOT NULL AND group_id IS NOT NULL AND +eligible_at <= ${now} AND paused = 0
           ORDER BY served, flow_id ${limitTo(sql, perGroup)})
         JOIN relay_event e ON e.flow_id = f.flow_id AND e.seq = f.head_seq`
   // SQLite sets up the grouped part's subqueries even when it finds no group (~25 µs on a store
@@ -112,16 +112,16 @@ const walkTogether = (store: Store, lock: boolean) => {
     sql`SELECT ${sql.literal(candidateColumns)},
           CAST(NULL AS BIGINT) AS g_served, CAST(NULL AS BIGINT) AS g_weight, CAST(NULL AS BIGINT) AS g_burst
         FROM (SELECT * FROM relay_flow
-          WHERE eligible_at IS NOT NULL AND group_id IS NULL AND +eligible_at <= ${now}
+          WHERE eligible_at IS NOT NULL AND group_id IS NULL AND +eligible_at <= ${now} AND paused = 0
           ORDER BY served, flow_id LIMIT ${walkLimit(store, now, alone)} ${locking}) AS f
         ${headOf}
       UNION ALL
       SELECT ${sql.literal(candidateColumns)}, g.served AS g_served, g.weight AS g_weight, g.burst AS g_burst
       FROM (SELECT group_id, served, weight, burst FROM relay_group
-          WHERE eligible_at IS NOT NULL AND +eligible_at <= ${now}
+          WHERE eligible_at IS NOT NULL AND +eligible_at <= ${now} AND paused = 0
           ORDER BY served, group_id LIMIT ${walkLimit(store, now, limit)} ${locking}) AS g
         CROSS JOIN LATERAL (SELECT * FROM relay_flow
-          WHERE group_id = g.group_id AND eligible_at IS NOT NULL AND group_id IS NOT NULL AND +eligible_at <= ${now}
+          WHERE group_id = g.group_id AND eligible_at IS NOT NULL AND group_id IS NOT NULL AND +eligible_at <= ${now} AND paused = 0
           ORDER BY served, flow_id LIMIT ${perGroup} ${locking}) AS f
         ${headOf}`
 }
@@ -142,7 +142,7 @@ export const claimRead = (store: Store, execLater: NonNullable<Store["execLater"
     const settledFlows = ids.length === 0 ? sql.literal("") : sql`UNION ALL
         SELECT 1 AS settled, f.flow_id, f.seq, f.served, f.head_seq, f.eligible_at, f.weight, f.burst, f.group_id,
           NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
-        FROM relay_flow f WHERE f.flow_id IN (SELECT flow_id FROM relay_event WHERE event_id IN ${sql.in(ids)})`
+        FROM relay_flow f WHERE f.flow_id IN (SELECT flow_id FROM relay_event WHERE event_id IN ${sql.in(ids)}) AND f.paused = 0`
     const read = sql<{ readonly settled: number | null; readonly flow_id: string | null; readonly due_after: unknown }>`
       SELECT w.*, d.due_after FROM (SELECT MIN(eligible_at) AS due_after FROM relay_flow WHERE eligible_at > ${now}) AS d
       LEFT JOIN LATERAL (

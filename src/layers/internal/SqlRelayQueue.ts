@@ -6,9 +6,10 @@
  * as a table (`Store.rowsTable`: bound `VALUES` on SQLite, one JSON parameter on PostgreSQL).
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect, Exit } from "effect"
-import type { FlowId } from "../../domain/Ids.js"
+import { Effect, Exit, Schema } from "effect"
+import type { FlowId, GroupId } from "../../domain/Ids.js"
 import type { Head } from "../../domain/Operations.js"
+import { ProtocolSettings } from "../../domain/Policy.js"
 import type { PolicyInput, RelayPolicy } from "../../domain/Policy.js"
 import { compareIds } from "../../domain/Protocol.js"
 import type { EventRecord, FlowRecord, GroupRecord } from "../../domain/Records.js"
@@ -19,7 +20,7 @@ import type { Fragment } from "@effect/sql/Statement"
 import * as Rows from "./QueueRows.js"
 import { resolvePolicy } from "./QueueSchema.js"
 import { claimRead, selectCandidates } from "./QueueWalk.js"
-import { chunks, execWrite, insertRows, isolated, limitTo, query, rowsTable } from "./Store.js"
+import { chunks, execWrite, insertRows, isolated, isPostgres, limitTo, query, rowsTable } from "./Store.js"
 import type { Store } from "./Store.js"
 
 const eventColumns = ["event_id", "state", "next_at", "lease_until", "generation", "attempts", "lifetime_attempts", "reason"]
@@ -29,7 +30,23 @@ const dedupColumns = ["event_id", "flow_id", "seq", "body_hash", "pruned_at"]
 const flowColumns = ["flow_id", "seq", "served", "head_seq", "eligible_at", "weight", "burst", "group_id"]
 const groupColumns = ["group_id", "served", "weight", "burst"]
 
-const { audit, events, flows, groups } = Rows.records
+const { audit, events, flowViews, flows, groups } = Rows.records
+const decodeProtocol = Schema.decodeUnknownEither(Schema.parseJson(ProtocolSettings))
+
+/** A flow that is neither paused nor in a paused group (rows of `relay_flow` unaliased). */
+const unpaused = (sql: Store["sql"]) =>
+  sql.literal("paused = 0 AND (group_id IS NULL OR group_id NOT IN (SELECT group_id FROM relay_group WHERE paused <> 0))")
+
+/**
+ * The least `eligible_at` of the flows a claim may take (`unpaused`): while nothing is paused (two
+ * empty partial indexes say so), the first entry of the wake index, as without pauses; else the
+ * first of it that is not paused, past the paused ones.
+ */
+const unpausedMin = (sql: Store["sql"]) =>
+  sql`CASE WHEN EXISTS (SELECT 1 FROM relay_flow WHERE paused <> 0) OR EXISTS (SELECT 1 FROM relay_group WHERE paused <> 0)
+    THEN (SELECT MIN(eligible_at) FROM relay_flow WHERE eligible_at IS NOT NULL AND ${unpaused(sql)})
+    ELSE (SELECT MIN(eligible_at) FROM relay_flow WHERE eligible_at IS NOT NULL) END`
+
 const identities = (rows: ReadonlyArray<unknown>) =>
   Exit.map(Rows.decode.identities(rows), (decoded) =>
     decoded.map((row) => ({ eventId: row.event_id, flowId: row.flow_id, seq: row.seq, bodyText: row.body, bodyHash: row.body_hash })))
@@ -90,7 +107,7 @@ const refreshGroupsWhere = (store: Store, which: Fragment, lock: boolean) => {
   const update = execWrite(
     store,
     sql`UPDATE relay_group SET eligible_at = (SELECT MIN(f.eligible_at) FROM relay_flow f
-        WHERE f.group_id = relay_group.group_id AND f.head_seq IS NOT NULL AND f.eligible_at IS NOT NULL)
+        WHERE f.group_id = relay_group.group_id AND f.head_seq IS NOT NULL AND f.eligible_at IS NOT NULL AND f.paused = 0)
       WHERE ${which}`
   )
   return lock ? Effect.zipRight(execWrite(store, sql`SELECT group_id FROM relay_group WHERE ${which} ORDER BY group_id FOR UPDATE`), update) : update
@@ -120,11 +137,7 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean; r
   return {
     now: store.now,
     clock: query(store, sql`SELECT tick, ticket FROM relay_clock WHERE id = 1`, (rows) => Exit.map(clocks(rows), (decoded) => decoded[0]!)),
-    wakeAt: query(
-      store,
-      sql`SELECT MIN(eligible_at) AS at FROM relay_flow WHERE eligible_at IS NOT NULL`,
-      (rows) => Exit.map(aggregates(rows), ([row]) => row!.at)
-    ),
+    wakeAt: query(store, sql`SELECT ${unpausedMin(sql)} AS at`, (rows) => Exit.map(aggregates(rows), ([row]) => row!.at)),
     candidates: selectCandidates(store),
     events: (ids) => ids.length === 0 ? Effect.succeed([]) : query(store, sql`SELECT * FROM relay_event WHERE event_id IN ${sql.in(ids)}`, events),
     // Every write holds the store's lock from its start (SQLite's single writer, PostgreSQL's exact
@@ -171,6 +184,42 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean; r
         } ORDER BY ${filter.flowId === undefined ? sql`event_id` : sql`seq`} ${limitTo(sql, filter.limit)}`,
         events
       ),
+    quarantinedHeads: (filter, after, limit) => {
+      const conditions = [
+        ...(filter.group === undefined ? [] : [sql`f.group_id = ${filter.group}`]),
+        ...(filter.flowId === undefined ? [] : [sql`e.flow_id = ${filter.flowId}`]),
+        ...(filter.flowPrefix === undefined ? [] : [sql`substr(e.flow_id, 1, ${[...filter.flowPrefix].length}) = ${filter.flowPrefix}`]),
+        ...(filter.reasonContains === undefined
+          ? []
+          : [isPostgres(sql) ? sql`strpos(e.reason, ${filter.reasonContains}) > 0` : sql`instr(e.reason, ${filter.reasonContains}) > 0`]),
+        ...(filter.quarantinedBefore === undefined ? [] : [sql`e.next_at <= ${filter.quarantinedBefore}`]),
+        ...(filter.quarantinedAfter === undefined ? [] : [sql`e.next_at >= ${filter.quarantinedAfter}`]),
+        ...(after === undefined ? [] : [sql`e.event_id > ${after}`])
+      ]
+      // A quarantined head is a flow's head whose flow waits for nothing (eligible_at null): found
+      // from the flows, not by scanning every event.
+      return query(
+        store,
+        sql`SELECT e.*, f.group_id AS head_group FROM relay_flow f JOIN relay_event e ON e.flow_id = f.flow_id AND e.seq = f.head_seq
+          WHERE ${sql.and([sql`f.head_seq IS NOT NULL AND f.eligible_at IS NULL AND e.state = 'quarantined'`, ...conditions])}
+          ORDER BY e.event_id ${limitTo(sql, limit)}`,
+        (rows) =>
+          Exit.map(events(rows), (decoded) =>
+            decoded.map((event, i) => ({ event, group: (rows[i] as { readonly head_group: GroupId | null }).head_group })))
+      )
+    },
+    protocol: query(store, sql`SELECT protocol, version FROM relay_settings WHERE id = 1`, (rows) => {
+      const [row] = rows as ReadonlyArray<{ readonly protocol: string; readonly version: unknown }>
+      if (row === undefined) return Exit.succeed(undefined)
+      const settings = decodeProtocol(row.protocol)
+      // Settings this library wrote that no longer decode: a store we cannot trust (as a row that does not decode).
+      return settings._tag === "Left" ? Exit.die(settings.left) : Exit.succeed({ settings: settings.right, version: Number(row.version) })
+    }),
+    countPaused: query(
+      store,
+      sql`SELECT (SELECT COUNT(*) FROM relay_flow WHERE paused <> 0) AS at, (SELECT COUNT(*) FROM relay_group WHERE paused <> 0) AS n`,
+      (rows) => Exit.map(aggregates(rows), ([row]) => ({ flows: row!.at ?? 0, groups: row!.n ?? 0 }))
+    ),
     listFlows: (filter: FlowQuery) => {
       const group = filter.group === undefined ? [] : [sql`group_id = ${filter.group}`]
       return query(
@@ -187,13 +236,13 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean; r
                 : [sql`(served > ${filter.after.served} OR (served = ${filter.after.served} AND flow_id > ${filter.after.flowId}))`])
             ])
           } ORDER BY served, flow_id ${limitTo(sql, filter.limit)}`,
-        flows
+        flowViews
       )
     },
     listGroups: (filter) =>
       query(
         store,
-        sql`SELECT g.group_id, g.served, g.weight, g.burst,
+        sql`SELECT g.group_id, g.served, g.weight, g.burst, g.paused,
             (SELECT COUNT(*) FROM relay_flow f WHERE f.group_id = g.group_id) AS flows,
             (SELECT COUNT(*) FROM relay_flow f WHERE f.group_id = g.group_id AND f.head_seq IS NOT NULL) AS waiting
           FROM relay_group g WHERE ${filter.after === undefined ? sql.literal("1 = 1") : sql`g.group_id > ${filter.after}`}
@@ -219,7 +268,7 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean; r
       sql`SELECT state, COUNT(*) AS n, COALESCE(SUM(lifetime_attempts), 0) AS claims FROM relay_event GROUP BY state`,
       (rows) =>
         Exit.map(counts(rows), (decoded) => {
-          const byState = { ready: 0, inflight: 0, acked: 0, quarantined: 0 }
+          const byState = { ready: 0, inflight: 0, acked: 0, quarantined: 0, discarded: 0 }
           let claims = 0
           for (const row of decoded) {
             byState[row.state] = row.n
@@ -231,14 +280,15 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean; r
     eligibleHeads: (now) =>
       query(
         store,
-        sql`SELECT MIN(eligible_at) AS at, COUNT(*) AS n FROM relay_flow WHERE eligible_at IS NOT NULL AND eligible_at <= ${now}`,
+        sql`SELECT MIN(eligible_at) AS at, COUNT(*) AS n FROM relay_flow WHERE eligible_at IS NOT NULL AND eligible_at <= ${now}
+          AND ${unpaused(sql)}`,
         (rows) => Exit.map(aggregates(rows), ([row]) => ({ count: row!.n ?? 0, oldest: row!.at }))
       ),
     pruneCandidates: (cutoff, limit) =>
       query(
         store,
         sql`SELECT event_id, flow_id, seq, state, acked_at, body FROM relay_event
-          WHERE state = 'acked' AND acked_at <= ${cutoff} ORDER BY acked_at ${limitTo(sql, limit)}`,
+          WHERE state IN ('acked', 'discarded') AND acked_at <= ${cutoff} ORDER BY acked_at ${limitTo(sql, limit)}`,
         Rows.records.pruneCandidates
       ),
     countPrunable: (eventCutoff, dedupCutoff, limit) =>
@@ -246,7 +296,7 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean; r
         events: eventCutoff === null ? Effect.succeed(0) : query(
           store,
           sql`SELECT NULL AS at, COUNT(*) AS n FROM (SELECT 1 AS one FROM relay_event
-            WHERE state = 'acked' AND acked_at <= ${eventCutoff} ${limitTo(sql, limit)}) AS due`,
+            WHERE state IN ('acked', 'discarded') AND acked_at <= ${eventCutoff} ${limitTo(sql, limit)}) AS due`,
           countOf
         ),
         dedup: dedupCutoff === null ? Effect.succeed(0) : query(
@@ -264,18 +314,18 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean; r
       ),
     updateEvents: (records: ReadonlyArray<EventRecord>, acked = []) => {
       const ackedAt = new Map(acked.map((a): [string, number] => [a.eventId, a.ackedAt]))
-      // An acked event keeps the ack time it has; any other state has none.
+      // An acked (discarded) event keeps the time it has; any other state has none.
       if (records.length === 1) {
         const row = Rows.eventUpdate(records[0]!)
         return execWrite(store, sql`UPDATE relay_event SET state = ${row.state}, next_at = ${row.next_at}, lease_until = ${row.lease_until},
             generation = ${row.generation}, attempts = ${row.attempts}, lifetime_attempts = ${row.lifetime_attempts}, reason = ${row.reason},
-            acked_at = CASE WHEN ${row.state} = 'acked' THEN COALESCE(${ackedAt.get(row.event_id) ?? null}, acked_at) END
+            acked_at = CASE WHEN ${row.state} IN ('acked', 'discarded') THEN COALESCE(${ackedAt.get(row.event_id) ?? null}, acked_at) END
           WHERE event_id = ${row.event_id}`)
       }
       return bulk(records, updateColumns.length, (records) =>
         execWrite(store, sql`UPDATE relay_event SET state = v.state, next_at = v.next_at, lease_until = v.lease_until,
             generation = v.generation, attempts = v.attempts, lifetime_attempts = v.lifetime_attempts, reason = v.reason,
-            acked_at = CASE WHEN v.state = 'acked' THEN COALESCE(v.acked_at, relay_event.acked_at) END
+            acked_at = CASE WHEN v.state IN ('acked', 'discarded') THEN COALESCE(v.acked_at, relay_event.acked_at) END
           FROM ${
           rowsTable(sql, "relay_event", updateColumns, records.map((e) => Object.assign(Rows.eventUpdate(e), { acked_at: ackedAt.get(e.eventId) ?? null })))
         }
@@ -331,9 +381,34 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean; r
     appendAudit: (record) =>
       execWrite(
         store,
-        sql`INSERT INTO relay_audit (event_id, reason, generation, tick, actor)
-          VALUES (${record.eventId}, ${record.reason}, ${record.generation}, ${record.tick}, ${record.actor})`
+        sql`INSERT INTO relay_audit (event_id, reason, generation, tick, actor, action, target)
+          VALUES (${record.eventId}, ${record.reason}, ${record.generation}, ${record.tick}, ${record.actor}, ${record.action}, ${record.target})`
       ),
+    setPaused: (target, paused) => {
+      const flag = paused ? 1 : 0
+      type Row = { readonly paused: unknown; readonly group_id: string | null }
+      const rowsOf = (rows: ReadonlyArray<object>) => Exit.succeed(rows as ReadonlyArray<Row>)
+      // Read, then changed (an operator's write: not worth one statement that answers the old value on both databases).
+      const [read, update] = "group" in target
+        ? [
+          sql`SELECT paused, group_id FROM relay_group WHERE group_id = ${target.group}`,
+          sql`UPDATE relay_group SET paused = ${flag} WHERE group_id = ${target.group}`
+        ]
+        : [
+          sql`SELECT paused, group_id FROM relay_flow WHERE flow_id = ${target.flowId}`,
+          sql`UPDATE relay_flow SET paused = ${flag} WHERE flow_id = ${target.flowId}`
+        ]
+      return Effect.flatMap(query(store, read, rowsOf), ([row]) => {
+        if (row === undefined) return Effect.succeed(undefined)
+        const was = Number(row.paused) !== 0
+        // A flow's pause changes what its group offers: a group's eligible_at is kept over its flows not paused.
+        const refresh = "group" in target ? undefined : refreshGroups(store, [row.group_id], lockGroups)
+        const write = execWrite(store, update)
+        return Effect.as(refresh === undefined ? write : Effect.zipRight(write, refresh), was)
+      })
+    },
+    setProtocol: ({ settings, version }) =>
+      execWrite(store, sql`UPDATE relay_settings SET protocol = ${JSON.stringify(settings)}, version = ${version} WHERE id = 1`),
     putDedup: (records) =>
       bulk(records, dedupColumns.length, (records) =>
         execWrite(store, sql`INSERT INTO relay_pruned (${sql.literal(dedupColumns.join(", "))})
@@ -344,7 +419,7 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean; r
     deleteAcked: (ids) =>
       ids.length === 0 ? Effect.succeed(0) : query(
         store,
-        sql`DELETE FROM relay_event WHERE event_id IN ${sql.in(ids)} AND state = 'acked' RETURNING event_id`,
+        sql`DELETE FROM relay_event WHERE event_id IN ${sql.in(ids)} AND state IN ('acked', 'discarded') RETURNING event_id`,
         rowCount
       ),
     deleteDedup: (cutoff, limit) =>

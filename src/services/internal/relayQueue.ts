@@ -13,20 +13,22 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Either, Metric, Random } from "effect"
 import type { Context } from "effect"
 import type { ClockRegressed } from "../../domain/Errors.js"
-import { EventNotFound as NotFound } from "../../domain/Errors.js"
+import { EventNotFound as NotFound, InvalidInput, TargetNotFound } from "../../domain/Errors.js"
 import type { EventId } from "../../domain/Ids.js"
 import * as Operations from "../../domain/Operations.js"
+import * as Operator from "../../domain/Operator.js"
 import type { Changes } from "../../domain/Operations.js"
 import type { ClaimOutcome, DeliveryReply, SettleOutcome } from "../../domain/Outcomes.js"
+import { protocolKeys, protocolOf } from "../../domain/Policy.js"
 import type { RelayPolicy } from "../../domain/Policy.js"
 import * as Protocol from "../../domain/Protocol.js"
 import type { ClockRecord, EventRecord, Snapshot, Token } from "../../domain/Records.js"
 import * as Faults from "../Faults.js"
 import * as Metrics from "../Metrics.js"
-import type { QueueBackend, QueueReads, QueueWrites, SettleRead } from "../QueueBackend.js"
+import type { QueueBackend, QueueReads, QueueWrites, SettleRead, StoredProtocol } from "../QueueBackend.js"
 import * as Input from "../QueueInput.js"
 import * as Retention from "../Retention.js"
-import type { ClaimBatch, RedriveInput, RelayQueueService, ResetClockInput, SettledAndClaimed } from "../RelayQueue.js"
+import type { ClaimBatch, DiscardInput, PauseInput, PauseResult, RedriveAllInput, RedrivenHead, RedriveInput, SetPolicyInput, RelayQueueService, ResetClockInput, SettledAndClaimed } from "../RelayQueue.js"
 
 /**
  * Wakes this process's sleeping workers when work arrives through this queue instance (an
@@ -124,9 +126,13 @@ const settleFaults: FaultPoints = { before: "settle:before-commit", after: "sett
  */
 export const make = (
   backend: QueueBackend,
-  policy: RelayPolicy,
+  initial: RelayPolicy,
   retention: Retention.Retention = Retention.defaultRetention
 ): RelayQueueService => {
+  // The policy every decision reads: the store's protocol settings may change while this runs
+  // (`setPolicy` here, or in another process: `refreshPolicy` adopts them).
+  let policy = initial
+  let policyVersion: number | undefined
   const wake = makeWake()
   const localTime = Effect.clockWith((clock) => clock.currentTimeMillis)
   // The store's clock when it offers one (one time line for every host), else the caller's.
@@ -433,7 +439,9 @@ export const make = (
             reason: request.reason,
             generation: next.right.generation,
             tick: clock.tick,
-            actor: request.actor ?? null
+            actor: request.actor ?? null,
+            action: "redrive",
+            target: null
           })
           const changes: Changes = { ...Operations.noChanges, events: [next.right], heads: [Operations.headAfter(next.right, undefined)], clock }
           return [{ _tag: "Redriven", generation: next.right.generation } as const, changes] as const
@@ -441,6 +449,191 @@ export const make = (
       )).pipe(
         Effect.tap(() => Effect.zipRight(Metric.increment(Metrics.redrives), wake.signal)),
         Effect.withSpan("RelayQueue.redrive")
+      )
+
+  /** What one page of a bulk redrive did: the heads redriven, how many it read, and the last id it read (undefined: none left). */
+  interface RedrivePage {
+    readonly heads: ReadonlyArray<RedrivenHead>
+    readonly read: number
+    readonly last: EventId | undefined
+  }
+
+  /** One page of a bulk redrive, in one transaction: the matching heads after `after`, each redriven at the generation read. */
+  const redrivePage = (
+    filter: Operator.RedriveFilter,
+    after: EventId | undefined,
+    request: { readonly reason: string; readonly actor: string | null; readonly pageSize: number; readonly target: string }
+  ) =>
+    write<RedrivePage, never>((tx, clock, now) =>
+      Effect.gen(function*() {
+        const matched = yield* tx.quarantinedHeads(filter, after, request.pageSize)
+        if (matched.length === 0) return [{ heads: [], read: 0, last: undefined }, Operations.noChanges] as const
+        // Read again where a backend holds what it reads (side by side, the events and their flows are locked here).
+        const current = byKey(yield* tx.events(matched.map((m) => m.event.eventId)), (e): string => e.eventId)
+        const heads: Array<RedrivenHead> = []
+        const events: Array<EventRecord> = []
+        for (const { event, group } of matched) {
+          const next = Protocol.redriveEvent(current.get(event.eventId), { eventId: event.eventId, expectedGeneration: event.generation, reason: request.reason }, now)
+          if (Either.isLeft(next)) continue
+          events.push(next.right)
+          heads.push({ eventId: event.eventId, flowId: event.flowId, group, reason: event.reason, generation: next.right.generation })
+          yield* tx.appendAudit({
+            eventId: next.right.eventId,
+            reason: request.reason,
+            generation: next.right.generation,
+            tick: clock.tick,
+            actor: request.actor,
+            action: "redrive",
+            target: request.target
+          })
+        }
+        const changes: Changes = events.length === 0
+          ? Operations.noChanges
+          : { ...Operations.noChanges, events, heads: events.map((e) => Operations.headAfter(e, undefined)), clock }
+        return [{ heads, read: matched.length, last: matched[matched.length - 1]!.event.eventId }, changes] as const
+      })
+    )
+
+  const redriveAll = (input: RedriveAllInput) =>
+    Effect.flatMap(Input.decodeRedriveAll(input), (request) =>
+      Effect.gen(function*() {
+        const { all: _all, ...filter } = request.filter
+        const pageSize = request.pageSize ?? Operator.RedrivePageSize
+        const onPage = input.onPage ?? (() => Effect.void)
+        const heads: Array<RedrivenHead> = []
+        let skipped = 0
+        let pages = 0
+        let after: EventId | undefined
+        for (;;) {
+          if (request.dryRun === true) {
+            const matched = yield* backend.read((tx) => tx.quarantinedHeads(filter, after, pageSize))
+            if (matched.length === 0) break
+            const page = matched.map(({ event, group }): RedrivenHead => ({ eventId: event.eventId, flowId: event.flowId, group, reason: event.reason, generation: event.generation }))
+            heads.push(...page)
+            pages++
+            yield* onPage(page)
+            after = matched[matched.length - 1]!.event.eventId
+            continue
+          }
+          const page = yield* redrivePage(filter, after, {
+            reason: request.reason,
+            actor: request.actor ?? null,
+            pageSize,
+            target: `bulk:${JSON.stringify(request.filter)}`
+          })
+          if (page.last === undefined) break
+          heads.push(...page.heads)
+          skipped += page.read - page.heads.length
+          pages++
+          if (page.heads.length > 0) yield* Metric.incrementBy(Metrics.redrives, page.heads.length).pipe(Effect.zipRight(wake.signal))
+          yield* onPage(page.heads)
+          after = page.last
+        }
+        return { dryRun: request.dryRun === true, heads, skipped, pages }
+      })).pipe(Effect.withSpan("RelayQueue.redriveAll"))
+
+  const discard = (input: DiscardInput) =>
+    Effect.flatMap(Input.decodeDiscard(input), (request) =>
+      write((tx, clock, now) =>
+        Effect.gen(function*() {
+          const [event] = yield* tx.events([request.eventId])
+          const decided = Operator.discardEvent(event, request)
+          if (Either.isLeft(decided)) return yield* Effect.fail(decided.left)
+          const discarded = decided.right
+          // Read after the event (and, side by side, its flow) is held: nothing is appended meanwhile.
+          const [successor] = yield* tx.eventsAt([{ flowId: discarded.flowId, seq: discarded.seq + 1 }])
+          yield* tx.appendAudit({
+            eventId: discarded.eventId,
+            reason: request.reason,
+            generation: discarded.generation,
+            tick: clock.tick,
+            actor: request.actor ?? null,
+            action: "discard",
+            target: null
+          })
+          const changes: Changes = {
+            ...Operations.noChanges,
+            events: [discarded],
+            acked: [{ eventId: discarded.eventId, ackedAt: now }],
+            heads: [Operations.headAfter(discarded, successor)],
+            clock
+          }
+          return [{ _tag: "Discarded", generation: discarded.generation, nextHead: successor?.eventId ?? null } as const, changes] as const
+        })
+      )).pipe(
+        Effect.tap(() => Effect.zipRight(Metric.increment(Metrics.discards), wake.signal)),
+        Effect.withSpan("RelayQueue.discard")
+      )
+
+  const setPaused = (input: PauseInput, paused: boolean) => {
+    const operation = paused ? "pause" : "resume"
+    return Effect.flatMap(Input.decodePause(input, operation), (request) =>
+      write((tx, clock) =>
+        Effect.gen(function*() {
+          const target = "group" in request
+            ? { kind: "group" as const, id: request.group as string }
+            : { kind: "flow" as const, id: request.flowId as string }
+          const was = yield* tx.setPaused("group" in request ? { group: request.group } : { flowId: request.flowId }, paused)
+          if (was === undefined) return yield* Effect.fail(new TargetNotFound(target))
+          yield* tx.appendAudit({
+            eventId: null,
+            reason: request.reason,
+            generation: null,
+            tick: clock.tick,
+            actor: request.actor ?? null,
+            action: operation,
+            target: `${target.kind}:${target.id}`
+          })
+          const result: PauseResult = { _tag: paused ? "Paused" : "Resumed", target, changed: was !== paused }
+          return [result, Operations.noChanges] as const
+        })
+      )).pipe(
+        Effect.tap(() => (paused ? Effect.void : wake.signal)),
+        Effect.withSpan(paused ? "RelayQueue.pause" : "RelayQueue.resume")
+      )
+  }
+
+  /** Adopts `stored` when it is newer than what this instance runs. */
+  const adopt = (stored: StoredProtocol | undefined): RelayPolicy => {
+    if (stored !== undefined && (policyVersion === undefined || stored.version > policyVersion)) {
+      policy = { ...policy, ...stored.settings }
+      policyVersion = stored.version
+    }
+    return policy
+  }
+
+  const refreshPolicy: Effect.Effect<RelayPolicy, SqlError> = backend.read((tx) =>
+    tx.protocol === undefined ? Effect.succeed(policy) : Effect.map(tx.protocol, adopt)
+  ).pipe(Effect.withSpan("RelayQueue.refreshPolicy"))
+
+  const setPolicy = (input: SetPolicyInput) =>
+    Effect.flatMap(Input.decodeSetPolicy(input, policy), (request) =>
+      write((tx, clock) =>
+        Effect.gen(function*() {
+          if (tx.protocol === undefined || tx.setProtocol === undefined) {
+            return yield* Effect.fail(new InvalidInput({ operation: "setPolicy", message: "this store keeps no policy to change" }))
+          }
+          const stored = (yield* tx.protocol) ?? { settings: protocolOf(policy), version: 0 }
+          const settings = protocolOf({ ...policy, ...stored.settings, ...request.settings })
+          const changed = protocolKeys.filter((key) => settings[key] !== stored.settings[key])
+          const next = { settings, version: stored.version + 1 }
+          if (changed.length > 0) {
+            yield* tx.setProtocol(next)
+            yield* tx.appendAudit({
+              eventId: null,
+              reason: request.reason,
+              generation: null,
+              tick: clock.tick,
+              actor: request.actor ?? null,
+              action: "policy",
+              target: JSON.stringify(Object.fromEntries(changed.map((key) => [key, settings[key]])))
+            })
+          }
+          return [{ changed, policy: changed.length > 0 ? next : stored }, Operations.noChanges] as const
+        })
+      )).pipe(
+        Effect.map(({ changed, policy: stored }) => ({ changed, policy: adopt(stored), version: stored.version })),
+        Effect.withSpan("RelayQueue.setPolicy")
       )
 
   const resetClock = (input: ResetClockInput) =>
@@ -476,11 +669,13 @@ export const make = (
       const now = yield* timeOf(tx)
       const eligible = yield* tx.eligibleHeads(now)
       const { byState, claims } = yield* tx.countByState
+      const paused = yield* tx.countPaused
       return {
         byState,
         claims,
         eligibleHeads: eligible.count,
         oldestEligibleAgeMillis: eligible.oldest === null ? 0 : Math.max(0, now - eligible.oldest),
+        paused,
         clock: yield* tx.clock
       }
     })
@@ -497,7 +692,11 @@ export const make = (
       )).pipe(Effect.withSpan("RelayQueue.inspect"))
 
   return {
-    policy,
+    get policy() {
+      return policy
+    },
+    refreshPolicy,
+    setPolicy,
     enqueue: (input) =>
       Effect.flatMap(Input.decodeEnqueue(input, policy), (command) => Effect.map(enqueueAll([command]), (results) => results[0]!))
         .pipe(Metrics.withHotSpan("RelayQueue.enqueue")),
@@ -533,6 +732,10 @@ export const make = (
         Metrics.withHotSpan("RelayQueue.settleAndClaim")
       ),
     redrive,
+    redriveAll,
+    discard,
+    pause: (input) => setPaused(input, true),
+    resume: (input) => setPaused(input, false),
     resetClock,
     snapshot,
     stats,

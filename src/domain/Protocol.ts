@@ -8,7 +8,7 @@ import { ClockRegressed, EnqueueConflict, EventNotFound, GenerationMismatch, Mis
 import type { RedriveError } from "./Errors.js"
 import type { EventId, FlowId } from "./Ids.js"
 import type { DeliveryReply, SettleOutcome } from "./Outcomes.js"
-import { retryDelay } from "./Policy.js"
+import { retryDelayAtLeast } from "./Policy.js"
 import type { RelayPolicy } from "./Policy.js"
 import type { ClockRecord, EventRecord, FlowRecord, Token } from "./Records.js"
 
@@ -141,7 +141,7 @@ export const claimEvent = (head: EventRecord, now: number, policy: RelayPolicy):
 export type Verdict =
   | { readonly _tag: "Ack" }
   | { readonly _tag: "Quarantine"; readonly reason: string }
-  | { readonly _tag: "Retry"; readonly reason: string }
+  | { readonly _tag: "Retry"; readonly reason: string; readonly retryAfter?: number | undefined }
 
 /** Classifies a receiver reply (SPEC §3 table). */
 export const verdictOf: (reply: DeliveryReply) => Verdict = Match.type<DeliveryReply>().pipe(
@@ -151,7 +151,7 @@ export const verdictOf: (reply: DeliveryReply) => Verdict = Match.type<DeliveryR
     IdConflict: (): Verdict => ({ _tag: "Quarantine", reason: "id_conflict" }),
     SequenceConflict: (): Verdict => ({ _tag: "Quarantine", reason: "sequence_conflict" }),
     Rejected: ({ code }): Verdict => ({ _tag: "Quarantine", reason: code }),
-    Retry: ({ reason }): Verdict => ({ _tag: "Retry", reason }),
+    Retry: ({ reason, retryAfter }): Verdict => ({ _tag: "Retry", reason, retryAfter }),
     Gap: ({ expected }): Verdict => ({ _tag: "Retry", reason: `gap: receiver expects seq ${expected}` })
   })
 )
@@ -191,16 +191,51 @@ export const settleEvent = (
       return quarantine(event, verdict.reason)
     case "Retry": {
       if (event.attempts >= policy.retryBudget) return quarantine(event, verdict.reason)
-      const nextAt = now + retryDelay(policy, event.attempts, draw)
+      const nextAt = now + retryDelayAtLeast(policy, event.attempts, draw, verdict.retryAfter)
       return { outcome: { _tag: "RetryScheduled", nextAt }, next: { ...event, state: "ready", nextAt, leaseUntil: null } }
     }
   }
 }
 
-const quarantine = (event: EventRecord, reason: string): SettleDecision => ({
-  outcome: { _tag: "Quarantined", reason },
-  next: { ...event, state: "quarantined", reason, leaseUntil: null }
-})
+const quarantine = (event: EventRecord, reply: string): SettleDecision => {
+  const reason = boundReason(reply)
+  return { outcome: { _tag: "Quarantined", reason }, next: { ...event, state: "quarantined", reason, leaseUntil: null } }
+}
+
+/** Longest quarantine reason stored, in UTF-8 bytes (the marker included). */
+export const MaxStoredReasonBytes = 1024
+
+/** What ends a reason cut to `MaxStoredReasonBytes`. */
+export const CutMarker = "… [cut]"
+
+// Bytes of one character in UTF-8 (a lone surrogate is written as U+FFFD: 3 bytes).
+const utf8Length = (character: string): number => {
+  const codePoint = character.codePointAt(0)!
+  return codePoint < 0x80 ? 1 : codePoint < 0x800 ? 2 : codePoint < 0x10000 ? 3 : 4
+}
+const byteLength = (text: string): number => {
+  let bytes = 0
+  for (const character of text) bytes += utf8Length(character)
+  return bytes
+}
+
+/**
+ * A receiver's code or reason as it is stored and shown: itself when it fits in
+ * `MaxStoredReasonBytes`, otherwise its longest prefix of whole characters that fits with
+ * `CutMarker` after it. A receiver chooses these strings; a megabyte of them must not become a
+ * megabyte in every row, listing and page that shows the quarantine.
+ */
+export const boundReason = (reason: string): string => {
+  let bytes = 0
+  let fits = 0
+  const room = MaxStoredReasonBytes - byteLength(CutMarker)
+  for (const character of reason) {
+    bytes += utf8Length(character)
+    if (bytes > MaxStoredReasonBytes) return `${reason.slice(0, fits)}${CutMarker}`
+    if (bytes <= room) fits += character.length
+  }
+  return reason
+}
 
 /** An operator's request to release a quarantined head. */
 export interface RedriveRequest {

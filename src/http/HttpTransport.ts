@@ -234,6 +234,10 @@ type ReplyBody = { readonly _tag: "Complete"; readonly text: string } | { readon
  */
 const readBounded = (response: HttpClientResponse.HttpClientResponse): Effect.Effect<ReplyBody, HttpClientError.ResponseError> => {
   const declared = response.headers["content-length"]
+  // No body by definition (`fetch` gives these no stream at all).
+  if (response.status === 204 || response.status === 205 || response.status === 304 || declared === "0") {
+    return Effect.succeed({ _tag: "Complete", text: "" })
+  }
   const tooLarge = declared !== undefined && /^\d+$/.test(declared) && Number(declared) > MaxReplyBytes
   return Stream.runFoldWhile(
     response.stream,

@@ -6,3 +6,5 @@
 export * as HttpTransport from "./http/HttpTransport.js"
 /** The receiver's HTTP handler and a Node server for it. */
 export * as HttpInbox from "./http/HttpInbox.js"
+/** Standard Webhooks signatures: signing deliveries and verifying them. */
+export * as WebhookSignature from "./http/WebhookSignature.js"

@@ -10,6 +10,6 @@ export { SqliteInbox, SqliteRelayQueue } from "./sqlite.js"
 /** The queue and the receiver on PostgreSQL. */
 export { PgInbox, PgRelayQueue } from "./postgres.js"
 /** Delivery over HTTP, and the receiver's HTTP handler. */
-export { HttpInbox, HttpTransport } from "./http.js"
+export { HttpInbox, HttpTransport, WebhookSignature } from "./http.js"
 /** The operator dashboard. */
 export { Dashboard } from "./dashboard.js"

@@ -10,13 +10,13 @@ import * as HttpTransport from "../../src/http/HttpTransport.js"
 import * as SqliteRelayQueue from "../../src/layers/SqliteRelayQueue.js"
 import { Relay } from "../../src/services/Relay.js"
 import { commands, emit, runMain } from "./io.js"
-import { e2ePolicy } from "./httpWorkers.js"
+import { e2ePolicy, e2eSecret } from "./httpWorkers.js"
 
 const [queueFile, url, workers] = process.argv.slice(2)
 if (queueFile === undefined || url === undefined || workers === undefined) throw new Error("usage: <queueFile> <url> <workers>")
 
 const live = Relay.layer.pipe(
-  Layer.provide(HttpTransport.layer({ url, timeout: "2 seconds" })),
+  Layer.provide(HttpTransport.layer({ url, secrets: e2eSecret, timeout: "2 seconds" })),
   Layer.provide(NodeHttpClient.layerUndici),
   Layer.provideMerge(SqliteRelayQueue.layer({ filename: queueFile, policy: e2ePolicy }))
 )

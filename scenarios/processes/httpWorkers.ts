@@ -13,6 +13,9 @@ export const e2ePolicy: PolicyInput = {
   retryBudget: 10_000
 }
 
+/** The signing secret the scenario's workers and receiver share (a fixed test key, `whsec_<base64>`). */
+export const e2eSecret = `whsec_${Buffer.alloc(32, 0x5a).toString("base64")}`
+
 /**
  * Starts `processes` worker processes (each with `workers` fibers) against `queueFile` and `url`,
  * runs `until` while they work, then stops them gracefully and returns their exit codes.

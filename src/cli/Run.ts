@@ -6,7 +6,7 @@ import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { SqlError } from "@effect/sql/SqlError"
-import { Deferred, Duration, Effect, Layer, Option, ParseResult, Ref, Schema } from "effect"
+import { Config, Deferred, Duration, Effect, Layer, Option, ParseResult, Redacted, Ref, Schema } from "effect"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -161,6 +161,28 @@ const HttpUrl: Schema.Schema<string, string> = Schema.transformOrFail(Schema.Str
   encode: ParseResult.succeed
 })
 
+/** The environment variable `run --http` reads its signing secret(s) from. */
+export const WebhookSecretVariable = "FAIR_RELAY_WEBHOOK_SECRET"
+
+/** The signing secrets of `run --http`, from the environment; none only with `--unsigned`. */
+const webhookSecrets = (unsigned: boolean) =>
+  Effect.gen(function*() {
+    const secret = yield* Config.option(Config.redacted(WebhookSecretVariable)).pipe(
+      Effect.mapError((error) => usage("InvalidOption", `${WebhookSecretVariable}: ${error.message}`))
+    )
+    const given = Option.filter(secret, (value) => Redacted.value(value).trim() !== "")
+    if (Option.isNone(given) && !unsigned) {
+      return yield* usage(
+        "MissingWebhookSecret",
+        `run --http signs every delivery: set ${WebhookSecretVariable} to the receiver's secret (whsec_…, space-separated for a rotation), or pass --unsigned`
+      )
+    }
+    if (Option.isSome(given) && unsigned) {
+      return yield* usage("InvalidOption", `--unsigned contradicts ${WebhookSecretVariable}, which is set`)
+    }
+    return Option.getOrUndefined(given)
+  })
+
 /** `run`: the worker daemon. */
 export const run = Command.make("run", {
   ...shared,
@@ -184,6 +206,11 @@ export const run = Command.make("run", {
     .pipe(Options.optional),
   shutdownGrace: duration("shutdown-grace", "On SIGINT/SIGTERM, how long in-flight deliveries may finish; default 10s")
     .pipe(Options.withDefault(Duration.seconds(10))),
+  unsigned: Options.boolean("unsigned").pipe(
+    Options.withDescription(
+      `With --http: send deliveries without a webhook signature. Otherwise the signing secret(s) come from ${WebhookSecretVariable} (whsec_…, space-separated for a rotation), never from the command line.`
+    )
+  ),
   untilIdle: Options.boolean("until-idle").pipe(
     Options.withDescription("Exit once nothing is left to deliver: no head is or will become eligible (all acked or quarantined).")
   )
@@ -205,6 +232,11 @@ export const run = Command.make("run", {
         `--lease (${Duration.format(options.lease.value)}) must be longer than --delivery-timeout (${Duration.format(options.deliveryTimeout)})`
       )
     }
+    if (options.unsigned && Option.isNone(options.http)) {
+      return yield* usage("InvalidOption", "--unsigned applies to --http only")
+    }
+    // Secrets never travel on the command line (other users see it in `ps`): the environment only.
+    const secrets = Option.isSome(options.http) ? yield* webhookSecrets(options.unsigned) : undefined
     // Before any layer is built: a missing or foreign queue store must not get a receiver file created next to it.
     yield* Store.check(db)
     // Only the settings given: the store keeps its protocol settings, and a process adopts them.
@@ -238,8 +270,13 @@ export const run = Command.make("run", {
     const Deliveries: Layer.Layer<Transport, CliFailure | InvalidInput> = Option.isSome(options.http)
       ? HttpTransport.layer({
         url: options.http.value,
+        secrets,
+        unsigned: options.unsigned,
         timeout: Duration.min(options.deliveryTimeout, HttpTransport.DefaultTimeout)
-      }).pipe(Layer.provide(NodeHttpClient.layerUndici))
+      }).pipe(
+        Layer.mapError((error) => (error._tag === "InvalidInput" ? error : usage(error._tag, error.message))),
+        Layer.provide(NodeHttpClient.layerUndici)
+      )
       : Transport.layerInbox.pipe(Layer.provide(sampleReceiver(Option.getOrElse(options.inbox, () => ""), Option.getOrElse(options.maxDelta, () => 1000))))
 
     const runOptions: RunOptions = {

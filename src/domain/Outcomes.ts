@@ -38,8 +38,12 @@ export const IdConflict = Schema.TaggedStruct("IdConflict", {})
 export const SequenceConflict = Schema.TaggedStruct("SequenceConflict", {})
 /** The receiver refuses the event permanently (business code). */
 export const Rejected = Schema.TaggedStruct("Rejected", { code: Schema.String })
-/** A transient failure: try again later. */
-export const Retry = Schema.TaggedStruct("Retry", { reason: Schema.String })
+/**
+ * A transient failure: try again later. `retryAfter`, when given, is the least delay the receiver
+ * asks for, in ticks (milliseconds on the default clock), e.g. an HTTP `Retry-After`; the queue
+ * waits at least that long, but never longer than its policy's `backoffCap`.
+ */
+export const Retry = Schema.TaggedStruct("Retry", { reason: Schema.String, retryAfter: Schema.optional(Schema.NonNegativeInt) })
 /** The receiver expects an earlier seq of this flow first. */
 export const Gap = Schema.TaggedStruct("Gap", { expected: Seq })
 /** The receiver's answer to one delivery. */

@@ -175,3 +175,13 @@ export const retryDelay = (policy: RelayPolicy, attempts: number, draw: number):
   const delay = backoff(policy, attempts)
   return policy.jitter === "full" ? Math.floor(delay * Math.min(Math.max(draw, 0), 1)) : delay
 }
+
+/**
+ * The delay before the next try when the receiver asked for at least `least` ticks: the larger of
+ * the schedule (`retryDelay`) and `least`, capped by `backoffCap` so that no receiver can park a
+ * flow beyond the policy's longest backoff. Without `least` it is `retryDelay`.
+ */
+export const retryDelayAtLeast = (policy: RelayPolicy, attempts: number, draw: number, least: number | undefined): number => {
+  const delay = retryDelay(policy, attempts, draw)
+  return least === undefined ? delay : Math.min(policy.backoffCap, Math.max(delay, least))
+}

@@ -9,7 +9,7 @@ import type { RedriveError } from "./Errors.js"
 import type { EventId, FlowId } from "./Ids.js"
 import { boundReason } from "./Operator.js"
 import type { DeliveryReply, SettleOutcome } from "./Outcomes.js"
-import { retryDelay } from "./Policy.js"
+import { retryDelayAtLeast } from "./Policy.js"
 import type { RelayPolicy } from "./Policy.js"
 import type { ClockRecord, EventRecord, FlowRecord, Token } from "./Records.js"
 
@@ -142,7 +142,7 @@ export const claimEvent = (head: EventRecord, now: number, policy: RelayPolicy):
 export type Verdict =
   | { readonly _tag: "Ack" }
   | { readonly _tag: "Quarantine"; readonly reason: string }
-  | { readonly _tag: "Retry"; readonly reason: string }
+  | { readonly _tag: "Retry"; readonly reason: string; readonly retryAfter?: number | undefined }
 
 /** Classifies a receiver reply (SPEC §3 table). */
 export const verdictOf: (reply: DeliveryReply) => Verdict = Match.type<DeliveryReply>().pipe(
@@ -152,7 +152,7 @@ export const verdictOf: (reply: DeliveryReply) => Verdict = Match.type<DeliveryR
     IdConflict: (): Verdict => ({ _tag: "Quarantine", reason: "id_conflict" }),
     SequenceConflict: (): Verdict => ({ _tag: "Quarantine", reason: "sequence_conflict" }),
     Rejected: ({ code }): Verdict => ({ _tag: "Quarantine", reason: code }),
-    Retry: ({ reason }): Verdict => ({ _tag: "Retry", reason }),
+    Retry: ({ reason, retryAfter }): Verdict => ({ _tag: "Retry", reason, retryAfter }),
     Gap: ({ expected }): Verdict => ({ _tag: "Retry", reason: `gap: receiver expects seq ${expected}` })
   })
 )
@@ -192,7 +192,7 @@ export const settleEvent = (
       return quarantine(event, verdict.reason, now)
     case "Retry": {
       if (event.attempts >= policy.retryBudget) return quarantine(event, verdict.reason, now)
-      const nextAt = now + retryDelay(policy, event.attempts, draw)
+      const nextAt = now + retryDelayAtLeast(policy, event.attempts, draw, verdict.retryAfter)
       // The last reason is kept (bounded), so an operator can see why a head is backing off.
       return {
         outcome: { _tag: "RetryScheduled", nextAt },
@@ -203,13 +203,13 @@ export const settleEvent = (
 }
 
 /**
- * A head stopped in place. A quarantined event is never claimable, so its `nextAt` says when it
- * was quarantined (what a bulk redrive filters on).
+ * A head stopped in place, its reason bounded (`boundReason`). A quarantined event is never
+ * claimable, so its `nextAt` says when it was quarantined (what a bulk redrive filters on).
  */
-const quarantine = (event: EventRecord, reason: string, now: number): SettleDecision => ({
-  outcome: { _tag: "Quarantined", reason },
-  next: { ...event, state: "quarantined", reason: boundReason(reason), nextAt: now, leaseUntil: null }
-})
+const quarantine = (event: EventRecord, reply: string, now: number): SettleDecision => {
+  const reason = boundReason(reply)
+  return { outcome: { _tag: "Quarantined", reason }, next: { ...event, state: "quarantined", reason, nextAt: now, leaseUntil: null } }
+}
 
 /** An operator's request to release a quarantined head. */
 export interface RedriveRequest {

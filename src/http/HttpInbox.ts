@@ -1,28 +1,36 @@
 /**
- * The receiver's side of `HttpTransport`: an HTTP handler that hands each `POST`ed delivery to
- * `Inbox.receive` and answers with its reply.
+ * The receiver's side of `HttpTransport`: an HTTP handler that checks each `POST`ed delivery's
+ * Standard Webhooks signature, hands the delivery to `Inbox.receive` and answers with its reply
+ * as a fair-relay reply (`Content-Type: application/vnd.fair-relay.reply+json`).
  *
  * | request                                                          | status | body                             |
  * |------------------------------------------------------------------|--------|----------------------------------|
  * | any delivery the inbox answered (every `DeliveryReply`)          | 200    | the reply, e.g. `{"_tag":"Accepted"}` |
  * | not a `POST`                                                     | 405    | `{"error":"method_not_allowed",…}` |
- * | `Content-Type` not `application/json` (or `…+json`, UTF-8)       | 415    | `{"error":"unsupported_media_type",…}` |
  * | body above `maxRequestBytes` (declared, or counted while reading) | 413    | `{"error":"payload_too_large",…}` |
- * | body is not JSON                                                 | 400    | `{"error":"malformed_json",…}`   |
+ * | signature headers missing, no signature matches, timestamp off by more than `toleranceSeconds` | 401 | `{"error":"unauthorized",…}` |
+ * | `Content-Type` not `application/json` (or `…+json`, UTF-8)       | 415    | `{"error":"unsupported_media_type",…}` |
+ * | body is not valid UTF-8, or not JSON                             | 400    | `{"error":"malformed_json",…}`   |
  * | the document is not a delivery (bad id, seq, missing body)       | 400    | `{"error":"invalid_delivery",…}` |
- * | `Idempotency-Key` present and not the body's `eventId`           | 400    | `{"error":"idempotency_key_mismatch",…}` |
+ * | `webhook-id` or `Idempotency-Key` not the body's `eventId`       | 400    | `{"error":"idempotency_key_mismatch",…}` |
  * | the receiver's database failed (`SqlError`)                      | 500    | `{"error":"receiver_store",…}`   |
+ *
+ * The signature is checked on the bytes as they came, before anything reads them as text or
+ * JSON: an unsigned request learns nothing about the receiver but the 401. Signatures compare in
+ * constant time; several secrets are accepted at once during a rotation. A handler without a
+ * secret refuses to be built (`MissingWebhookSecret`) unless given `unauthenticated: true`, and
+ * then says so in the log: anyone who can reach its port can inject events.
  *
  * Every protocol reply — including `IdConflict`, `Rejected` and `Gap` — is a 200: the status says
  * whether the exchange worked, the body says what the receiver decided. A 4xx means the sender
- * (or something between) is broken; it is not a protocol reply, so `HttpTransport` maps it to
- * `Retry` and the queue's budget quarantines the event with the 4xx's reason: it is neither
- * acked nor refused for good before an operator looks. A 500 is transient: the sender retries.
+ * (or something between) is broken, and `HttpTransport` quarantines the event with
+ * `Rejected{"http_4xx"}`: it is neither acked nor retried before an operator looks. A 500 is
+ * transient: the sender retries.
  *
  * Error messages and the receiver's log lines are one line each. The body is read while it
  * streams, up to `maxRequestBytes` (default `DefaultMaxRequestBytes`: the queue's 1 MiB body
  * limit plus 16 KiB of envelope); past it the receiver answers 413 with `Connection: close` and
- * reads no further. The `Idempotency-Key` is read as percent-encoded UTF-8 (see
+ * reads no further. `webhook-id` and `Idempotency-Key` are read as percent-encoded UTF-8 (see
  * `HttpTransport`); a raw key equal to the event id is accepted too.
  */
 import * as HttpServer from "@effect/platform/HttpServer"
@@ -30,12 +38,14 @@ import type { ServeError } from "@effect/platform/HttpServerError"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
-import { Effect, Either, Layer } from "effect"
+import { Clock, Effect, Either, Layer } from "effect"
 import { createServer } from "node:http"
 import { InvalidInput } from "../domain/Errors.js"
+import type { DeliveryReply } from "../domain/Outcomes.js"
 import { Inbox } from "../services/Inbox.js"
 import * as Body from "./internal/body.js"
 import * as Wire from "./internal/wire.js"
+import * as WebhookSignature from "./WebhookSignature.js"
 
 /** The header carrying the event id (checked against the body when present). */
 export const IdempotencyKeyHeader = Wire.IdempotencyKeyHeader
@@ -54,11 +64,26 @@ export const DefaultMaxRequestBytes: number = Wire.DefaultMaxRequestBytes
 /** Options of the handler. */
 export interface HandlerOptions {
   /**
+   * The secret(s) deliveries are signed with, `whsec_<base64>`; several (a list, or
+   * space-separated) are all accepted, for a rotation. Required unless `unauthenticated` is true.
+   */
+  readonly secrets?: WebhookSignature.SecretsInput | undefined
+  /**
+   * Accept deliveries without checking any signature: only for a receiver no one else can reach.
+   * Must be said explicitly; the handler logs a warning when it is built.
+   */
+  readonly unauthenticated?: boolean | undefined
+  /** How far a delivery's `webhook-timestamp` may be from this receiver's clock, in seconds (default 300). */
+  readonly toleranceSeconds?: number | undefined
+  /**
    * Largest request body read, in bytes (default `DefaultMaxRequestBytes`). Raise it together
    * with the queue's `maxBodyBytes`, or large events are refused here with 413 after enqueue.
    */
   readonly maxRequestBytes?: number | undefined
 }
+
+/** Why a handler could not be built: a bad option, or a missing or malformed secret. */
+export type MakeError = InvalidInput | WebhookSignature.MissingWebhookSecret | WebhookSignature.InvalidWebhookSecret
 
 /** The receiver's HTTP app: answers one delivery per request, whatever the path. */
 export type Handler = Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest | Inbox>
@@ -83,19 +108,21 @@ const isJsonMediaType = (contentType: string | undefined): boolean => {
   return parameters.every((parameter) => !parameter.startsWith("charset=") || /^charset="?utf-8"?$/.test(parameter))
 }
 
-const handle = (maxRequestBytes: number): Handler =>
+/** The reply as a fair-relay reply document, so `HttpTransport` reads the decision and not only the status. */
+const answer = (reply: DeliveryReply) =>
+  HttpServerResponse.text(JSON.stringify(reply), { status: 200, contentType: Wire.ReplyMediaType })
+
+interface Settings {
+  readonly keys: WebhookSignature.Keys
+  readonly toleranceSeconds: number
+  readonly maxRequestBytes: number
+}
+
+const handle = ({ keys, maxRequestBytes, toleranceSeconds }: Settings): Handler =>
   Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
     if (request.method !== "POST") {
       return yield* refuse(405, "method_not_allowed", `deliveries are POSTed, not ${request.method}`, { allow: "POST" })
-    }
-    const contentType = request.headers["content-type"]
-    if (!isJsonMediaType(contentType)) {
-      return yield* refuse(
-        415,
-        "unsupported_media_type",
-        `deliveries are application/json (UTF-8), not ${contentType === undefined ? "a body without Content-Type" : JSON.stringify(contentType)}`
-      )
     }
     const body = yield* Effect.either(Body.readLimited(request, maxRequestBytes))
     if (Either.isLeft(body)) {
@@ -105,7 +132,25 @@ const handle = (maxRequestBytes: number): Handler =>
       // `Connection: close`: the rest of the body is not read, so the connection cannot be reused.
       return yield* refuse(413, "payload_too_large", `the request body is larger than ${maxRequestBytes} bytes`, { connection: "close" })
     }
-    const json = Wire.parseJson(body.right.text)
+    const bytes = body.right.bytes
+    if (WebhookSignature.hasKeys(keys)) {
+      const now = Math.floor((yield* Clock.currentTimeMillis) / 1000)
+      const verified = WebhookSignature.verify(keys, request.headers, bytes, now, toleranceSeconds)
+      if (Either.isLeft(verified)) return yield* refuse(401, "unauthorized", `the delivery is not signed with this receiver's secret: ${verified.left}`)
+    }
+    const contentType = request.headers["content-type"]
+    if (!isJsonMediaType(contentType)) {
+      return yield* refuse(
+        415,
+        "unsupported_media_type",
+        `deliveries are application/json (UTF-8), not ${contentType === undefined ? "a body without Content-Type" : JSON.stringify(contentType)}`
+      )
+    }
+    const text = Body.utf8Text(bytes)
+    if (text === undefined) {
+      return yield* refuse(400, "malformed_json", "the request body is not valid UTF-8")
+    }
+    const json = Wire.parseJson(text)
     if (Either.isLeft(json)) {
       return yield* refuse(400, "malformed_json", `the request body is not JSON: ${Wire.describeIssues(json.left)}`)
     }
@@ -114,16 +159,18 @@ const handle = (maxRequestBytes: number): Handler =>
       return yield* refuse(400, "invalid_delivery", `the document is not a delivery: ${Wire.describeIssues(document.left)}`)
     }
     const delivery = document.right
-    const key = request.headers[Wire.IdempotencyKeyHeader]
-    if (key !== undefined && !Wire.keyNames(key, delivery.eventId)) {
-      return yield* refuse(400, "idempotency_key_mismatch", "the Idempotency-Key header differs from the body's eventId")
+    for (const header of [WebhookSignature.IdHeader, Wire.IdempotencyKeyHeader]) {
+      const key = request.headers[header]
+      if (key !== undefined && !Wire.keyNames(key, delivery.eventId)) {
+        return yield* refuse(400, "idempotency_key_mismatch", `the ${header} header differs from the body's eventId`)
+      }
     }
     const annotations = { eventId: delivery.eventId, flowId: delivery.flowId, seq: delivery.seq }
     yield* Effect.annotateCurrentSpan(annotations)
     const inbox = yield* Inbox
     // `receive` validates again (and the body as canonical JSON) for every caller, not only HTTP.
     return yield* inbox.receive(delivery).pipe(
-      Effect.map((reply) => HttpServerResponse.unsafeJson(reply)),
+      Effect.map(answer),
       Effect.catchTags({
         InvalidInput: (error) => refuse(400, "invalid_delivery", error.message),
         // The store's message stays in the receiver's log: it is no business of the sender's.
@@ -140,36 +187,38 @@ const handle = (maxRequestBytes: number): Handler =>
 const errorText = (error: { readonly message: string; readonly cause?: unknown }): string =>
   error.cause instanceof Error && !error.message.includes(error.cause.message) ? `${error.message} (${error.cause.message})` : error.message
 
-/**
- * Builds the handler with `options`; fails `InvalidInput` when `maxRequestBytes` is not a
- * positive integer. Serve it (`HttpServer.serve(handler)`) or mount it on a route:
- *
- * ```ts
- * HttpRouter.empty.pipe(HttpRouter.post("/deliveries", yield* HttpInbox.makeHandler({ maxRequestBytes: 4 << 20 })))
- * ```
- */
-export const makeHandler = (options: HandlerOptions = {}): Effect.Effect<Handler, InvalidInput> => {
-  const limit = options.maxRequestBytes ?? DefaultMaxRequestBytes
-  return Number.isSafeInteger(limit) && limit > 0
-    ? Effect.succeed(handle(limit))
-    : Effect.fail(new InvalidInput({ operation: "HttpInbox.makeHandler", message: `maxRequestBytes: ${String(limit)} is not a positive integer` }))
-}
+const invalid = (message: string) => new InvalidInput({ operation: "HttpInbox.makeHandler", message })
 
 /**
- * The handler with the default options: an `HttpApp` answering one delivery, whatever the path.
- * Serve it as the whole app (`layer`, `layerServer`) or mount it on a route of your own server:
+ * Builds the handler with `options`; fails `MissingWebhookSecret` without a secret (unless
+ * `unauthenticated: true`), `InvalidWebhookSecret` on a malformed one, `InvalidInput` on a bad
+ * limit. Serve it (`HttpServer.serve(handler)`) or mount it on a route of your own server:
  *
  * ```ts
- * HttpRouter.empty.pipe(HttpRouter.post("/deliveries", HttpInbox.handler), HttpServer.serve())
+ * const handler = yield* HttpInbox.makeHandler({ secrets: Redacted.make(process.env.WEBHOOK_SECRET!) })
+ * HttpRouter.empty.pipe(HttpRouter.post("/deliveries", handler), HttpServer.serve())
  * ```
  */
-export const handler: Handler = handle(DefaultMaxRequestBytes)
+export const makeHandler = (options: HandlerOptions): Effect.Effect<Handler, MakeError> =>
+  Effect.gen(function*() {
+    const maxRequestBytes = options.maxRequestBytes ?? DefaultMaxRequestBytes
+    if (!Number.isSafeInteger(maxRequestBytes) || maxRequestBytes <= 0) {
+      return yield* invalid(`maxRequestBytes: ${String(maxRequestBytes)} is not a positive integer`)
+    }
+    const toleranceSeconds = options.toleranceSeconds ?? WebhookSignature.DefaultToleranceSeconds
+    if (!Number.isSafeInteger(toleranceSeconds) || toleranceSeconds <= 0) {
+      return yield* invalid(`toleranceSeconds: ${String(toleranceSeconds)} is not a positive integer`)
+    }
+    const keys = yield* WebhookSignature.requireKeys("HttpInbox.makeHandler", options.secrets, {
+      flag: "unauthenticated",
+      given: options.unauthenticated,
+      without: "deliveries are accepted without a signature: anyone who can reach this endpoint can inject events"
+    })
+    return handle({ keys, maxRequestBytes, toleranceSeconds })
+  })
 
-/** Serves `handler` as the whole app of the `HttpServer` in context, for the scope of the layer. */
-export const layer: Layer.Layer<never, never, HttpServer.HttpServer | Inbox> = HttpServer.serve(handler)
-
-/** Like `layer`, with handler options; fails `InvalidInput` on a bad option. */
-export const layerWith = (options: HandlerOptions): Layer.Layer<never, InvalidInput, HttpServer.HttpServer | Inbox> =>
+/** Serves the handler built with `options` as the whole app of the `HttpServer` in context, for the scope of the layer. */
+export const layer = (options: HandlerOptions): Layer.Layer<never, MakeError, HttpServer.HttpServer | Inbox> =>
   Layer.unwrapEffect(Effect.map(makeHandler(options), (app) => HttpServer.serve(app)))
 
 /** Options of `layerServer`. */
@@ -184,9 +233,9 @@ export interface ServerOptions extends HandlerOptions {
  * A Node HTTP server serving `handler`, listening for the scope of the layer; it also provides
  * `HttpServer` so callers can read the bound address (`url`).
  */
-export const layerServer = (options: ServerOptions = {}): Layer.Layer<HttpServer.HttpServer, ServeError | InvalidInput, Inbox> =>
+export const layerServer = (options: ServerOptions): Layer.Layer<HttpServer.HttpServer, ServeError | MakeError, Inbox> =>
   Layer.provideMerge(
-    layerWith(options),
+    layer(options),
     NodeHttpServer.layer(() => createServer(), { port: options.port ?? 0, host: options.host ?? "127.0.0.1" })
   )
 

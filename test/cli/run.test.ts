@@ -20,21 +20,25 @@ const enqueued = (file: string, events: ReadonlyArray<readonly [string, string, 
     for (const [eventId, flowId, delta] of events) yield* queue.enqueue({ eventId, flowId, body: { delta } })
   })))
 
-/** An HTTP receiver that accepts every delivery and records it. */
+const secret = `whsec_${Buffer.alloc(32, 0x33).toString("base64")}`
+
+/** An HTTP receiver that accepts every delivery and records it (and its signature header). */
 const receiver = async () => {
   const received: Array<{ eventId: string; flowId: string; seq: number }> = []
+  const signatures: Array<string | undefined> = []
   const server = http.createServer((request, response) => {
     let body = ""
     request.setEncoding("utf8").on("data", (chunk: string) => (body += chunk))
     request.on("end", () => {
       const delivery = JSON.parse(body) as { eventId: string; flowId: string; seq: number }
       received.push({ eventId: delivery.eventId, flowId: delivery.flowId, seq: delivery.seq })
+      signatures.push(request.headers["webhook-signature"] as string | undefined)
       response.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ _tag: "Accepted" }))
     })
   })
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
   const { port } = server.address() as AddressInfo
-  return { url: `http://127.0.0.1:${port}/deliveries`, received, close: () => new Promise<void>((resolve) => server.close(() => resolve())) }
+  return { url: `http://127.0.0.1:${port}/deliveries`, received, signatures, close: () => new Promise<void>((resolve) => server.close(() => resolve())) }
 }
 
 describe("fair-relay run, help, version and demo", () => {
@@ -43,13 +47,39 @@ describe("fair-relay run, help, version and demo", () => {
     await enqueued(db, [["A1", "A", 1], ["A2", "A", 2], ["B1", "B", 3], ["C1", "C", 4], ["A3", "A", 5]])
     const endpoint = await receiver()
     try {
-      const ran = await bin(["run", "--db", db, "--http", endpoint.url, "--workers", "2", "--batch", "2", "--until-idle", "--json"])
+      const ran = await bin(["run", "--db", db, "--http", endpoint.url, "--workers", "2", "--batch", "2", "--until-idle", "--json"], {
+        env: { FAIR_RELAY_WEBHOOK_SECRET: secret }
+      })
       expect(ran.code, ran.stderr).toBe(0)
       const summary = JSON.parse(ran.stdout) as { outcomes: Record<string, number>; stats: { byState: Record<string, number> } }
       expect(summary.outcomes).toEqual({ Acked: 5 })
       expect(summary.stats.byState).toEqual({ ready: 0, inflight: 0, acked: 5, quarantined: 0, discarded: 0 })
       expect(endpoint.received.filter((d) => d.flowId === "A").map((d) => d.eventId)).toEqual(["A1", "A2", "A3"])
       expect(endpoint.received.map((d) => d.eventId).sort()).toEqual(["A1", "A2", "A3", "B1", "C1"])
+    } finally {
+      await endpoint.close()
+    }
+  }, 120_000)
+
+  it("run --http refuses to start without FAIR_RELAY_WEBHOOK_SECRET unless --unsigned, and with a malformed secret", async () => {
+    const db = path.join(dir, "unsigned.db")
+    await enqueued(db, [["A1", "A", 1]])
+    const endpoint = await receiver()
+    try {
+      const missing = await bin(["run", "--db", db, "--http", endpoint.url, "--until-idle"], { env: { FAIR_RELAY_WEBHOOK_SECRET: "" } })
+      expect(missing.code).toBe(2)
+      expect(missing.stderr).toMatch(/set FAIR_RELAY_WEBHOOK_SECRET .* or pass --unsigned \(MissingWebhookSecret\)/)
+      const malformed = await bin(["run", "--db", db, "--http", endpoint.url, "--until-idle"], { env: { FAIR_RELAY_WEBHOOK_SECRET: "hunter2" } })
+      expect(malformed.code).toBe(2)
+      expect(malformed.stderr).toMatch(/\(InvalidWebhookSecret\)/)
+      expect(malformed.stderr).not.toContain("hunter2")
+      expect(endpoint.received).toEqual([])
+      const unsigned = await bin(["run", "--db", db, "--http", endpoint.url, "--unsigned", "--until-idle", "--json"], {
+        env: { FAIR_RELAY_WEBHOOK_SECRET: "" }
+      })
+      expect(unsigned.code, unsigned.stderr).toBe(0)
+      expect(endpoint.received.map((d) => d.eventId)).toEqual(["A1"])
+      expect(endpoint.signatures).toEqual([undefined])
     } finally {
       await endpoint.close()
     }

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Arbitrary, Either, Schema, FastCheck as fc } from "effect"
 import { DefaultMaxBodyBytes } from "../../src/domain/Json.js"
-import { adoptStored, backoff, defaultPolicy, makePolicy, protocolOf, RelayPolicy, seedPolicy } from "../../src/domain/Policy.js"
+import { adoptStored, backoff, defaultPolicy, makePolicy, protocolOf, RelayPolicy, retryDelay, retryDelayAtLeast, seedPolicy } from "../../src/domain/Policy.js"
 import { rightOf } from "./fixtures.js"
 
 /** SPEC §3: next_at = now + min(cap, base · 2^(attempts−1)). */
@@ -156,4 +156,39 @@ describe("makePolicy", () => {
   it.prop("accepts every valid policy unchanged", [policyArb], ([policy]) => {
     expect(rightOf(makePolicy(policy))).toEqual(policy)
   })
+})
+
+describe("retryDelayAtLeast", () => {
+  it("is the schedule when the receiver asks for nothing", () => {
+    expect(retryDelayAtLeast(defaultPolicy, 1, 1, undefined)).toBe(1_000)
+    expect(retryDelayAtLeast(defaultPolicy, 3, 1, undefined)).toBe(4_000)
+  })
+
+  it("is the receiver's least delay when it is longer than the schedule (Retry-After: 2 on a 1 s backoff)", () => {
+    expect(retryDelayAtLeast(defaultPolicy, 1, 1, 2_000)).toBe(2_000)
+  })
+
+  it("is the schedule when the receiver asks for less", () => {
+    expect(retryDelayAtLeast(defaultPolicy, 4, 1, 2_000)).toBe(8_000)
+  })
+
+  it("never exceeds the policy's backoffCap", () => {
+    expect(retryDelayAtLeast(defaultPolicy, 1, 1, 86_400_000)).toBe(defaultPolicy.backoffCap)
+  })
+
+  it.prop(
+    "is min(cap, max(retryDelay, least)) for any policy, attempt, draw and least delay",
+    [policyArb, fc.integer({ min: 1, max: 80 }), fc.double({ min: 0, max: 1, maxExcluded: true, noNaN: true }), fc.nat()],
+    ([policy, attempts, draw, least]) => {
+      const jittered = { ...policy, jitter: "full" as const }
+      for (const p of [policy, jittered]) {
+        const delay = retryDelayAtLeast(p, attempts, draw, least)
+        const schedule = retryDelay(p, attempts, draw)
+        expect(delay).toBeGreaterThanOrEqual(Math.min(p.backoffCap, least))
+        expect(delay).toBeGreaterThanOrEqual(schedule)
+        expect(delay).toBeLessThanOrEqual(Math.max(p.backoffCap, schedule))
+        expect(delay).toBe(Math.min(p.backoffCap, Math.max(schedule, least)))
+      }
+    }
+  )
 })

@@ -15,6 +15,7 @@ import {
   settleEvent
 } from "../../src/domain/Protocol.js"
 import type { StoredIdentity } from "../../src/domain/Protocol.js"
+import { boundReason, CutMarker, MaxKeptReasonBytes as MaxStoredReasonBytes } from "../../src/domain/Operator.js"
 import { EventRecord } from "../../src/domain/Records.js"
 import type { EventState, FlowRecord, Token } from "../../src/domain/Records.js"
 import { eid, fid, flowRecord, leftOf, readyEvent, rightOf, snapshotOf } from "./fixtures.js"
@@ -381,6 +382,46 @@ describe("settleEvent", () => {
       expect(d.next?.state).toBe("ready")
     })
 
+    it("a Retry asking for more than the backoff waits that long", () => {
+      // attempts = 1: the backoff is 2; the receiver asks for 5 → now 12 + 5
+      const { d } = within({ _tag: "Retry", reason: "http 429", retryAfter: 5 })
+      expect(d.outcome).toEqual({ _tag: "RetryScheduled", nextAt: 17 })
+      expect(d.next?.nextAt).toBe(17)
+    })
+
+    it("a Retry asking for less than the backoff waits the backoff", () => {
+      const { d } = within({ _tag: "Retry", reason: "http 503", retryAfter: 1 })
+      expect(d.outcome).toEqual({ _tag: "RetryScheduled", nextAt: 14 })
+    })
+
+    it("a Retry asking for more than the policy's cap waits the cap", () => {
+      // cap 8: a receiver cannot park its flow beyond the policy's longest backoff.
+      const { d } = within({ _tag: "Retry", reason: "http 429", retryAfter: 1_000_000 })
+      expect(d.outcome).toEqual({ _tag: "RetryScheduled", nextAt: 20 })
+    })
+
+    it("a Retry with a least delay still quarantines once the budget is spent", () => {
+      const { d } = within({ _tag: "Retry", reason: "http 429", retryAfter: 5 }, { attempts: 2 })
+      expect(d.outcome).toEqual({ _tag: "Quarantined", reason: "http 429" })
+    })
+
+    it("a refusal code longer than the bound is stored cut, with the marker", () => {
+      const code = "x".repeat(5 * 1024 * 1024)
+      const { d } = within({ _tag: "Rejected", code })
+      const reason = (d.outcome as { readonly reason: string }).reason
+      expect(reason.endsWith(CutMarker)).toBe(true)
+      expect(Buffer.byteLength(reason, "utf8")).toBeLessThanOrEqual(MaxStoredReasonBytes)
+      expect(d.next?.reason).toBe(reason)
+      expect(code.startsWith(reason.slice(0, -CutMarker.length))).toBe(true)
+    })
+
+    it("a Retry reason longer than the bound is stored cut when the budget quarantines", () => {
+      const { d } = within({ _tag: "Retry", reason: "é".repeat(4000) }, { attempts: 2 })
+      expect(d.outcome._tag).toBe("Quarantined")
+      expect(Buffer.byteLength(d.next!.reason!, "utf8")).toBeLessThanOrEqual(MaxStoredReasonBytes)
+      expect(d.next!.reason!.endsWith(CutMarker)).toBe(true)
+    })
+
     it("Retry or Gap when attempts == budget quarantines", () => {
       for (const reply of [{ _tag: "Retry", reason: "unavailable" }, { _tag: "Gap", expected: 1 }] as const) {
         const { d } = within(reply, { attempts: 2 }) // claimed → attempts 3 = budget
@@ -440,12 +481,15 @@ describe("settleEvent", () => {
             expect(d.outcome).toEqual({ _tag: "Quarantined", reason: "sequence_conflict" })
             break
           case "Rejected":
-            expect(d.outcome).toEqual({ _tag: "Quarantined", reason: reply.code })
+            expect(d.outcome).toEqual({ _tag: "Quarantined", reason: boundReason(reply.code) })
             break
           case "Retry":
           case "Gap":
             if (e.attempts < seedPolicy.retryBudget) {
-              expect(d.outcome).toEqual({ _tag: "RetryScheduled", nextAt: now + Math.min(8, 2 * 2 ** (e.attempts - 1)) })
+              // The schedule, or the receiver's least delay when it asks for more, never beyond the cap 8.
+              const schedule = Math.min(8, 2 * 2 ** (e.attempts - 1))
+              const least = reply._tag === "Retry" ? reply.retryAfter ?? 0 : 0
+              expect(d.outcome).toEqual({ _tag: "RetryScheduled", nextAt: now + Math.min(8, Math.max(schedule, least)) })
               expect(d.next?.state).toBe("ready")
             } else {
               expect(d.outcome._tag).toBe("Quarantined")
@@ -659,6 +703,39 @@ describe("reenqueue", () => {
       const result = reenqueue({ flowId: fid(storedFlow), seq, bodyText: storedText }, eid("X"), fid(flow), text)
       if (storedFlow === flow && storedText === text) expect(rightOf(result)).toEqual({ _tag: "Existing", seq })
       else expect(leftOf(result)).toMatchObject({ _tag: "EnqueueConflict", storedFlowId: storedFlow, storedSeq: seq })
+    }
+  )
+})
+
+describe("boundReason", () => {
+  it("keeps a reason that fits", () => {
+    expect(boundReason("unsupported_delta")).toBe("unsupported_delta")
+    expect(boundReason("")).toBe("")
+    const exact = "a".repeat(MaxStoredReasonBytes)
+    expect(boundReason(exact)).toBe(exact)
+  })
+
+  it("cuts one byte over the bound", () => {
+    const cut = boundReason("a".repeat(MaxStoredReasonBytes + 1))
+    expect(cut).toBe(`${"a".repeat(MaxStoredReasonBytes - Buffer.byteLength(CutMarker, "utf8"))}${CutMarker}`)
+  })
+
+  it.prop(
+    "a result fits in the bound in UTF-8, is the reason itself or a prefix of whole characters and the marker",
+    [fc.string({ unit: "binary", maxLength: 1500 })],
+    ([reason]) => {
+      const bounded = boundReason(reason)
+      expect(Buffer.byteLength(bounded, "utf8")).toBeLessThanOrEqual(MaxStoredReasonBytes)
+      if (Buffer.byteLength(reason, "utf8") <= MaxStoredReasonBytes) {
+        expect(bounded).toBe(reason)
+      } else {
+        expect(bounded.endsWith(CutMarker)).toBe(true)
+        const prefix = bounded.slice(0, -CutMarker.length)
+        expect(reason.startsWith(prefix)).toBe(true)
+        // Never half a surrogate pair: the prefix reads back as the same characters.
+        expect(Array.from(prefix).join("")).toBe(prefix)
+        expect(/[\uD800-\uDBFF]$/.test(prefix)).toBe(false)
+      }
     }
   )
 })

@@ -15,6 +15,7 @@ import { Relay } from "../../src/services/Relay.js"
 import { RelayQueue } from "../../src/services/RelayQueue.js"
 import type { RelayPolicy } from "../../src/domain/Policy.js"
 import * as Receiver from "./receiver.js"
+import { TestSecret } from "./signing.js"
 
 const flows = ["A", "B", "C", "D", "E"] as const
 const perFlow = 6
@@ -24,7 +25,7 @@ const deltaOf = (flow: number, seq: number) => 1 + ((flow * 7 + seq * 3) % 10)
 const system = (maxDelta: Ref.Ref<number>, policy: Partial<RelayPolicy>) => {
   const receiver = Receiver.layer(maxDelta)
   const transport = Layer.unwrapEffect(
-    Effect.map(HttpInbox.url, (base) => HttpTransport.layer({ url: new URL("deliveries", base).href, timeout: "5 seconds" }))
+    Effect.map(HttpInbox.url, (base) => HttpTransport.layer({ url: new URL("deliveries", base).href, secrets: TestSecret, timeout: "5 seconds" }))
   )
   const queue = SqliteRelayQueue.layer({ filename: ":memory:", policy: { leaseTicks: 60_000, ...policy } })
   return Relay.layer.pipe(

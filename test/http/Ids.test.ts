@@ -19,6 +19,7 @@ import { RelayQueue } from "../../src/services/RelayQueue.js"
 import * as Transport from "../../src/services/Transport.js"
 import * as Receiver from "./receiver.js"
 import { answer, scripted } from "./scripted.js"
+import { signedHeaders, TestSecret } from "./signing.js"
 
 const clients: ReadonlyArray<readonly [string, Layer.Layer<HttpClient.HttpClient>]> = [
   ["NodeHttpClient.layerUndici", NodeHttpClient.layerUndici],
@@ -56,7 +57,7 @@ for (const [name, client] of clients) {
     it.scopedLive("the header carries the id percent-encoded and the body carries it verbatim", () =>
       Effect.gen(function*() {
         const server = yield* scripted(answer(200, `{"_tag":"Accepted"}`))
-        const transport = yield* HttpTransport.make({ url: server.url, timeout: "5 seconds" })
+        const transport = yield* HttpTransport.make({ url: server.url, secrets: TestSecret, timeout: "5 seconds" })
         for (const [i, event] of events.entries()) {
           expect(yield* transport.deliver({ ...event, seq: i + 1 })).toEqual({ _tag: "Accepted" })
         }
@@ -69,7 +70,7 @@ for (const [name, client] of clients) {
         const maxDelta = yield* Ref.make(1000)
         const receiver = Receiver.layer(maxDelta)
         const transport = Layer.unwrapEffect(
-          Effect.map(HttpInbox.url, (base) => HttpTransport.layer({ url: new URL("deliveries", base).href, timeout: "5 seconds" }))
+          Effect.map(HttpInbox.url, (base) => HttpTransport.layer({ url: new URL("deliveries", base).href, secrets: TestSecret, timeout: "5 seconds" }))
         )
         const system = Relay.layer.pipe(
           Layer.provideMerge(SqliteRelayQueue.layer({ filename: ":memory:", policy: { leaseTicks: 60_000 } })),
@@ -103,12 +104,14 @@ describe("HttpInbox reads the encoded key", () => {
     Effect.gen(function*() {
       const url = new URL("deliveries", yield* HttpInbox.url)
       const post = (eventId: string, seq: number, key: string) =>
-        Effect.promise(() =>
-          fetch(url, {
+        Effect.promise(() => {
+          const body = JSON.stringify({ eventId, flowId: "F", seq, body: { delta: 1 } })
+          return fetch(url, {
             method: "POST",
-            headers: { "content-type": "application/json", "idempotency-key": key },
-            body: JSON.stringify({ eventId, flowId: "F", seq, body: { delta: 1 } })
-          }).then(async (response) => ({ status: response.status, json: await response.json() as unknown })))
+            headers: { "content-type": "application/json", ...signedHeaders(body), "idempotency-key": key },
+            body
+          }).then(async (response) => ({ status: response.status, json: await response.json() as unknown }))
+        })
       expect(yield* post("流-1", 1, "%E6%B5%81-1")).toEqual({ status: 200, json: { _tag: "Accepted" } })
       expect(yield* post("a%41", 2, "a%41")).toEqual({ status: 200, json: { _tag: "Accepted" } })
       expect(yield* post("a%41", 2, "a%2541")).toEqual({ status: 200, json: { _tag: "Duplicate" } })
@@ -131,7 +134,7 @@ describe("a client that throws is a Retry, never a defect", () => {
       const delivery = { eventId: "流-3", flowId: "流", seq: 1, body: { delta: 1 } }
       const replies: Array<unknown> = []
       for (const client of [throwing, dying, failing]) {
-        const transport = yield* Effect.provideService(HttpTransport.make({ url: "http://127.0.0.1:9/deliveries" }), HttpClient.HttpClient, client)
+        const transport = yield* Effect.provideService(HttpTransport.make({ url: "http://127.0.0.1:9/deliveries", secrets: TestSecret }), HttpClient.HttpClient, client)
         const exit = yield* Effect.exit(transport.deliver(delivery))
         expect(Exit.isSuccess(exit)).toBe(true)
         if (Exit.isSuccess(exit)) replies.push(exit.value)
@@ -155,7 +158,7 @@ describe("a client that throws is a Retry, never a defect", () => {
       }
     }).pipe(Effect.provide(Relay.layer.pipe(
       Layer.provideMerge(SqliteRelayQueue.layer({ filename: ":memory:", policy: { leaseTicks: 60_000 } })),
-      Layer.provide(HttpTransport.layer({ url: "http://127.0.0.1:9/deliveries" })),
+      Layer.provide(HttpTransport.layer({ url: "http://127.0.0.1:9/deliveries", secrets: TestSecret })),
       Layer.provide(Layer.succeed(HttpClient.HttpClient, throwing))
     ))))
 
@@ -172,10 +175,10 @@ describe("HttpTransport.make refuses extra headers no client can send", () => {
   it.effect("a value outside Latin-1, a newline in a value, a bad name: InvalidInput naming the header, not its value", () =>
     Effect.gen(function*() {
       for (const headers of [{ "x-tenant": "ключ" }, { authorization: "Bearer a\r\nx-evil: 1" }, { "bad name": "v" }]) {
-        const error = yield* Effect.flip(HttpTransport.make({ url: "http://127.0.0.1:9/deliveries", headers }))
+        const error = yield* Effect.flip(HttpTransport.make({ url: "http://127.0.0.1:9/deliveries", secrets: TestSecret, headers }))
         expect(error._tag).toBe("InvalidInput")
         expect(error.message).not.toContain("Bearer")
       }
-      yield* HttpTransport.make({ url: "http://127.0.0.1:9/deliveries", headers: { "x-tenant": "café" } })
+      yield* HttpTransport.make({ url: "http://127.0.0.1:9/deliveries", secrets: TestSecret, headers: { "x-tenant": "café" } })
     }).pipe(Effect.provide(NodeHttpClient.layerUndici)))
 })

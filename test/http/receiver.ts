@@ -11,6 +11,7 @@ import * as SqliteInbox from "../../src/layers/SqliteInbox.js"
 import * as Counter from "../../src/sample/Counter.js"
 import { applied } from "../../src/services/Inbox.js"
 import type { InboxBusiness } from "../../src/services/Inbox.js"
+import { TestSecret } from "./signing.js"
 
 /** A delta the receiver's store cannot apply: the business step runs a failing statement. */
 export const PoisonDelta = 13
@@ -49,6 +50,6 @@ export const applyLog = (sql: SqlClient): Effect.Effect<ReadonlyArray<Applied>, 
     (rows) => rows.map((row) => ({ eventId: row.event_id, flowId: row.flow_id, seq: Number(row.seq) }))
   )
 
-/** The receiver: `Inbox` (SQLite, in memory) served over HTTP; provides `Inbox` and `HttpServer`. */
+/** The receiver: `Inbox` (SQLite, in memory) served over HTTP, verifying `TestSecret`; provides `Inbox` and `HttpServer`. */
 export const layer = (maxDelta: Ref.Ref<number>) =>
-  HttpInbox.layerServer().pipe(Layer.provideMerge(SqliteInbox.layer({ filename: ":memory:", business: business(maxDelta) })))
+  HttpInbox.layerServer({ secrets: TestSecret }).pipe(Layer.provideMerge(SqliteInbox.layer({ filename: ":memory:", business: business(maxDelta) })))

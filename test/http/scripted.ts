@@ -65,6 +65,10 @@ export const answer = (status: number, body: string, headers: Http.OutgoingHttpH
     response.end(body)
   }
 
+/** Answers `status` with `body` as a fair-relay reply (its media type), so the transport reads the document. */
+export const answerReply = (status: number, body: string, headers: Http.OutgoingHttpHeaders = {}): Script =>
+  answer(status, body, { "content-type": "application/vnd.fair-relay.reply+json", ...headers })
+
 /** A loopback URL on which nothing listens: a port just bound and released. */
 export const closedPort: Effect.Effect<string> = Effect.gen(function*() {
   const server = Http.createServer()

@@ -133,7 +133,7 @@ export type Reply =
   | { readonly _tag: "IdConflict" }
   | { readonly _tag: "SequenceConflict" }
   | { readonly _tag: "Rejected"; readonly code: string }
-  | { readonly _tag: "Retry"; readonly reason: string }
+  | { readonly _tag: "Retry"; readonly reason: string; readonly retryAfter?: number }
   | { readonly _tag: "Gap"; readonly expected: number }
 
 export type ModelError =
@@ -268,7 +268,8 @@ const isReply = (value: unknown): value is Reply => {
     case "Rejected":
       return typeof r.code === "string"
     case "Retry":
-      return typeof r.reason === "string"
+      return typeof r.reason === "string" &&
+        (r.retryAfter === undefined || (typeof r.retryAfter === "number" && Number.isSafeInteger(r.retryAfter) && r.retryAfter >= 0))
     case "Gap":
       return typeof r.expected === "number" && Number.isInteger(r.expected) && r.expected >= 1
     default:
@@ -664,7 +665,10 @@ export class QueueModel {
       case "Gap": {
         const reason = reply._tag === "Retry" ? reply.reason : `gap: receiver expects seq ${reply.expected}`
         if (e.attempts >= m.policy.retryBudget) return quarantine(reason)
-        const delay = Math.min(m.policy.backoffCap, m.policy.backoffBase * 2 ** (e.attempts - 1))
+        const schedule = Math.min(m.policy.backoffCap, m.policy.backoffBase * 2 ** (e.attempts - 1))
+        // A receiver's least delay lengthens the wait, up to the cap and no further.
+        const least = reply._tag === "Retry" ? reply.retryAfter : undefined
+        const delay = least === undefined || least <= schedule ? schedule : Math.min(m.policy.backoffCap, least)
         const nextAt = now + delay
         // The last Retry reason is kept (the model's reasons are all shorter than the bound).
         m.setEvent({ ...e, state: "ready", nextAt, leaseUntil: null, reason })

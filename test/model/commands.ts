@@ -102,7 +102,8 @@ const replyArb: fc.Arbitrary<Reply> = fc.oneof(
   { arbitrary: fc.constant({ _tag: "IdConflict" as const }), weight: 1 },
   { arbitrary: fc.constant({ _tag: "SequenceConflict" as const }), weight: 1 },
   { arbitrary: fc.constantFrom("unsupported_delta", "invalid_delta").map((code) => ({ _tag: "Rejected" as const, code })), weight: 1 },
-  { arbitrary: fc.constantFrom("unavailable", "timeout", "").map((reason) => ({ _tag: "Retry" as const, reason })), weight: 4 },
+  { arbitrary: fc.constantFrom("unavailable", "timeout", "").map((reason) => ({ _tag: "Retry" as const, reason })), weight: 3 },
+  { arbitrary: fc.nat({ max: 20 }).map((retryAfter) => ({ _tag: "Retry" as const, reason: "http 429", retryAfter })), weight: 1 },
   { arbitrary: fc.integer({ min: 1, max: 5 }).map((expected) => ({ _tag: "Gap" as const, expected })), weight: 2 }
 )
 

@@ -9,30 +9,36 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer, Random, Ref } from "effect"
 import { createServer } from "node:http"
 import * as path from "node:path"
+import type { DeliveryReply } from "../../src/domain/Outcomes.js"
 import * as HttpInbox from "../../src/http/HttpInbox.js"
+import * as HttpTransport from "../../src/http/HttpTransport.js"
 import * as SqliteInbox from "../../src/layers/SqliteInbox.js"
 import * as SqliteRelayQueue from "../../src/layers/SqliteRelayQueue.js"
 import * as Counter from "../../src/sample/Counter.js"
 import { Inbox } from "../../src/services/Inbox.js"
-import { e2ePolicy, withHttpWorkers } from "../../scenarios/processes/httpWorkers.js"
+import { e2ePolicy, e2eSecret, withHttpWorkers } from "../../scenarios/processes/httpWorkers.js"
 import { tempDir } from "../support/backends.js"
 
 const Flows = 20
 const Events = 50
 
+/** A fair-relay reply, answered in its media type so the transport reads the decision. */
+const reply = (document: DeliveryReply) =>
+  HttpServerResponse.text(JSON.stringify(document), { contentType: HttpTransport.ReplyMediaType })
+
 /** The receiver: 10% Retry, 10% synthetic Gap, the rest through the real handler and inbox. */
-const flaky = (answered: Ref.Ref<{ retry: number; gap: number }>) =>
+const flaky = (answered: Ref.Ref<{ retry: number; gap: number }>, handler: HttpInbox.Handler) =>
   Effect.gen(function*() {
     const roll = yield* Random.next
     if (roll < 0.1) {
       yield* Ref.update(answered, (n) => ({ ...n, retry: n.retry + 1 }))
-      return HttpServerResponse.unsafeJson({ _tag: "Retry", reason: "unavailable" })
+      return reply({ _tag: "Retry", reason: "unavailable" })
     }
     if (roll < 0.2) {
       yield* Ref.update(answered, (n) => ({ ...n, gap: n.gap + 1 }))
-      return HttpServerResponse.unsafeJson({ _tag: "Gap", expected: 1 })
+      return reply({ _tag: "Gap", expected: 1 })
     }
-    return yield* HttpInbox.handler
+    return yield* handler
   })
 
 describe("three worker processes over HTTP", () => {
@@ -51,7 +57,7 @@ describe("three worker processes over HTTP", () => {
       const answered = yield* Ref.make({ retry: 0, gap: 0 })
       const maxDelta = yield* Ref.make(1000)
       const context = yield* Layer.build(
-        HttpServer.serve(flaky(answered)).pipe(
+        HttpServer.serve(flaky(answered, yield* HttpInbox.makeHandler({ secrets: e2eSecret }))).pipe(
           Layer.provideMerge(NodeHttpServer.layer(() => createServer(), { port: 0, host: "127.0.0.1" })),
           Layer.provideMerge(SqliteInbox.layer({ filename: path.join(dir, "inbox.db"), business: Counter.business(maxDelta) }))
         )

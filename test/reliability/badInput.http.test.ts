@@ -3,11 +3,11 @@
  * (`HttpInbox`, a real server on 127.0.0.1) and malformed responses read by the sender's
  * transport (`HttpTransport.replyOf`).
  *
- * The handler must answer each malformed request with the 4xx of its documented table (405, 415,
- * 413, 400) and an error document whose message is one line, and leave the receiver's store
- * byte-identical; the transport must read every
- * response that is not a well-formed protocol reply — non-JSON, unknown tags, an ack under an
- * error status — as `Retry` with a short, one-line reason, never as an ack.
+ * The handler must answer each malformed request with the 4xx of its documented table (405, 401,
+ * 415, 413, 400) and an error document whose message is one line, and leave the receiver's store
+ * byte-identical; the transport must read every response that claims to be a fair-relay reply
+ * and is not a well-formed one — non-JSON, unknown tags, an ack under an error status — as
+ * `Retry` with a short, one-line reason, never as an ack.
  *
  * (An empty body and a deeply nested document were known gaps — answered `invalid_delivery` and
  * 500 — fixed in src by commit deb14c9.)
@@ -18,6 +18,7 @@ import * as fs from "node:fs"
 import * as HttpInbox from "../../src/http/HttpInbox.js"
 import * as HttpTransport from "../../src/http/HttpTransport.js"
 import * as SqliteInbox from "../../src/layers/SqliteInbox.js"
+import { OtherSecret, signedHeaders, TestSecret } from "../http/signing.js"
 import type { Files } from "./support/stores.js"
 import { changedFiles, copyTemplate, filesIn, filesOf, inboxBusiness, makeDir, writeTemplate } from "./support/stores.js"
 
@@ -44,6 +45,20 @@ const deep = `${"[".repeat(100_000)}${"]".repeat(100_000)}`
 
 const requestCases: ReadonlyArray<RequestCase> = [
   { what: "a GET", method: "GET", status: 405, error: "method_not_allowed" },
+  { what: "a valid delivery without a signature", body: JSON.stringify(a2), headers: { "webhook-signature": "" }, status: 401, error: "unauthorized" },
+  {
+    what: "a valid delivery signed with another secret",
+    body: JSON.stringify(a2),
+    headers: signedHeaders(JSON.stringify(a2), { secret: OtherSecret }),
+    status: 401,
+    error: "unauthorized"
+  },
+  {
+    what: "a delivery whose ids are not valid UTF-8",
+    body: Buffer.concat([Buffer.from(`{"eventId":"A`), Buffer.from([0xff]), Buffer.from(`","flowId":"A","seq":2,"body":{"delta":2}}`)]),
+    status: 400,
+    error: "malformed_json"
+  },
   { what: "a PUT of a valid delivery", method: "PUT", body: JSON.stringify(a2), status: 405, error: "method_not_allowed" },
   { what: "a body that is not JSON", body: "eventId=A2&seq=2", status: 400, error: "malformed_json" },
   { what: "an empty body", body: "", status: 400, error: "malformed_json" },
@@ -83,13 +98,13 @@ const send = async (c: RequestCase) => {
       Effect.scoped(
         Effect.gen(function*() {
           const server = yield* Layer.build(
-            HttpInbox.layerServer().pipe(Layer.provide(SqliteInbox.layer({ filename: files.inbox, business: inboxBusiness() })))
+            HttpInbox.layerServer({ secrets: TestSecret }).pipe(Layer.provide(SqliteInbox.layer({ filename: files.inbox, business: inboxBusiness() })))
           )
           const url = yield* Effect.provide(HttpInbox.url, server)
           return yield* Effect.promise(async () => {
             const response = await fetch(new URL("deliveries", url), {
               method: c.method ?? "POST",
-              headers: { "content-type": "application/json", ...c.headers },
+              headers: { "content-type": "application/json", ...signedHeaders(c.body ?? ""), ...c.headers },
               ...(c.body === undefined ? {} : { body: c.body })
             })
             return { status: response.status, text: await response.text() }
@@ -142,10 +157,10 @@ const responseCases: ReadonlyArray<readonly [string, number, string]> = [
   ["a 200 with terminal escapes and newlines", 200, "\u001b[31mboom\r\n\u0000evil"]
 ]
 
-describe("HttpTransport.replyOf: responses that are not a well-formed reply are Retry, never an ack", () => {
+describe("HttpTransport.replyOf: fair-relay replies that are not well-formed are Retry, never an ack", () => {
   for (const [what, status, body] of responseCases) {
     it(what, () => {
-      const reply = HttpTransport.replyOf(status, body)
+      const reply = HttpTransport.replyOf(status, body, { "content-type": HttpTransport.ReplyMediaType })
       expect(reply._tag).toBe("Retry")
       const reason = (reply as { readonly reason: string }).reason
       // A reason is stored in the queue and logged: one bounded line.

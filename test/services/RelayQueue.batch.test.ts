@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import type { Claimed } from "../../src/domain/Outcomes.js"
+import type { Claimed, DeliveryReply } from "../../src/domain/Outcomes.js"
 import { backends, skippedBackends } from "../support/backends.js"
 import type { Backend } from "../support/backends.js"
 import { at } from "../support/world.js"
@@ -103,6 +103,7 @@ const suite = (backend: Backend) => {
       Effect.gen(function*() {
         const single = yield* backend.world({ maxDelta: 2 })
         const batched = yield* backend.world({ maxDelta: 2 })
+        const unavailable: DeliveryReply = { _tag: "Retry", reason: "unavailable" }
         const replies = (w: World) =>
           Effect.gen(function*() {
             for (const flow of ["A", "B", "C", "D"]) {
@@ -111,7 +112,7 @@ const suite = (backend: Backend) => {
             const claims = yield* w.queue.claimBatch(4)
             const items = yield* Effect.forEach(claims, (claimed) =>
               claimed.event.flowId === "D"
-                ? Effect.succeed({ token: claimed.token, reply: { _tag: "Retry", reason: "unavailable" } as const })
+                ? Effect.succeed({ token: claimed.token, reply: unavailable })
                 : Effect.map(w.deliver(claimed), (reply) => ({ token: claimed.token, reply })))
             // A forged generation and a repeated token: both Stale.
             return [...items, { token: { eventId: "A1", generation: 9 }, reply: { _tag: "Accepted" } as const }, items[1]!]

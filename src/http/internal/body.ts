@@ -11,8 +11,8 @@ import { IncomingMessage } from "node:http"
 
 /** What a limited read found. */
 export type Body = Data.TaggedEnum<{
-  /** The whole body, decoded as UTF-8 (invalid sequences become U+FFFD, and then fail as JSON). */
-  Complete: { readonly text: string }
+  /** The whole body, as the bytes that came (a signature covers these, not a decoding of them). */
+  Complete: { readonly bytes: Uint8Array }
   /** The body passed `limit`; `read` bytes were read, the rest was left on the wire. */
   TooLarge: { readonly read: number }
 }>
@@ -59,7 +59,22 @@ export const readLimited = (
     }
   ).pipe(
     Effect.map(({ chunks, read }) =>
-      read > limit ? Body.TooLarge({ read }) : Body.Complete({ text: Buffer.concat(chunks).toString("utf8") })),
+      read > limit ? Body.TooLarge({ read }) : Body.Complete({ bytes: Buffer.concat(chunks) })),
     Effect.mapError((cause) => new BodyUnreadable({ cause }))
   )
+}
+
+const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true })
+
+/**
+ * The body's text, or `undefined` when it is not valid UTF-8. Decoding leniently would fold
+ * every invalid sequence into U+FFFD: two different ids would read as one, and the second
+ * delivery would be taken for a duplicate of the first.
+ */
+export const utf8Text = (bytes: Uint8Array): string | undefined => {
+  try {
+    return utf8.decode(bytes)
+  } catch {
+    return undefined
+  }
 }

@@ -33,6 +33,35 @@ export const decodeHeaderValue = (value: string): string | undefined => {
  */
 export const keyNames = (key: string, eventId: string): boolean => key === eventId || decodeHeaderValue(key) === eventId
 
+/**
+ * The media type of a fair-relay reply. A receiver answering with it opts into the richer reply
+ * (`Duplicate`, `IdConflict`, `SequenceConflict`, `Gap`, `Rejected{code}`, `Retry{reason}`);
+ * any other response is read by its status alone.
+ */
+export const ReplyMediaType = "application/vnd.fair-relay.reply+json"
+
+/** Whether a `Content-Type` is `ReplyMediaType` (parameters such as `charset` aside). */
+export const isReplyMediaType = (contentType: string | undefined): boolean =>
+  contentType !== undefined && contentType.split(";")[0]!.trim().toLowerCase() === ReplyMediaType
+
+// Past this a delay means "never" anyway; every policy caps it far lower.
+const MaxRetryAfterMillis = Number.MAX_SAFE_INTEGER
+
+/**
+ * A `Retry-After` (RFC 9110 §10.2.3) as a delay in milliseconds from `now` (unix ms): delay
+ * seconds, or an HTTP date (a date already past is no delay). `undefined` when absent or
+ * unreadable: then the policy's backoff alone decides.
+ */
+export const retryAfterMillis = (value: string | undefined, now: number): number | undefined => {
+  if (value === undefined) return undefined
+  const text = value.trim()
+  if (/^\d+$/.test(text)) return Math.min(MaxRetryAfterMillis, Number(text) * 1000)
+  // An HTTP date names a weekday and a month; `Date.parse` alone would also take bare numbers.
+  if (!/^[A-Za-z]{3},? /.test(text)) return undefined
+  const at = Date.parse(text)
+  return Number.isNaN(at) ? undefined : Math.max(0, at - now)
+}
+
 /** The JSON document one delivery is sent as, with the domain's id and seq rules. */
 export const DeliveryDocument = Delivery
 /** @see DeliveryDocument */
@@ -52,6 +81,7 @@ export const ErrorCode = Schema.Literal(
   "malformed_json",
   "invalid_delivery",
   "idempotency_key_mismatch",
+  "unauthorized",
   "method_not_allowed",
   "unsupported_media_type",
   "payload_too_large",

@@ -142,6 +142,11 @@ const suite = (backend: Backend) => {
           ["B1", "acked"]
         ])
         expect(snapshot.events.find((e) => e.eventId === "A2")!.attempts).toBe(0)
+        // A's head stays its quarantined seq 1 and is never eligible (A2 is not its head); B has none left.
+        expect(snapshot.flows.map((f) => [f.flowId, f.headSeq, f.eligibleAt])).toEqual([
+          ["A", 1, null],
+          ["B", null, null]
+        ])
       }))
   })
 

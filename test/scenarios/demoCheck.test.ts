@@ -3,7 +3,7 @@
  * check passes on the committed file, and it fails when one frozen value is edited.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { spawn, spawnSync } from "node:child_process"
+import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
@@ -13,10 +13,8 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
 const frozen = path.join(root, "scenarios/results.json")
 const demoArgs = (args: ReadonlyArray<string>) => ["--import", "tsx", path.join(root, "scenarios/main.ts"), ...args]
 
-const demo = (...args: Array<string>) => spawnSync(process.execPath, demoArgs(args), { cwd: root, encoding: "utf8" })
-
-/** The demo run without blocking this worker (the whole catalog starts child processes of its own). */
-const demoAsync = (...args: Array<string>) =>
+/** Runs the demo without blocking this worker (the whole catalog starts child processes of its own). */
+const demo = (...args: Array<string>) =>
   new Promise<{ readonly status: number | null; readonly stdout: string; readonly stderr: string }>((resolve, reject) => {
     const child = spawn(process.execPath, demoArgs(args), { cwd: root })
     let stdout = ""
@@ -29,7 +27,7 @@ const demoAsync = (...args: Array<string>) =>
 
 describe("demo --check", () => {
   it("the whole demo reproduces every frozen result", { timeout: 240_000 }, async () => {
-    const run = await demoAsync("--check")
+    const run = await demo("--check")
     const frozenFacts = JSON.parse(fs.readFileSync(frozen, "utf8")) as Record<string, unknown>
     const names = Object.keys(frozenFacts)
     expect(names.length).toBe(23)
@@ -46,7 +44,7 @@ describe("demo --check", () => {
     expect(fairness.ungrouped.bClaims).toEqual([51, 102])
   })
 
-  it("fails when one frozen value is edited", () => {
+  it("fails when one frozen value is edited", async () => {
     const dir = fs.mkdtempSync(path.join(testTmpDir(), "fair-relay-frozen-"))
     try {
       const edited = JSON.parse(fs.readFileSync(frozen, "utf8"))
@@ -54,7 +52,7 @@ describe("demo --check", () => {
       edited.redrive_after_fix.stores.totals.A = 12
       const file = path.join(dir, "results.json")
       fs.writeFileSync(file, JSON.stringify(edited))
-      const run = demo("--check", "--only", "redrive_after_fix", "--frozen", file)
+      const run = await demo("--check", "--only", "redrive_after_fix", "--frozen", file)
       expect(run.stdout).toContain("CHECK FAIL redrive_after_fix")
       expect(run.status).toBe(1)
     } finally {
@@ -62,8 +60,8 @@ describe("demo --check", () => {
     }
   })
 
-  it("exits non-zero on an unknown scenario or option", () => {
-    expect(demo("--only", "no_such_scenario").status).toBe(2)
-    expect(demo("--bogus").status).toBe(2)
+  it("exits non-zero on an unknown scenario or option", async () => {
+    expect((await demo("--only", "no_such_scenario")).status).toBe(2)
+    expect((await demo("--bogus")).status).toBe(2)
   })
 })

@@ -17,8 +17,10 @@ if (process.env.FAIR_RELAY_TEST_TMPDIR === undefined) {
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
-    // Bundles the CLI and the child processes the tests start (test/support/bundles.ts).
-    globalSetup: ["test/support/bundles.ts"],
+    // Fails the run at once when it requires a service the tests would skip without
+    // (test/support/required.ts), then bundles the CLI and the child processes the tests start
+    // (test/support/bundles.ts).
+    globalSetup: ["test/support/required.ts", "test/support/bundles.ts"],
     // Two test files at once, even on 2 CPUs (vitest's default there is one): most of the long
     // files wait on child processes, PostgreSQL or timers rather than use a CPU of their own.
     maxWorkers: 2,

@@ -4,7 +4,8 @@
  * one round (one event per flow) = 1 s, retention: acked events and receipts 10 s, dedup records
  * 20 s — so at most ~10 rounds of acked events, ~20 of dedup records and ~10 of receipts are
  * kept, and the files should stop growing. Writes bench/results/soak-<time>.json and
- * bench/results/soak.svg. Not part of `npm test`.
+ * bench/results/soak.svg. Not part of `npm test`, which runs a short version that asserts the
+ * bounds and the plateau (test/reliability/retentionSoak.test.ts).
  *
  *   npm run soak                 # 500k events
  *   SOAK_EVENTS=100000 npm run soak

@@ -72,23 +72,6 @@ export const compareIds = (a: string, b: string): number => {
 export const compareTurn = (a: Pick<FlowRecord, "served" | "flowId">, b: Pick<FlowRecord, "served" | "flowId">): number =>
   a.served !== b.served ? a.served - b.served : compareIds(a.flowId, b.flowId)
 
-/**
- * Picks the flow whose head is claimed next: the eligible head with the smallest
- * `(served, flowId)`. `heads` holds each flow's head (lowest non-acked seq) only — a flow's later
- * events are never candidates, whatever state its head is in.
- */
-export const pickNext = <H extends { readonly flow: FlowRecord; readonly head: EventRecord }>(
-  heads: Iterable<H>,
-  now: number
-): H | undefined => {
-  let best: H | undefined
-  for (const candidate of heads) {
-    if (!isEligible(candidate.head, now)) continue
-    if (best === undefined || compareTurn(candidate.flow, best.flow) < 0) best = candidate
-  }
-  return best
-}
-
 /** A flow's place in the rotation: its turn value, weight, and claims used of its current turn. */
 export interface Turn {
   readonly served: number

@@ -7,7 +7,8 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, FastCheck as fc } from "effect"
 import { seedPolicy as seed } from "../../src/domain/Policy.js"
-import { backends, skippedBackends } from "../support/backends.js"
+import { backends, describeSkipped } from "../support/backends.js"
+import type { Backend } from "../support/backends.js"
 import { activeFlows, eligibleFlows, type Op, opArb, runOps, turnEventLoop } from "../support/fairness.js"
 import type { World } from "../support/world.js"
 
@@ -57,7 +58,7 @@ const propertyOptions = (backend: string) => {
   return { fastCheck: { numRuns }, timeout: numRuns * 10_000 }
 }
 
-for (const backend of backends) {
+const suite = (backend: Backend) => {
   const runs = runsOn(backend.name)
   describe(`tail admission (${backend.name})`, () => {
     it.scoped.prop(
@@ -150,8 +151,5 @@ for (const backend of backends) {
   })
 }
 
-for (const name of skippedBackends) {
-  describe(`tail admission and weights (${name})`, () => {
-    it.skip("skipped: the backend is not configured", () => {})
-  })
-}
+for (const backend of backends) suite(backend)
+describeSkipped(suite)

@@ -14,7 +14,7 @@ import type { TransportService } from "../../src/services/Transport.js"
 import * as SqliteInbox from "../../src/layers/SqliteInbox.js"
 import * as SqliteRelayQueue from "../../src/layers/SqliteRelayQueue.js"
 import * as Counter from "../../src/sample/Counter.js"
-import { backends, skippedBackends, tempDir } from "../support/backends.js"
+import { backends, describeSkipped, tempDir } from "../support/backends.js"
 
 const minute = 60_000
 
@@ -99,4 +99,4 @@ const suite = (backend: (typeof backends)[number]) => {
 }
 
 for (const backend of backends) describe(backend.name, () => suite(backend))
-for (const name of skippedBackends) describe.skip(name, () => it("contract suite", () => {}))
+describeSkipped(suite)

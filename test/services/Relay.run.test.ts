@@ -4,7 +4,7 @@
  * Time is TestClock's: nothing here waits on the wall clock.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { ConfigProvider, Deferred, Duration, Effect, Fiber, Layer, Metric, Random, Ref, TestClock } from "effect"
+import { ConfigProvider, Context, Deferred, Duration, Effect, Fiber, Layer, Metric, Queue, Random, Ref, TestClock } from "effect"
 import * as SqliteInbox from "../../src/layers/SqliteInbox.js"
 import { seedPolicy } from "../../src/domain/Policy.js"
 import * as SqliteRelayQueue from "../../src/layers/SqliteRelayQueue.js"
@@ -178,6 +178,81 @@ describe("Relay.run", () => {
         // The worker is asleep for an hour of TestClock time; only the wake-up can reach it.
         yield* (yield* RelayQueue).enqueue({ eventId: "A1", flowId: "A", body: { delta: 1 } })
         expect(yield* Deferred.await(delivered)).toBe("A1")
+        yield* Fiber.interrupt(running)
+      }).pipe(Effect.provide(context))
+    }))
+
+  /**
+   * A Relay whose queue reports each idle answer the worker gets (it sleeps after one), so a test
+   * acts only once the worker is asleep. The settles and redrives that wake it come from the test,
+   * through the same queue instance: the worker's own settle would claim the next head itself.
+   */
+  const sleepingWorker = (context: Context.Context<RelayQueue | Transport>) =>
+    Effect.gen(function*() {
+      const idle = yield* Queue.unbounded<number | undefined>()
+      const reporting = Layer.effect(
+        RelayQueue,
+        Effect.map(RelayQueue, (queue) => ({
+          ...queue,
+          settleAndClaim: (items: Parameters<typeof queue.settleAndClaim>[0], limit: number) =>
+            Effect.tap(queue.settleAndClaim(items, limit), (result) =>
+              result.claims.length === 0 ? Queue.offer(idle, result.wakeAt) : Effect.void)
+        }))
+      )
+      const relay = yield* Effect.provide(Relay, Relay.layer.pipe(Layer.provide(reporting), Layer.provide(Layer.succeedContext(context))))
+      return { relay, idle }
+    })
+
+  /** Yields until `done` holds, a bounded number of times: no clock time passes meanwhile. */
+  const settled = (done: Effect.Effect<boolean>) =>
+    Effect.gen(function*() {
+      for (let i = 0; i < 10_000 && !(yield* done); i++) yield* Effect.yieldNow()
+      return yield* done
+    })
+
+  it.scoped("an ack made by another caller wakes a worker asleep on a long wait, and it claims the head the ack exposed", () =>
+    Effect.gen(function*() {
+      const delivered = yield* Ref.make<ReadonlyArray<string>>([])
+      const context = yield* setup((delivery, inbox) => Effect.zipLeft(inbox, Ref.update(delivered, (ids) => [...ids, delivery.eventId])))
+      const { idle, relay } = yield* sleepingWorker(context)
+      yield* Effect.gen(function*() {
+        const queue = yield* RelayQueue
+        const inbox = yield* Inbox
+        yield* queue.enqueue({ eventId: "A1", flowId: "A", body: { delta: 1 } })
+        yield* queue.enqueue({ eventId: "A2", flowId: "A", body: { delta: 2 } })
+        // Another caller holds A1: A2 is not a head yet.
+        const claim = yield* queue.claim
+        if (claim._tag !== "Claimed") return expect.fail("A1 was not claimed")
+        const running = yield* Effect.fork(relay.run(quick))
+        // The worker found nothing and sleeps until A1's lease ends, a minute of TestClock time away.
+        expect(yield* Queue.take(idle)).toBe(60_000)
+        expect(yield* inbox.receive({ eventId: "A1", flowId: "A", seq: 1, body: { delta: 1 } })).toEqual({ _tag: "Accepted" })
+        expect(yield* queue.settle(claim.token, { _tag: "Accepted" })).toMatchObject({ _tag: "Acked" })
+        // No time passes: only the ack's wake-up can make the worker claim A2 now.
+        expect(yield* settled(Effect.map(Ref.get(delivered), (ids) => ids.length > 0))).toBe(true)
+        expect(yield* Ref.get(delivered)).toEqual(["A2"])
+        expect(yield* TestClock.currentTimeMillis).toBe(0)
+        yield* Fiber.interrupt(running)
+      }).pipe(Effect.provide(context))
+    }))
+
+  it.scoped("a redrive wakes a worker asleep for the poll interval, and it claims the redriven head", () =>
+    Effect.gen(function*() {
+      const delivered = yield* Ref.make<ReadonlyArray<string>>([])
+      const context = yield* setup((delivery, inbox) => Effect.zipLeft(inbox, Ref.update(delivered, (ids) => [...ids, delivery.eventId])))
+      const { idle, relay } = yield* sleepingWorker(context)
+      yield* Effect.gen(function*() {
+        const queue = yield* RelayQueue
+        yield* queue.enqueue({ eventId: "A1", flowId: "A", body: { delta: 1 } })
+        const claim = yield* queue.claim
+        if (claim._tag !== "Claimed") return expect.fail("A1 was not claimed")
+        expect(yield* queue.settle(claim.token, { _tag: "Rejected", code: "broken" })).toMatchObject({ _tag: "Quarantined" })
+        const running = yield* Effect.fork(relay.run(quick))
+        // Nothing is due, ever: the worker sleeps the poll interval, an hour.
+        expect(yield* Queue.take(idle)).toBeUndefined()
+        yield* queue.redrive({ eventId: "A1", expectedGeneration: 1, reason: "fixed" })
+        expect(yield* settled(Effect.map(Ref.get(delivered), (ids) => ids.length > 0))).toBe(true)
+        expect(yield* Ref.get(delivered)).toEqual(["A1"])
         yield* Fiber.interrupt(running)
       }).pipe(Effect.provide(context))
     }))

@@ -5,7 +5,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import type { Claimed, DeliveryReply } from "../../src/domain/Outcomes.js"
-import { backends, skippedBackends } from "../support/backends.js"
+import { backends, describeSkipped } from "../support/backends.js"
 import type { Backend } from "../support/backends.js"
 import { at } from "../support/world.js"
 import type { World } from "../support/world.js"
@@ -175,4 +175,4 @@ const suite = (backend: Backend) => {
 }
 
 for (const backend of backends) describe(backend.name, () => suite(backend))
-for (const name of skippedBackends) describe.skip(name, () => it("contract suite", () => {}))
+describeSkipped(suite)

@@ -6,7 +6,7 @@ import { describe, expect, it } from "@effect/vitest"
 import Database from "better-sqlite3"
 import { Effect, Exit, Ref } from "effect"
 import * as path from "node:path"
-import { backends, skippedBackends, tempDir } from "../support/backends.js"
+import { backends, describeSkipped, tempDir } from "../support/backends.js"
 import type { Backend } from "../support/backends.js"
 import { at, makeWorld as sqliteWorld } from "../support/world.js"
 import type { World } from "../support/world.js"
@@ -226,7 +226,7 @@ const suite = (backend: Backend) => {
 }
 
 for (const backend of backends) describe(backend.name, () => suite(backend))
-for (const name of skippedBackends) describe.skip(name, () => it("contract suite", () => {}))
+describeSkipped(suite)
 
 describe("two stores in one program", () => {
   it.scoped("a queue file and a receiver file are separate databases with their own clients", () =>

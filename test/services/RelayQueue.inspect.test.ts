@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { backends, skippedBackends } from "../support/backends.js"
+import { backends, describeSkipped } from "../support/backends.js"
 import type { Backend } from "../support/backends.js"
 
 const suite = (backend: Backend) => {
@@ -69,4 +69,4 @@ const suite = (backend: Backend) => {
 }
 
 for (const backend of backends) describe(backend.name, () => suite(backend))
-for (const name of skippedBackends) describe.skip(name, () => it("contract suite", () => {}))
+describeSkipped(suite)

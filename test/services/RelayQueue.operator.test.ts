@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Duration, Effect, TestClock } from "effect"
-import { backends, skippedBackends } from "../support/backends.js"
+import { backends, describeSkipped } from "../support/backends.js"
 import type { RelayQueueService } from "../../src/services/RelayQueue.js"
 import type { Backend } from "../support/backends.js"
 
@@ -123,7 +123,7 @@ const suite = (backend: Backend) => {
 }
 
 for (const backend of backends) describe(backend.name, () => suite(backend))
-for (const name of skippedBackends) describe.skip(name, () => it("contract suite", () => {}))
+describeSkipped(suite)
 
 const pauseSuite = (backend: Backend) => {
   const idleUntil = (w: { readonly queue: RelayQueueService }) =>
@@ -210,6 +210,7 @@ const pauseSuite = (backend: Backend) => {
 }
 
 for (const backend of backends) describe(backend.name, () => pauseSuite(backend))
+describeSkipped(pauseSuite)
 
 /**
  * `flows` flows in each of `groups` groups (`g<i>`, flows `g<i>-f<j>`), each with `events` events;
@@ -287,3 +288,4 @@ const bulkSuite = (backend: Backend) => {
 }
 
 for (const backend of backends) describe(backend.name, () => bulkSuite(backend))
+describeSkipped(bulkSuite)

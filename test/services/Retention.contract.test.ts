@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Duration, Effect, TestClock } from "effect"
-import { backends, skippedBackends } from "../support/backends.js"
+import { backends, describeSkipped } from "../support/backends.js"
 import type { Backend } from "../support/backends.js"
 
 const day = Duration.toMillis(Duration.days(1))
@@ -52,4 +52,4 @@ const suite = (backend: Backend) => {
 }
 
 for (const backend of backends) describe(backend.name, () => suite(backend))
-for (const name of skippedBackends) describe.skip(name, () => it("contract suite", () => {}))
+describeSkipped(suite)

@@ -8,6 +8,7 @@ import * as Reactivity from "@effect/experimental/Reactivity"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import Database from "better-sqlite3"
 import { Effect, Redacted } from "effect"
+import { describe } from "vitest"
 import type { Scope } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -200,6 +201,21 @@ if (pgUrl === undefined) {
 export const backends: ReadonlyArray<Backend> = pgUrl === undefined
   ? [sqlite, memory]
   : [sqlite, memory, postgres(pgUrl, "exact"), postgres(pgUrl, "parallel")]
+
+/** The PostgreSQL backends when FAIR_RELAY_PG_URL is not set: a world of one fails (their suites are only listed, skipped). */
+export const unconfiguredBackends: ReadonlyArray<Backend> = pgUrl === undefined
+  ? ["postgres", "postgres-parallel"].map((name) => ({ name, world: () => Effect.dieMessage(`${name}: FAIR_RELAY_PG_URL is not set`) }))
+  : []
+
+/**
+ * Lists `suite`'s tests as skipped under each unconfigured backend of `among` (all of them by
+ * default), the reason in the suite's name: the report shows what did not run, test by test.
+ */
+export const describeSkipped = (suite: (backend: Backend) => void, among: ReadonlyArray<string> = ["postgres", "postgres-parallel"]): void => {
+  for (const backend of unconfiguredBackends.filter((b) => among.includes(b.name))) {
+    describe.skip(`${backend.name} [SKIPPED: FAIR_RELAY_PG_URL is not set]`, () => suite(backend))
+  }
+}
 
 /** The backends that are not configured here, by name, so suites can report them as skipped. */
 export const skippedBackends: ReadonlyArray<string> = pgUrl === undefined

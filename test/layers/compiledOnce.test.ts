@@ -1,9 +1,7 @@
 /**
- * `CompiledOnce`: a SQLite store's statements, built with each call site's text compiled once,
- * compile to what `@effect/sql` itself compiles from the same template and arguments — whatever
- * the call site met before (other values, lists of other lengths, other fragments) — and run; a
- * PostgreSQL statement compiled whole (`compileWhole`, each shape's text compiled once) is what
- * `compile` answers. (The PostgreSQL stores' statements run through it in every test of
+ * `compileWhole`: a PostgreSQL statement compiled whole (each shape's text compiled once) is what
+ * `compile` answers, whatever the call site met before (other values, lists of other lengths,
+ * other fragments). (The PostgreSQL stores' statements run through it in every test of
  * `test/postgres`.)
  */
 import type * as SqlClient from "@effect/sql/SqlClient"
@@ -11,9 +9,7 @@ import { describe, expect, it } from "@effect/vitest"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as Statement from "@effect/sql/Statement"
 import { Effect } from "effect"
-import { compiledOnce, compileWhole } from "../../src/layers/internal/CompiledOnce.js"
-import * as SqliteConnection from "../../src/layers/internal/SqliteConnection.js"
-import { rowsTable } from "../../src/layers/internal/Store.js"
+import { compileWhole } from "../../src/layers/internal/CompiledOnce.js"
 
 /** One call site: the same template each call, the arguments as given. */
 const site = (sql: SqlClient.SqlClient, ids: ReadonlyArray<string>, floor: unknown, order: string) =>
@@ -32,75 +28,6 @@ const calls: ReadonlyArray<readonly [ReadonlyArray<string>, unknown, string]> = 
   [["a", "b"], 4n, "ORDER BY id"],
   [["b"], 5, "ORDER BY id"]
 ]
-
-describe("CompiledOnce", () => {
-  it.scoped("compiles every call of a call site to what @effect/sql compiles, and the statements run", () =>
-    Effect.gen(function*() {
-      const { sql } = yield* SqliteConnection.make(":memory:")
-      const once = compiledOnce(sql)
-      yield* sql`CREATE TABLE t (id TEXT PRIMARY KEY, n INTEGER)`
-      yield* sql`INSERT INTO t (id, n) VALUES ('a', 1), ('b', 2), ('c', 3)`
-      for (const [ids, floor, order] of calls) {
-        expect(site(once, ids, floor, order).compile()).toEqual(site(sql, ids, floor, order).compile())
-        expect(yield* site(once, ids, floor, order)).toEqual(yield* site(sql, ids, floor, order))
-      }
-      for (const [n, ids] of [[0, ["a"]], [1, ["a", "b", "c"]], [2, ["c"]], [0, ["b"]]] as const) {
-        expect(outer(once, n, ids).compile()).toEqual(outer(sql, n, ids).compile())
-        expect(yield* outer(once, n, ids)).toEqual(yield* outer(sql, n, ids))
-      }
-    }))
-
-  it.scoped("compiles a call site's text once per shape: later calls of a known shape are that text and their values", () =>
-    Effect.gen(function*() {
-      const { sql } = yield* SqliteConnection.make(":memory:")
-      const once = compiledOnce(sql)
-      const first = site(once, ["a"], 1, "ORDER BY id")
-      const again = site(once, ["b"], 2, "ORDER BY id")
-      // The first is @effect/sql's own statement (a segment per part); the second one literal with its values.
-      expect(first.segments.length).toBeGreaterThan(1)
-      expect(again.segments.map((segment) => segment._tag)).toEqual(["Literal"])
-      expect(again.compile()).toEqual([first.compile()[0], ["b", 2]])
-      // A list of another length is another shape: compiled afresh, then known.
-      expect(site(once, ["a", "b"], 2, "ORDER BY id").segments.length).toBeGreaterThan(1)
-      expect(site(once, ["c", "d"], 3, "ORDER BY id").segments.map((segment) => segment._tag)).toEqual(["Literal"])
-    }))
-
-  it.scoped("leaves to @effect/sql what it cannot compile once: other fragments, identifiers, objects", () =>
-    Effect.gen(function*() {
-      const { sql } = yield* SqliteConnection.make(":memory:")
-      const once = compiledOnce(sql)
-      const anded = (sql: SqlClient.SqlClient, a: number, b: number) => sql`SELECT 1 WHERE ${sql.and([sql`${a} = 1`, sql`${b} = 2`])}`
-      const named = (sql: SqlClient.SqlClient, table: string) => sql`SELECT * FROM ${sql(table)}`
-      const blob = (sql: SqlClient.SqlClient, bytes: Uint8Array) => sql`SELECT length(${bytes}) AS n`
-      for (let i = 0; i < 3; i++) {
-        expect(anded(once, i, i + 1).compile()).toEqual(anded(sql, i, i + 1).compile())
-        expect(named(once, `t${i}`).compile()).toEqual(named(sql, `t${i}`).compile())
-        expect(yield* blob(once, new Uint8Array(i + 1))).toEqual([{ n: i + 1 }])
-      }
-      // A VALUES table (one literal with its values) is a fragment it knows, by its text.
-      const table = (sql: SqlClient.SqlClient, rows: ReadonlyArray<{ readonly id: string }>) =>
-        sql`SELECT v.id FROM ${rowsTable(sql, "t", ["id"], rows)}`
-      for (const rows of [[{ id: "a" }], [{ id: "b" }], [{ id: "c" }, { id: "d" }]]) {
-        expect(table(once, rows).compile()).toEqual(table(sql, rows).compile())
-        expect(yield* table(once, rows)).toEqual(rows)
-      }
-      // A long text (a large bulk statement) is compiled each time: not kept.
-      const many = Array.from({ length: 3_000 }, (_, i) => ({ id: `r${i}` }))
-      for (let i = 0; i < 2; i++) {
-        const statement = table(once, many)
-        expect(statement.compile()[0].length).toBeGreaterThan(8_192)
-        expect(statement.segments.length).toBeGreaterThan(1)
-        expect(statement.compile()).toEqual(table(sql, many).compile())
-      }
-    }))
-
-  it("is the client itself on any other dialect (PostgreSQL numbers its placeholders across a whole statement)", () => {
-    // Only the dialect is asked: a client that answers "pg" to it.
-    const pg = { onDialectOrElse: (options: { readonly pg?: () => unknown; readonly orElse: () => unknown }) => (options.pg ?? options.orElse)() }
-    const client = pg as unknown as SqlClient.SqlClient
-    expect(compiledOnce(client)).toBe(client)
-  })
-})
 
 describe("compileWhole", () => {
   // A PostgreSQL statement constructor (its compiler numbers placeholders across the whole

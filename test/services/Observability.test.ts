@@ -42,7 +42,7 @@ describe("observability", () => {
       expect(named("RelayQueue.settle")?.attributes).toMatchObject({ eventId: "order-7:paid", generation: 1 })
       expect(named("RelayQueue.enqueue")).toBeDefined()
       expect(named("Inbox.receive")).toBeDefined()
-      // The business step's statement keeps its own span where a tracer is installed (`BusinessClient`).
+      // The business step's statement, run through the client, keeps its own span.
       expect(spans.some((s) => s.name === "sql.execute" && String(s.attributes["db.query.text"]).startsWith("INSERT INTO counter_total"))).toBe(true)
       const step = named("Relay.step")!
       expect(named("RelayQueue.claim")!.parentSpanContext?.spanId).toBe(step.spanContext().spanId)

@@ -20,7 +20,6 @@ import type { ApplyResult, InboxBusiness, InboxPruneResult, InboxRetention, Inbo
 import * as Metrics from "../../services/Metrics.js"
 import { decodePruneOptions, PruneBatchSize } from "../../services/Retention.js"
 import type { PruneOptions } from "../../services/Retention.js"
-import * as BusinessClient from "./BusinessClient.js"
 import { chunks, decodeRows, execWrite, idType, insertRows, isolated, limitTo, query, rowCheck, rowsTable, SqlInt } from "./Store.js"
 import type { ColumnKind, Store } from "./Store.js"
 
@@ -99,9 +98,8 @@ export const make = (store: Store, business: InboxBusiness, retention?: InboxRet
 
 const service = (store: Store, business: InboxBusiness, retention: InboxRetention): InboxService => {
   // The inbox's own statements are built with `sql`; the business step and `read` get the client,
-  // its statements run on the inbox's transaction directly (`BusinessClient`).
-  const { sql } = store
-  const client = BusinessClient.make(store.client)
+  // whose statements run on the inbox's transaction.
+  const { client, sql } = store
 
   // Per delivery: `flatMap`s rather than `Effect.gen`, a couple of runtime steps fewer.
   const decode = (input: DeliveryInput, operation: "receive" | "receiveBatch"): Effect.Effect<Decoded, InvalidInput> =>

@@ -16,9 +16,8 @@ import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import { Cause, Clock, Context, Duration, Effect, Exit, Schedule } from "effect"
 import type { Scope } from "effect"
 import * as StoreCheck from "./StoreCheck.js"
-import { compiledOnce } from "./CompiledOnce.js"
 import * as SqliteConnection from "./SqliteConnection.js"
-import { alone, execOnConnection, insideTransaction, isolated, isSqlite, exitProviding, misuse, recordStatement, textOf } from "./Store.js"
+import { alone, execOnConnection, insideTransaction, isolated, isSqlite, exitProviding, misuse, recordStatement } from "./Store.js"
 import type { Migrations, OpenError, Store } from "./Store.js"
 
 export { TransactionMisuse } from "./Store.js"
@@ -204,7 +203,7 @@ const handleTransaction = (connection: SqliteConnection.SqliteConnection, begin:
 const queryOnHandle = (connection: SqliteConnection.SqliteConnection) =>
 <A extends object, B, E>(statement: Statement.Statement<A>, then: (rows: ReadonlyArray<A>) => Effect.Effect<B, E>): Effect.Effect<B, E | SqlError> =>
   Effect.withFiberRuntime((fiber) => {
-    const [text, params] = textOf(statement)
+    const [text, params] = statement.compile()
     recordStatement(fiber.currentContext, text)
     let rows: ReadonlyArray<A>
     try {
@@ -300,7 +299,7 @@ export const open = (
     yield* sql.unsafe(`PRAGMA busy_timeout = ${Math.min(busy, NativeBusyMillis)}`)
     yield* sql.unsafe(`PRAGMA synchronous = ${options.synchronous === "normal" ? "NORMAL" : "FULL"}`)
     const store: Store = {
-      sql: compiledOnce(sql),
+      sql,
       client: sql,
       write: handleTransaction(connection, "BEGIN IMMEDIATE", busy),
       read: handleTransaction(connection, "BEGIN", busy),
@@ -360,7 +359,7 @@ export const openReadonly = (
       Effect.flatMap(notReadable(options.filename, latest))
     )
     return {
-      sql: compiledOnce(sql),
+      sql,
       client: sql,
       read: transaction(sql, "BEGIN", busy),
       write: StoreCheck.refuseWrite(options.filename),
@@ -418,7 +417,7 @@ export const fromClient = (
                 "the application's transaction did not take the write lock at its start; wrap it in SqliteRelayQueue.withImmediateTransaction"
               )))
     const store: Store = {
-      sql: compiledOnce(sql),
+      sql,
       client: sql,
       write: alone(own, "write"),
       read: alone(ownRead, "read"),

@@ -6,7 +6,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
 import type { MigrationError } from "@effect/sql/Migrator"
 import type * as Statement from "@effect/sql/Statement"
-import { isFragment, unsafeFragment } from "@effect/sql/Statement"
+import { unsafeFragment } from "@effect/sql/Statement"
 import type { Fragment } from "@effect/sql/Statement"
 import { Context, Effect, Exit, FiberRef, Option, Schema } from "effect"
 import type { IncompatibleStore, InvalidInput } from "../../domain/Errors.js"
@@ -131,37 +131,6 @@ export const logStatement = (text: string): Effect.Effect<void> =>
   })
 
 /**
- * `sql` whose template statements (`sql\`…\``) are made by `template`; its other calls
- * (`sql("identifier")`, a list, a record) and its helpers stay `sql`'s own, but for `overrides`.
- */
-export const withTemplates = (
-  sql: SqlClient.SqlClient,
-  template: (strings: TemplateStringsArray, args: ReadonlyArray<unknown>) => Statement.Statement<unknown>,
-  overrides: Partial<SqlClient.SqlClient> = {}
-): SqlClient.SqlClient => {
-  const tag = (strings: unknown, ...args: Array<unknown>) =>
-    Array.isArray(strings) && "raw" in strings ? template(strings as unknown as TemplateStringsArray, args) : sql(strings as string)
-  return Object.assign(tag, sql, overrides) as unknown as SqlClient.SqlClient
-}
-
-/** A fragment of one literal segment (its text and values), or undefined. */
-export const literalOf = (u: unknown): { readonly value: string; readonly params?: ReadonlyArray<unknown> | undefined } | undefined => {
-  if (!isFragment(u)) return undefined
-  const segments = u.segments
-  const [only] = segments
-  return segments.length === 1 && only!._tag === "Literal" ? only : undefined
-}
-
-/**
- * A statement's text and values: those of its one literal (what `CompiledOnce` makes), or what
- * `compile` answers — the same, without the compiler's closures and the cache it adds to the statement.
- */
-export const textOf = <A>(statement: Statement.Statement<A>): readonly [string, ReadonlyArray<unknown>] => {
-  const literal = literalOf(statement)
-  return literal === undefined ? statement.compile() : [literal.value, literal.params ?? []]
-}
-
-/**
  * Runs a statement on the transaction's connection directly: no span and no scope per statement
  * (the operation has its span), which makes a statement several times cheaper. Outside a
  * transaction it runs as usual.
@@ -169,7 +138,7 @@ export const textOf = <A>(statement: Statement.Statement<A>): readonly [string, 
 export const execOnConnection = <A extends object>(statement: Statement.Statement<A>): Effect.Effect<ReadonlyArray<A>, SqlError> =>
   Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (transaction) => {
     if (Option.isNone(transaction)) return statement
-    const [text, params] = textOf(statement)
+    const [text, params] = statement.compile()
     return Effect.zipRight(logStatement(text), transaction.value[0].execute(text, params, undefined) as Effect.Effect<ReadonlyArray<A>, SqlError>)
   })
 

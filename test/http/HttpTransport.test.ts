@@ -462,7 +462,8 @@ describe("HttpTransport under a relay, against a plain endpoint", () => {
         expect(step._tag === "Delivered" && step.reply).toMatchObject({ _tag: "Retry", reason: expect.stringMatching(/^reply larger than/) })
         const [event] = (yield* queue.snapshot).events
         expect(event!.state).toBe("ready")
-        expect(event!.reason).toBeNull()
+        // The event keeps the last Retry reason: the transport's own words, none of the refusal.
+        expect(event!.reason).toBe("reply larger than 65536 bytes (http 422): not read")
       }).pipe(Effect.provide(layer))
     }))
 

@@ -96,7 +96,7 @@ describe("fair-relay run --http against a plain webhook endpoint", () => {
 
       const summary = JSON.parse(ran.stdout) as { outcomes: Record<string, number>; stats: { byState: Record<string, number> } }
       // 4 flows × 3 acked; 2 flows quarantined at their head, 2 events each left behind it.
-      expect(summary.stats.byState).toEqual({ ready: 4, inflight: 0, acked: 12, quarantined: 2 })
+      expect(summary.stats.byState).toEqual({ ready: 4, inflight: 0, acked: 12, quarantined: 2, discarded: 0 })
       expect(summary.outcomes).toEqual({ Acked: 12, RetryScheduled: 6, Quarantined: 2 })
 
       const of = (flowId: string) => endpoint.seen.filter((s) => s.flowId === flowId)

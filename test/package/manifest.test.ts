@@ -81,6 +81,12 @@ describe("package.json", () => {
     }
   })
 
+  it("pins the storage drivers exactly: the versions CI tests are the ones a fresh install takes", () => {
+    for (const name of ["pg", "@effect/sql-pg", "@effect/sql-sqlite-node", "better-sqlite3"]) {
+      expect(manifest.dependencies[name], name).toMatch(/^\d+\.\d+\.\d+$/)
+    }
+  })
+
   it("pulls nothing a user's install does not need", () => {
     const runtime = [...Object.keys(manifest.dependencies), ...Object.keys(manifest.peerDependencies)]
     for (const name of ["@effect/cluster", "@effect/workflow", "@effect/rpc", "@effect/cli", "tsx", "typescript"]) {

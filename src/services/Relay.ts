@@ -370,12 +370,16 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
 
       // The retries of each flow since the last line: their count, and the last reason given.
       const retries = new Map<string, { count: number; reason: string }>()
-      const tallyRetries = (settles: ReadonlyArray<SettleInput>, outcomes: ReadonlyArray<SettleOutcome>, flows: ReadonlyArray<string>) => {
+      const tallyRetries = (
+        settles: ReadonlyArray<SettleInput>,
+        outcomes: ReadonlyArray<SettleOutcome>,
+        claims: ReadonlyArray<typeof Claimed.Type>
+      ) => {
         outcomes.forEach((outcome, i) => {
           if (outcome._tag !== "RetryScheduled") return
           const verdict = verdictOf(settles[i]!.reply)
           const reason = verdict._tag === "Retry" ? verdict.reason : verdict._tag
-          const flowId = flows[i]!
+          const flowId = claims[i]!.event.flowId
           retries.set(flowId, { count: (retries.get(flowId)?.count ?? 0) + 1, reason })
         })
       }
@@ -427,7 +431,7 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
               )
             )
             if (result !== undefined && settings.retryLogInterval !== null && settles.length > 0) {
-              tallyRetries(settles, result.outcomes, held.map((claimed) => claimed.event.flowId))
+              tallyRetries(settles, result.outcomes, held)
             }
             held = result?.claims ?? []
             // Once stopping, the sleep ends at once (it races the stop).

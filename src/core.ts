@@ -60,6 +60,8 @@ export {
 export type { RedriveError } from "./domain/Errors.js"
 /** Outcome and reply schemas and types. */
 export * from "./domain/Outcomes.js"
+/** A queue's notable changes (quarantines and operator actions), as `RelayQueue.changes` tells them. */
+export * as Notable from "./domain/Notable.js"
 /** Stored records and their schemas. */
 export * from "./domain/Records.js"
 /** Ids and counters. */

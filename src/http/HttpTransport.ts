@@ -149,7 +149,7 @@ export const replyOf = (status: number, body: string, headers: ReplyHeaders = {}
 // Statuses that say "not now" rather than "never" (RFC 9110 §15.5.9, RFC 8470, RFC 6585).
 const transient = (status: number): boolean => status === 408 || status === 425 || status === 429 || (status >= 500 && status < 600)
 
-// `note`, when present, is logged: the receiver did not answer with a protocol reply of its own.
+// `note`, when present, is logged (at Debug for a Retry): the receiver did not answer with a protocol reply of its own.
 const classify = (
   status: number,
   body: string,
@@ -354,18 +354,20 @@ export const make = (options: HttpTransportOptions): Effect.Effect<TransportServ
         // A client that throws (a header it cannot write, a bug) fails this delivery, not the worker.
         catchDefects(delivery.eventId),
         Effect.flatMap(Option.match({
-          onNone: () => Effect.as(Effect.logWarning(`HttpTransport: no reply in time: ${timeoutReason}`), retry(timeoutReason)),
+          // A Retry is logged at Debug: the reason travels with the reply, and `Relay.run` tells each
+          // flow's retries at Warn once per interval (a receiver that is down fails every delivery).
+          onNone: () => Effect.as(Effect.logDebug(`HttpTransport: no reply in time: ${timeoutReason}`), retry(timeoutReason)),
           onSome: ({ headers, now, status, text }) => {
             const { note, reply } = classify(status, text, headers, now)
             return note === undefined
               ? Effect.succeed(reply)
-              : Effect.as(Effect.logWarning(`HttpTransport: ${replyText(reply)}: ${note}`), reply)
+              : Effect.as((reply._tag === "Retry" ? Effect.logDebug : Effect.logWarning)(`HttpTransport: ${replyText(reply)}: ${note}`), reply)
           }
         })),
         Effect.catchTag("DeliveryFailed", (error) => {
           const reason = excerpt(error.message)
           // The reason says it all; the request itself (headers may carry credentials) is not logged.
-          return Effect.as(Effect.logWarning(`HttpTransport: delivery failed: ${reason}`), retry(reason))
+          return Effect.as(Effect.logDebug(`HttpTransport: delivery failed: ${reason}`), retry(reason))
         }),
         Effect.tap((reply) => Effect.annotateCurrentSpan("reply", reply._tag)),
         Effect.annotateLogs({ eventId: delivery.eventId, flowId: delivery.flowId, seq: delivery.seq }),

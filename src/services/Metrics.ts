@@ -17,6 +17,12 @@ export const countGroupClaims = (update: Update, groups: ReadonlyArray<string>):
   for (const [group, n] of counts) update(Metric.tagged(groupClaims, "group", group), n)
 }
 
+/** Heads quarantined, by group (flows of no group are not counted here; `settles` counts every quarantine). */
+export const groupQuarantines = Metric.counter("fair_relay_group_quarantines_total", {
+  description: "heads quarantined, by group",
+  incremental: true
+})
+
 /** Claims that found nothing eligible. */
 export const idleClaims = Metric.counter("fair_relay_idle_claims_total", { description: "claims that found nothing eligible", incremental: true })
 export const contendedClaims = Metric.counter("fair_relay_contended_claims_total", {

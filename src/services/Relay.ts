@@ -3,12 +3,14 @@
  * once (`step`), in batches (`stepBatch`), or as a daemon of N concurrent workers (`run`).
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Cause, Config, Context, Deferred, Duration, Effect, Either, Fiber, Layer, Metric, Schema } from "effect"
+import { Cause, Config, Context, Deferred, Duration, Effect, Either, Fiber, Layer, Metric, Queue, Schema } from "effect"
 import type { Scope } from "effect"
 import type { ClockRegressed, InvalidInput } from "../domain/Errors.js"
 import * as Idle from "../domain/Idle.js"
+import type { NotableChange } from "../domain/Notable.js"
 import * as Options from "../domain/Options.js"
 import type { Claimed, DeliveryReply, SettleOutcome } from "../domain/Outcomes.js"
+import { verdictOf } from "../domain/Protocol.js"
 import * as Coalesce from "./Coalesce.js"
 import * as Deadline from "./Deadline.js"
 import * as Metrics from "./Metrics.js"
@@ -65,6 +67,13 @@ export interface RunOptions {
    * process of a store runs one protocol.
    */
   readonly policyInterval?: Duration.DurationInput | null | undefined
+  /**
+   * How often the retries of each flow are told (default 10 s; `null`: never, beyond each
+   * delivery's Debug line): one Warn line per flow that had retries in the interval, with their
+   * count and the last reason — a receiver that is down for a while writes a line per flow, not
+   * one per delivery.
+   */
+  readonly retryLogInterval?: Duration.DurationInput | null | undefined
 }
 
 /** Run options that are malformed (the message names the option) or cannot work together; nothing was started. */
@@ -105,6 +114,7 @@ interface Settings {
   readonly metricsInterval: Duration.Duration | null
   readonly pruneInterval: Duration.Duration | null
   readonly policyInterval: Duration.Duration | null
+  readonly retryLogInterval: Duration.Duration | null
 }
 
 const positive = Options.DurationMillis.pipe(Schema.compose(Schema.Number.pipe(Schema.positive({ message: () => "expected a duration > 0" }))))
@@ -119,7 +129,8 @@ const checkRunOptions = Options.checker(Options.record("run options", {
   shutdownGrace: Schema.optional(Options.DurationMillis),
   metricsInterval: interval,
   pruneInterval: interval,
-  policyInterval: interval
+  policyInterval: interval,
+  retryLogInterval: interval
 }))
 
 const settingsOf = (options: RunOptions | undefined, leaseTicks: number): Effect.Effect<Settings, RelayConfigError> =>
@@ -136,7 +147,8 @@ const settingsOf = (options: RunOptions | undefined, leaseTicks: number): Effect
       shutdownGrace: duration(given.shutdownGrace, Duration.seconds(10)),
       metricsInterval: sometimes(given.metricsInterval, Duration.seconds(10)),
       pruneInterval: sometimes(given.pruneInterval, Duration.minutes(1)),
-      policyInterval: sometimes(given.policyInterval, Duration.seconds(5))
+      policyInterval: sometimes(given.policyInterval, Duration.seconds(5)),
+      retryLogInterval: sometimes(given.retryLogInterval, Duration.seconds(10))
     }
     // A claim outliving its lease could be claimed again while the first delivery still runs.
     if (leaseTicks <= Duration.toMillis(settings.deliveryTimeout)) {
@@ -265,7 +277,9 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
         const reason = Cause.isFailType(cause) && cause.error._tag === "TimeoutException"
           ? `delivery timeout after ${Duration.format(timeout)}`
           : `transport: ${failure instanceof Error ? failure.message : String(failure)}`
-        return Effect.logWarning("delivery got no reply; settling as Retry", cause).pipe(
+        // Debug: a receiver that is down fails every delivery; `run` tells each flow's retries at
+        // Warn once per `retryLogInterval`, with the last reason.
+        return Effect.logDebug("delivery got no reply; settling as Retry", cause).pipe(
           Effect.annotateLogs(annotations),
           Effect.zipRight(Metric.incrementBy(Metrics.deliveryFailures, deliveries)),
           Effect.as(retry({ _tag: "Retry", reason }))
@@ -338,6 +352,56 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
       const stopping = yield* Deferred.make<void>()
       const stopped = Deferred.isDone(stopping)
 
+      // Each quarantine made through this queue instance is one Warn line. Subscribed before the
+      // workers start, so none is missed; what is left at shutdown is told then.
+      const told = yield* queue.watchChanges
+      const tellQuarantine = (change: NotableChange): Effect.Effect<void> =>
+        change._tag !== "Quarantined" ? Effect.void : Effect.logWarning(
+          `event ${change.eventId} of flow ${change.flowId}${change.group === null ? "" : ` (group ${change.group})`} quarantined: ${change.reason}`
+        ).pipe(Effect.annotateLogs({
+          eventId: change.eventId,
+          flowId: change.flowId,
+          ...(change.group === null ? {} : { group: change.group }),
+          reason: change.reason,
+          generation: change.generation
+        }))
+      // A change taken is told before an interruption can land: none is lost between the two.
+      const teller = Effect.forever(Effect.uninterruptibleMask((restore) => Effect.flatMap(restore(Queue.take(told)), tellQuarantine)))
+
+      // The retries of each flow since the last line: their count, and the last reason given.
+      const retries = new Map<string, { count: number; reason: string }>()
+      const tallyRetries = (
+        settles: ReadonlyArray<SettleInput>,
+        outcomes: ReadonlyArray<SettleOutcome>,
+        claims: ReadonlyArray<typeof Claimed.Type>
+      ) => {
+        outcomes.forEach((outcome, i) => {
+          if (outcome._tag !== "RetryScheduled") return
+          const verdict = verdictOf(settles[i]!.reply)
+          const reason = verdict._tag === "Retry" ? verdict.reason : verdict._tag
+          const flowId = claims[i]!.event.flowId
+          retries.set(flowId, { count: (retries.get(flowId)?.count ?? 0) + 1, reason })
+        })
+      }
+      const tellRetries = Effect.suspend(() => {
+        if (retries.size === 0) return Effect.void
+        const tallied = [...retries]
+        retries.clear()
+        return Effect.forEach(tallied, ([flowId, { count, reason }]) =>
+          Effect.logWarning(`flow ${flowId}: ${count} ${count === 1 ? "retry" : "retries"} scheduled; last reason: ${reason}`).pipe(
+            Effect.annotateLogs({ flowId, retries: count, reason })
+          ), { discard: true })
+      })
+      const retryTeller = settings.retryLogInterval === null ? Effect.void : Effect.gen(function*() {
+        const interval = settings.retryLogInterval!
+        while (!(yield* stopped)) {
+          yield* Effect.race(Effect.sleep(interval), Deferred.await(stopping))
+          // Once stopping, the last line comes after the workers settled what they held.
+          if (yield* stopped) break
+          yield* tellRetries
+        }
+      })
+
       // Sleeps after an idle claim (`Idle.idleSleep`); returns the immediate wake-ups in a row so far.
       const sleepIdle = (wakeAt: number | undefined, inARow: number, work: Effect.Effect<void>) =>
         Effect.gen(function*() {
@@ -366,6 +430,9 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
                 Effect.as(Effect.logWarning("relay step failed; retrying after the poll interval", cause), undefined)
               )
             )
+            if (result !== undefined && settings.retryLogInterval !== null && settles.length > 0) {
+              tallyRetries(settles, result.outcomes, held)
+            }
             held = result?.claims ?? []
             // Once stopping, the sleep ends at once (it races the stop).
             inARow = held.length > 0 ? 0 : yield* sleepIdle(result?.wakeAt, inARow, work)
@@ -434,6 +501,8 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
       const sampling = yield* Effect.forkDaemon(sampler)
       const pruning = yield* Effect.forkDaemon(pruner)
       const policyReading = yield* Effect.forkDaemon(policyReader)
+      const telling = yield* Effect.forkDaemon(teller)
+      const retryTelling = yield* Effect.forkDaemon(retryTeller)
       yield* Effect.logInfo("relay started").pipe(Effect.annotateLogs({ workers: settings.workers, batchSize: settings.batchSize }))
       return yield* Effect.never.pipe(
         Effect.onInterrupt(() =>
@@ -446,7 +515,9 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
               Effect.isSuccess
             )
             if (!finished) yield* Effect.logWarning("relay shutdown grace elapsed; interrupting in-flight steps")
-            yield* Fiber.interruptAll([...fibers, sampling, pruning, policyReading])
+            yield* Fiber.interruptAll([...fibers, sampling, pruning, policyReading, telling, retryTelling])
+            yield* Effect.flatMap(Queue.takeAll(told), (rest) => Effect.forEach(rest, tellQuarantine, { discard: true }))
+            yield* tellRetries
             yield* Effect.logInfo("relay stopped")
           })
         )

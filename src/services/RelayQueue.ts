@@ -6,9 +6,10 @@
  */
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context } from "effect"
-import type { Duration, Effect } from "effect"
+import type { Duration, Effect, Queue, Scope, Stream } from "effect"
 import type { ClockRegressed, EnqueueConflict, EventNotFound, GroupConflict, InvalidInput, RedriveError, TargetNotFound } from "../domain/Errors.js"
 import type { Claimed, ClaimOutcome, DeliveryReply, Discarded, EnqueueResult, Redriven, SettleOutcome } from "../domain/Outcomes.js"
+import type { NotableChange } from "../domain/Notable.js"
 import type { ProtocolKey, RelayPolicy } from "../domain/Policy.js"
 import type { AuditRecord, ClockRecord, EventRecord, EventState, Snapshot } from "../domain/Records.js"
 import type { FlowView, GroupView } from "./QueueBackend.js"
@@ -374,6 +375,20 @@ export interface RelayQueueService {
    * idle one, so work that arrives in between does not wait for the poll interval.
    */
   readonly watchWork: Effect.Effect<Effect.Effect<void>>
+  /**
+   * The notable changes made through this queue instance, each once it committed: a head
+   * quarantined by a settle (with its flow's group), and each operator action that changed
+   * something — a redrive (one per head of `redriveAll`), a discard, a pause or resume that changed
+   * the flow's or group's state, a policy change. What other processes do to the same store is not
+   * in it (their audit rows are: `audit`). The stream subscribes when it starts running and sees
+   * the changes from then on; a subscriber that reads slowly holds the changes it has not read.
+   */
+  readonly changes: Stream.Stream<NotableChange>
+  /**
+   * `changes`, subscribed at once: the queue it answers (until the scope closes) receives every
+   * change made after this call — what a caller needs that must not miss one made right after.
+   */
+  readonly watchChanges: Effect.Effect<Queue.Dequeue<NotableChange>, never, Scope.Scope>
   /** How long this queue keeps acked events and their dedup records (`prune` applies it). */
   readonly retention: Retention.Retention
   /**

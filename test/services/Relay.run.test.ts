@@ -4,7 +4,7 @@
  * Time is TestClock's: nothing here waits on the wall clock.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { ConfigProvider, Context, Deferred, Duration, Effect, Fiber, Layer, Metric, Queue, Random, Ref, TestClock } from "effect"
+import { ConfigProvider, Context, Deferred, Duration, Effect, Fiber, Layer, Logger, LogLevel, Metric, Queue, Random, Ref, TestClock } from "effect"
 import * as SqliteInbox from "../../src/layers/SqliteInbox.js"
 import { seedPolicy } from "../../src/domain/Policy.js"
 import * as SqliteRelayQueue from "../../src/layers/SqliteRelayQueue.js"
@@ -319,7 +319,7 @@ describe("Relay.run", () => {
 
   /**
    * The transport logs inside each delivery; flow A's delivery fails. Both the transport's log and
-   * the worker's warning carry the worker, the event and its flow. The worker's delivery has a
+   * the worker's line about it (at Debug: `run` tells retries per flow) carry the worker, the event and its flow. The worker's delivery has a
    * fiber of its own under a real-time clock and runs under `Effect.timeout` under TestClock.
    */
   const annotatedLogs = (pause: Effect.Effect<void>) => Effect.gen(function*() {
@@ -333,7 +333,7 @@ describe("Relay.run", () => {
       const queue = yield* RelayQueue
       yield* queue.enqueue({ eventId: "A1", flowId: "A", body: { delta: 1 } })
       yield* queue.enqueue({ eventId: "B1", flowId: "B", body: { delta: 1 } })
-      const running = yield* Effect.fork((yield* Relay).run(quick).pipe(Effect.provide(layer)))
+      const running = yield* Effect.fork((yield* Relay).run(quick).pipe(Logger.withMinimumLogLevel(LogLevel.Debug), Effect.provide(layer)))
       const settled = queue.snapshot.pipe(Effect.map(({ events }) => events.filter((e) => e.state === "acked" || e.state === "quarantined").length))
       for (let i = 0; i < 500 && (yield* settled) < 2; i++) yield* pause
       yield* Fiber.interrupt(running)
@@ -347,10 +347,10 @@ describe("Relay.run", () => {
     expect(annotationsOf("relay stopped")).not.toHaveProperty("eventId")
   })
 
-  it.scoped("a delivery's logs and the worker's warning carry the worker, the event and its flow (TestClock)", () =>
+  it.scoped("a delivery's logs and the worker's line about its failure carry the worker, the event and its flow (TestClock)", () =>
     annotatedLogs(Effect.yieldNow()))
 
-  it.live("a delivery's logs and the worker's warning carry the worker, the event and its flow (the default clock)", () =>
+  it.live("a delivery's logs and the worker's line about its failure carry the worker, the event and its flow (the default clock)", () =>
     Effect.scoped(annotatedLogs(Effect.sleep("1 millis"))))
 
   it.scoped("a batch worker counts every delivery of a batch in the delivery metrics, failed or answered", () =>

@@ -7,6 +7,8 @@ import type { Layer } from "effect"
 
 export interface CapturedLog {
   readonly message: string
+  /** The level's label: "DEBUG", "INFO", "WARN", "ERROR", … */
+  readonly level: string
   readonly annotations: Readonly<Record<string, unknown>>
 }
 
@@ -18,9 +20,10 @@ export interface LogCapture {
 
 export const captureLogs = (): LogCapture => {
   const logs: Array<CapturedLog> = []
-  const logger = Logger.make(({ annotations, message }) => {
+  const logger = Logger.make(({ annotations, logLevel, message }) => {
     logs.push({
       message: (Array.isArray(message) ? message : [message]).map(String).join(" "),
+      level: logLevel.label,
       annotations: Object.fromEntries(HashMap.toEntries(annotations))
     })
   })

@@ -10,14 +10,15 @@
  * full one (`bench/README.md`, "A generator function made per call").
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect, Either, Metric, Random } from "effect"
+import { Effect, Either, Metric, PubSub, Random, Stream } from "effect"
 import type { Context } from "effect"
 import type { ClockRegressed } from "../../domain/Errors.js"
 import { EventNotFound as NotFound, InvalidInput, TargetNotFound } from "../../domain/Errors.js"
-import type { EventId } from "../../domain/Ids.js"
+import type { EventId, FlowId } from "../../domain/Ids.js"
 import * as Operations from "../../domain/Operations.js"
 import * as Operator from "../../domain/Operator.js"
 import type { Changes } from "../../domain/Operations.js"
+import type { NotableChange } from "../../domain/Notable.js"
 import type { ClaimOutcome, DeliveryReply, SettleOutcome } from "../../domain/Outcomes.js"
 import { protocolKeys, protocolOf } from "../../domain/Policy.js"
 import type { RelayPolicy } from "../../domain/Policy.js"
@@ -90,12 +91,25 @@ const store = Effect.fnUntraced(function*(tx: QueueWrites, changes: Changes, ung
   if (changes.heads.length > 0) yield* tx.setHeads(changes.heads, ungroupedHeads)
 })
 
-/** What a settle decided: its outcomes, its changes, and the events after those it acked. */
+/** What a settle decided: its outcomes, its changes, the events after those it acked, and the events it quarantined. */
 type DecideSettle = (
   tx: QueueWrites,
   clock: ClockRecord,
   now: number
-) => Effect.Effect<{ readonly outcomes: ReadonlyArray<SettleOutcome>; readonly changes: Changes; readonly successors: ReadonlyArray<EventRecord> }, SqlError>
+) => Effect.Effect<
+  {
+    readonly outcomes: ReadonlyArray<SettleOutcome>
+    readonly changes: Changes
+    readonly successors: ReadonlyArray<EventRecord>
+    readonly quarantined: ReadonlyArray<EventRecord>
+  },
+  SqlError
+>
+
+/** What a settle answers: its outcomes, and the events it quarantined (what `changes` tells). */
+type Settled = readonly [ReadonlyArray<SettleOutcome>, ReadonlyArray<EventRecord>]
+
+const noneQuarantined: ReadonlyArray<EventRecord> = []
 
 /** What a claim chooses from, read with the settle's read: the candidates and when to wake; undefined where it cannot stand. */
 type EarlyRead = { readonly candidates: ReadonlyArray<Operations.Candidate>; readonly dueAfter: number | null }
@@ -134,6 +148,10 @@ export const make = (
   let policy = initial
   let policyVersion: number | undefined
   const wake = makeWake()
+  // Notable changes made through this instance, told once committed. Unbounded: publishing never
+  // waits for a slow subscriber, and with no subscriber a change is dropped at once.
+  const notable = Effect.runSync(PubSub.unbounded<NotableChange>())
+  const tell = (change: NotableChange) => PubSub.publish(notable, change)
   const localTime = Effect.clockWith((clock) => clock.currentTimeMillis)
   // The store's clock when it offers one (one time line for every host), else the caller's.
   const timeOf = (tx: QueueReads) => tx.now ?? localTime
@@ -287,8 +305,9 @@ export const make = (
    * after each, where the backend reads them together) starts before the clock read, where the
    * backend can send both together.
    */
-  const stageSettle = (items: ReadonlyArray<readonly [Token, DeliveryReply]>): Staged<ReadonlyArray<SettleOutcome>, never> => (tx) =>
-    stageSettleRead(items, tx, (decide) => (tx, clock, now) => Effect.map(decide(tx, clock, now), ({ changes, outcomes }) => [outcomes, changes] as const))
+  const stageSettle = (items: ReadonlyArray<readonly [Token, DeliveryReply]>): Staged<Settled, never> => (tx) =>
+    stageSettleRead(items, tx, (decide) => (tx, clock, now) =>
+      Effect.map(decide(tx, clock, now), ({ changes, outcomes, quarantined }) => [[outcomes, quarantined] as Settled, changes] as const))
 
   const settleDecision = Effect.fnUntraced(function*(
     items: ReadonlyArray<readonly [Token, DeliveryReply]>,
@@ -305,7 +324,9 @@ export const make = (
       ? []
       : next ?? (yield* tx.eventsAt(acked.map((e) => ({ flowId: e.flowId, seq: e.seq + 1 }))))
     const changes = Operations.settleChanges(changed, byKey(successors, Operations.positionKey), clock, stamps)
-    return { outcomes, changes, successors }
+    // Only a settle can quarantine, and only the events it changed were quarantined by it.
+    const quarantined = changed.some((e) => e.state === "quarantined") ? changed.filter((e) => e.state === "quarantined") : noneQuarantined
+    return { outcomes, changes, successors, quarantined }
   })
 
   /**
@@ -358,6 +379,27 @@ export const make = (
           }))))
   }
 
+  /**
+   * Tells the quarantines a settle committed, with each flow's group, and counts them by group:
+   * the group is read after the commit (a quarantine is rare; the settle's own reads stay as they
+   * are). The settle has committed whatever this read does: when it fails, the change is told
+   * without the group rather than not at all.
+   */
+  const tellQuarantined = (events: ReadonlyArray<EventRecord>) =>
+    backend.read((tx) => tx.flows(unique(events.map((e) => e.flowId)))).pipe(
+      Effect.catchAllCause((cause) => Effect.as(Effect.logWarning("reading the groups of quarantined flows failed", cause), [])),
+      Effect.flatMap((flows) => {
+        const groups = new Map(flows.map((f) => [f.flowId as string, f.group]))
+        return Effect.forEach(events, (event) => {
+          const group = groups.get(event.flowId) ?? null
+          return Effect.zipRight(
+            group === null ? Effect.void : Metric.increment(Metric.tagged(Metrics.groupQuarantines, "group", group)),
+            tell({ _tag: "Quarantined", eventId: event.eventId, flowId: event.flowId, group, reason: event.reason ?? "", generation: event.generation })
+          )
+        }, { discard: true })
+      })
+    )
+
   // An ack may expose the next head of its flow: sleeping workers look again.
   const countSettles = (update: Metrics.Update, outcomes: ReadonlyArray<SettleOutcome>) => {
     // One update per kind of outcome (a single settle has one), not one per outcome.
@@ -368,7 +410,10 @@ export const make = (
   }
 
   const settleAll = (items: ReadonlyArray<readonly [Token, DeliveryReply]>) =>
-    writeStaged(stageSettle(items), [settleFaults]).pipe(Effect.flatMap((outcomes) => Metrics.recordThen((update) => countSettles(update, outcomes), outcomes)))
+    writeStaged(stageSettle(items), [settleFaults]).pipe(Effect.flatMap(([outcomes, quarantined]) => {
+      const counted = Metrics.recordThen((update) => countSettles(update, outcomes), outcomes)
+      return quarantined.length === 0 ? counted : Effect.zipLeft(counted, tellQuarantined(quarantined))
+    }))
 
   /** `settleAndClaim`'s decision: the settle's, then the claim's on what the settle stored. */
   const exchangeDecision = Effect.fnUntraced(function*(
@@ -379,7 +424,7 @@ export const make = (
     clock: ClockRecord,
     now: number
   ) {
-    const { changes: settled, outcomes, successors } = yield* decideSettle(tx, clock, now)
+    const { changes: settled, outcomes, quarantined, successors } = yield* decideSettle(tx, clock, now)
     // The read made with the settle's stands for a walk after its writes, or not (then
     // the claim walks after them); it reads no more. When it stands, every flow the
     // settle changed was read in no group (`Operations.settledCandidates`): their head
@@ -390,7 +435,7 @@ export const make = (
     yield* store(tx, { ...settled, clock: undefined }, early !== undefined)
     // Idle after the settle, the claim reads when to wake: the settle changed what it would be.
     const [decided, changes] = yield* claimDecision(limit, early?.candidates, undefined, tx, settled.clock ?? clock, now)
-    return [[outcomes, decided] as const, { ...changes, clock: changes.clock ?? settled.clock }] as const
+    return [[outcomes, decided, quarantined] as const, { ...changes, clock: changes.clock ?? settled.clock }] as const
   })
 
   /**
@@ -413,17 +458,18 @@ export const make = (
             tx,
             items,
             limit,
-            (claimRead): Decide<readonly [ReadonlyArray<SettleOutcome>, Decided], never> => (tx, clock, now) =>
+            (claimRead): Decide<readonly [ReadonlyArray<SettleOutcome>, Decided, ReadonlyArray<EventRecord>], never> => (tx, clock, now) =>
               exchangeDecision(decideSettle, claimRead, limit, tx, clock, now)
           )),
       [settleFaults, claimFaults]
     ).pipe(
-      Effect.flatMap(([outcomes, decided]) =>
-        Metrics.recordThen((update) => {
+      Effect.flatMap(([outcomes, decided, quarantined]) => {
+        const counted = Metrics.recordThen((update) => {
           countSettles(update, outcomes)
           countClaims(update, decided)
         }, { outcomes, ...claimBatchOf(decided) })
-      )
+        return quarantined.length === 0 ? counted : Effect.zipLeft(counted, tellQuarantined(quarantined))
+      })
     )
   }
 
@@ -444,12 +490,17 @@ export const make = (
             target: null
           })
           const changes: Changes = { ...Operations.noChanges, events: [next.right], heads: [Operations.headAfter(next.right, undefined)], clock }
-          return [{ _tag: "Redriven", generation: next.right.generation } as const, changes] as const
+          return [next.right, changes] as const
         })
-      )).pipe(
-        Effect.tap(() => Effect.zipRight(Metric.increment(Metrics.redrives), wake.signal)),
-        Effect.withSpan("RelayQueue.redrive")
-      )
+      ).pipe(
+        Effect.tap((event) =>
+          Effect.zipRight(
+            Effect.zipRight(Metric.increment(Metrics.redrives), wake.signal),
+            tell({ _tag: "Redriven", eventId: event.eventId, flowId: event.flowId, generation: event.generation, reason: request.reason, actor: request.actor ?? null })
+          )
+        ),
+        Effect.map((event) => ({ _tag: "Redriven", generation: event.generation }) as const)
+      )).pipe(Effect.withSpan("RelayQueue.redrive"))
 
   /** What one page of a bulk redrive did: the heads redriven, how many it read, and the last id it read (undefined: none left). */
   interface RedrivePage {
@@ -525,7 +576,17 @@ export const make = (
           heads.push(...page.heads)
           skipped += page.read - page.heads.length
           pages++
-          if (page.heads.length > 0) yield* Metric.incrementBy(Metrics.redrives, page.heads.length).pipe(Effect.zipRight(wake.signal))
+          if (page.heads.length > 0) {
+            yield* Metric.incrementBy(Metrics.redrives, page.heads.length).pipe(Effect.zipRight(wake.signal))
+            yield* PubSub.publishAll(notable, page.heads.map((head): NotableChange => ({
+              _tag: "Redriven",
+              eventId: head.eventId as EventId,
+              flowId: head.flowId as FlowId,
+              generation: head.generation,
+              reason: request.reason,
+              actor: request.actor ?? null
+            })))
+          }
           yield* onPage(page.heads)
           after = page.last
         }
@@ -558,12 +619,17 @@ export const make = (
             heads: [Operations.headAfter(discarded, successor)],
             clock
           }
-          return [{ _tag: "Discarded", generation: discarded.generation, nextHead: successor?.eventId ?? null } as const, changes] as const
+          return [{ _tag: "Discarded", generation: discarded.generation, nextHead: successor?.eventId ?? null, flowId: discarded.flowId } as const, changes] as const
         })
-      )).pipe(
-        Effect.tap(() => Effect.zipRight(Metric.increment(Metrics.discards), wake.signal)),
-        Effect.withSpan("RelayQueue.discard")
-      )
+      ).pipe(
+        Effect.tap(({ flowId, generation }) =>
+          Effect.zipRight(
+            Effect.zipRight(Metric.increment(Metrics.discards), wake.signal),
+            tell({ _tag: "Discarded", eventId: request.eventId, flowId, generation, reason: request.reason, actor: request.actor ?? null })
+          )
+        ),
+        Effect.map(({ _tag, generation, nextHead }) => ({ _tag, generation, nextHead }))
+      )).pipe(Effect.withSpan("RelayQueue.discard"))
 
   const setPaused = (input: PauseInput, paused: boolean) => {
     const operation = paused ? "pause" : "resume"
@@ -587,6 +653,10 @@ export const make = (
           const result: PauseResult = { _tag: paused ? "Paused" : "Resumed", target, changed: was !== paused }
           return [result, Operations.noChanges] as const
         })
+      ).pipe(
+        Effect.tap((result) =>
+          result.changed ? tell({ _tag: result._tag, target: result.target, reason: request.reason, actor: request.actor ?? null }) : Effect.void
+        )
       )).pipe(
         Effect.tap(() => (paused ? Effect.void : wake.signal)),
         Effect.withSpan(paused ? "RelayQueue.pause" : "RelayQueue.resume")
@@ -631,6 +701,17 @@ export const make = (
           }
           return [{ changed, policy: changed.length > 0 ? next : stored }, Operations.noChanges] as const
         })
+      ).pipe(
+        Effect.tap(({ changed, policy: stored }) =>
+          changed.length === 0 ? Effect.void : tell({
+            _tag: "PolicyChanged",
+            changed,
+            settings: stored.settings,
+            version: stored.version,
+            reason: request.reason,
+            actor: request.actor ?? null
+          })
+        )
       )).pipe(
         Effect.map(({ changed, policy: stored }) => ({ changed, policy: adopt(stored), version: stored.version })),
         Effect.withSpan("RelayQueue.setPolicy")
@@ -758,6 +839,8 @@ export const make = (
       ),
     awaitWork: wake.await,
     watchWork: wake.watch,
+    changes: Stream.fromPubSub(notable),
+    watchChanges: PubSub.subscribe(notable),
     retention,
     prune: Retention.makePrune(backend, retention)
   }

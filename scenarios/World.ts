@@ -13,6 +13,7 @@ import type { Claimed, DeliveryReply, SettleOutcome } from "../src/domain/Outcom
 import * as SqliteInbox from "../src/layers/SqliteInbox.js"
 import * as SqliteRelayQueue from "../src/layers/SqliteRelayQueue.js"
 import { seedPolicy } from "../src/domain/Policy.js"
+import { deliveryOf } from "../src/domain/Protocol.js"
 import type { RelayPolicy } from "../src/domain/Policy.js"
 
 export interface World {
@@ -64,7 +65,7 @@ export const makeWorld = (options: WorldOptions = {}): Effect.Effect<World, unkn
     const claim = Effect.flatMap(queue.claim, (outcome) =>
       outcome._tag === "Claimed" ? Effect.succeed(outcome) : Effect.dieMessage("expected a claim, got Idle"))
     const deliver = (claimed: typeof Claimed.Type) =>
-      inbox.receive({ eventId: claimed.event.eventId, flowId: claimed.event.flowId, seq: claimed.event.seq, body: claimed.event.body })
+      inbox.receive(deliveryOf(claimed))
     const step = Effect.gen(function*() {
       const outcome = yield* queue.claim
       if (outcome._tag === "Idle") return null

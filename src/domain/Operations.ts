@@ -10,7 +10,7 @@ import type { EventId, FlowId, GroupId } from "./Ids.js"
 import type { CanonicalBody } from "./Json.js"
 import type { Claimed, DeliveryReply, EnqueueResult, SettleOutcome } from "./Outcomes.js"
 import type { RelayPolicy } from "./Policy.js"
-import { isSettledForGood } from "./Operator.js"
+import { isSettledForGood, previousSeqOf } from "./Operator.js"
 import * as Protocol from "./Protocol.js"
 import type { ClockRecord, EventRecord, FlowRecord, GroupRecord, Token } from "./Records.js"
 
@@ -410,7 +410,13 @@ export const claim = (
     events.push(claimed)
     flows.push({ ...flow, served: turn.served, burst: turn.burst, eligibleAt: Protocol.eligibleAt(claimed) })
     if (group !== undefined) groups.set(group.groupId, group)
-    claims.push({ _tag: "Claimed", token: { eventId: claimed.eventId, generation: claimed.generation }, event: claimed, leaseUntil: claimed.leaseUntil! })
+    const token = { eventId: claimed.eventId, generation: claimed.generation }
+    const previousSeq = previousSeqOf(flow, head)
+    claims.push(
+      previousSeq === undefined
+        ? { _tag: "Claimed", token, event: claimed, leaseUntil: claimed.leaseUntil! }
+        : { _tag: "Claimed", token, event: claimed, leaseUntil: claimed.leaseUntil!, previousSeq }
+    )
   }
   const ticket = clock.ticket + turns.length
   return {

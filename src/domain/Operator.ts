@@ -7,7 +7,7 @@
 import { Either, Schema } from "effect"
 import { EventNotFound, GenerationMismatch, MissingReason, NotQuarantined } from "./Errors.js"
 import type { EventId, FlowId, GroupId } from "./Ids.js"
-import type { EventRecord } from "./Records.js"
+import type { EventRecord, FlowRecord, Resume } from "./Records.js"
 
 /** The most of a receiver's reason an event keeps, in UTF-8 bytes (the cut marker included). */
 export const MaxKeptReasonBytes = 1024
@@ -64,6 +64,21 @@ export const discardEvent = (
   }
   return Either.right({ ...event, state: "discarded", generation: event.generation + 1, leaseUntil: null })
 }
+
+/**
+ * Where the flow resumes once its head at `seq` is discarded: after the event before it, or, when
+ * that event was itself discarded (the flow resumed at `seq`), after what the run before it
+ * resumed after — discards in a row make one run.
+ */
+export const resumeAfterDiscard = (resume: Resume | undefined, seq: number): Resume =>
+  ({ seq: seq + 1, after: resume !== undefined && resume.seq === seq ? resume.after : seq - 1 })
+
+/**
+ * The `previousSeq` a delivery of `head` carries: what its flow resumed after, when `head` is the
+ * event right after a run of discarded ones; else undefined (the event before it was acked).
+ */
+export const previousSeqOf = (flow: FlowRecord, head: EventRecord): number | undefined =>
+  flow.resume !== undefined && flow.resume.seq === head.seq ? flow.resume.after : undefined
 
 /** Whether an event's state ends it: acked (delivered) or discarded (an operator took it out). */
 export const isSettledForGood = (state: EventRecord["state"]): boolean => state === "acked" || state === "discarded"

@@ -15,8 +15,17 @@ export const EnqueueResult = Schema.Union(Enqueued, Existing)
 /** @see EnqueueResult */
 export type EnqueueResult = typeof EnqueueResult.Type
 
-/** A head was claimed: deliver `event`, then settle with `token` before `leaseUntil`. */
-export const Claimed = Schema.TaggedStruct("Claimed", { token: Token, event: EventRecord, leaseUntil: Tick })
+/**
+ * A head was claimed: deliver `event`, then settle with `token` before `leaseUntil`. `previousSeq`,
+ * present only when an operator discarded the events just before it, is what its delivery carries
+ * (`Delivery.previousSeq`).
+ */
+export const Claimed = Schema.TaggedStruct("Claimed", {
+  token: Token,
+  event: EventRecord,
+  leaseUntil: Tick,
+  previousSeq: Schema.optional(Schema.Int.pipe(Schema.nonNegative()))
+})
 /**
  * No head is eligible now. `wakeAt`, when present, is the earliest tick at which a head becomes
  * eligible (a backoff ends or a lease expires); absent when only an enqueue or a redrive can

@@ -8,10 +8,10 @@ import { ClockRegressed, EnqueueConflict, EventNotFound, GenerationMismatch, Mis
 import type { RedriveError } from "./Errors.js"
 import type { EventId, FlowId } from "./Ids.js"
 import { boundReason } from "./Operator.js"
-import type { DeliveryReply, SettleOutcome } from "./Outcomes.js"
+import type { Claimed, DeliveryReply, SettleOutcome } from "./Outcomes.js"
 import { retryDelayAtLeast } from "./Policy.js"
 import type { RelayPolicy } from "./Policy.js"
-import type { ClockRecord, EventRecord, FlowRecord, Token } from "./Records.js"
+import type { ClockRecord, DeliveryInput, EventRecord, FlowRecord, Token } from "./Records.js"
 
 /**
  * Checks a write's time against the persisted tick. `now` below the tick is refused in "strict"
@@ -120,6 +120,14 @@ export const claimEvent = (head: EventRecord, now: number, policy: RelayPolicy):
   lifetimeAttempts: head.lifetimeAttempts + 1,
   leaseUntil: now + policy.leaseTicks
 })
+
+/** What a worker sends for a claim: the event, and the seq before it when discards skipped some (`Claimed.previousSeq`). */
+export const deliveryOf = (claimed: typeof Claimed.Type): DeliveryInput => {
+  const { event, previousSeq } = claimed
+  return previousSeq === undefined
+    ? { eventId: event.eventId, flowId: event.flowId, seq: event.seq, body: event.body }
+    : { eventId: event.eventId, flowId: event.flowId, seq: event.seq, body: event.body, previousSeq }
+}
 
 /** What a reply means for the sender: done, stop the flow, or try again. */
 export type Verdict =

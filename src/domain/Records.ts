@@ -35,6 +35,16 @@ export const EventRecord = Schema.Struct({
 export type EventRecord = typeof EventRecord.Type
 
 /**
+ * Where a flow resumes after its latest run of discarded events: `seq`, the event right after the
+ * run, and `after`, the seq of the last event before the run (acked, or 0 when the run starts the
+ * flow). A delivery of `seq` carries `after` as its `previousSeq`, so a receiver that checks seqs
+ * sees that nothing deliverable lies between them.
+ */
+export const Resume = Schema.Struct({ seq: Seq, after: Schema.Int.pipe(Schema.nonNegative()) })
+/** @see Resume */
+export type Resume = typeof Resume.Type
+
+/**
  * One flow: the last seq it allocated and its place in the rotation (`served`: the ticket of the
  * claim that ended its last turn, or its admission value).
  * `headSeq` / `eligibleAt` cache the head's position and the tick it becomes claimable, so a claim
@@ -51,7 +61,9 @@ export const FlowRecord = Schema.Struct({
   /** Claims already used of the flow's current turn (always 0 at weight 1). */
   burst: Schema.Int.pipe(Schema.nonNegative()),
   /** The group the flow's first event named, fixed from then on; null: a group of its own. */
-  group: Schema.NullOr(GroupId)
+  group: Schema.NullOr(GroupId),
+  /** Set by a discard, changed only by the next one; absent while nothing of the flow was discarded. */
+  resume: Schema.optional(Resume)
 })
 /** @see FlowRecord */
 export type FlowRecord = typeof FlowRecord.Type
@@ -108,13 +120,20 @@ export const Token = Schema.Struct({ eventId: EventId, generation: Generation })
 /** @see Token */
 export type Token = typeof Token.Type
 
-/** What a worker sends to a receiver. */
+/**
+ * What a worker sends to a receiver. `previousSeq` is present only when an operator discarded the
+ * events just before this one: the seq of the flow's last event before them (0: none), which the
+ * receiver has applied when it has applied everything deliverable before `seq`.
+ */
 export const Delivery = Schema.Struct({
   eventId: EventId,
   flowId: FlowId,
   seq: Seq,
-  body: JsonBody
-})
+  body: JsonBody,
+  previousSeq: Schema.optional(Schema.Int.pipe(Schema.nonNegative()))
+}).pipe(
+  Schema.filter((d) => d.previousSeq === undefined || d.previousSeq < d.seq || "previousSeq must be below seq")
+)
 /** @see Delivery */
 export type Delivery = typeof Delivery.Type
 /** A delivery as a caller writes it (plain strings, validated on receipt). */

@@ -315,12 +315,10 @@ export const make = (options: HttpTransportOptions): Effect.Effect<TransportServ
 
     const exchange = (delivery: DeliveryInput) =>
       Effect.gen(function*() {
-        const document: Wire.DeliveryDocument = {
-          eventId: delivery.eventId,
-          flowId: delivery.flowId,
-          seq: delivery.seq,
-          body: delivery.body
-        }
+        // `previousSeq` only when discards skipped seqs: every other document stays as it was.
+        const document: Wire.DeliveryDocument = delivery.previousSeq === undefined
+          ? { eventId: delivery.eventId, flowId: delivery.flowId, seq: delivery.seq, body: delivery.body }
+          : { eventId: delivery.eventId, flowId: delivery.flowId, seq: delivery.seq, body: delivery.body, previousSeq: delivery.previousSeq }
         // The signature covers the exact bytes sent, so the body is encoded here, once.
         const bytes = yield* Effect.try({
           try: () => Buffer.from(JSON.stringify(document), "utf8"),

@@ -10,7 +10,7 @@ import type { AckStamp, Candidate, DedupRecord, Head, NewEvent, PruneCandidate, 
 import type { RedriveFilter } from "../domain/Operator.js"
 import type { ProtocolSettings } from "../domain/Policy.js"
 import type { StoredIdentity } from "../domain/Protocol.js"
-import type { AuditRecord, ClockRecord, EventRecord, EventState, FlowRecord, GroupRecord } from "../domain/Records.js"
+import type { AuditRecord, ClockRecord, EventRecord, EventState, FlowRecord, GroupRecord, Resume } from "../domain/Records.js"
 
 /** A flow's event by position. */
 export interface Position {
@@ -212,8 +212,10 @@ export interface QueueWrites extends QueueReads {
   readonly updateEvents: (events: ReadonlyArray<EventRecord>, acked?: ReadonlyArray<AckStamp>) => Effect.Effect<void, SqlError>
   /** Inserts or replaces whole group rows (before the flows that join them are put). */
   readonly putGroups: (groups: ReadonlyArray<GroupRecord>) => Effect.Effect<void, SqlError>
-  /** Inserts or replaces whole flow rows. */
+  /** Inserts or replaces whole flow rows, all but their `resume` (kept as stored: `setResume` alone writes it). */
   readonly putFlows: (flows: ReadonlyArray<FlowRecord>) => Effect.Effect<void, SqlError>
+  /** Stores where a flow resumes after the run of discarded events its head just joined (a discard's write). */
+  readonly setResume: (flowId: FlowId, resume: Resume) => Effect.Effect<void, SqlError>
   /**
    * Stores flows' cached heads, and the `eligible_at` of their groups. `ungrouped`: the caller
    * read these flows in this transaction and none is in a group (a flow's group is fixed by its

@@ -9,6 +9,7 @@ import type { ClockRegressed, InvalidInput } from "../domain/Errors.js"
 import * as Idle from "../domain/Idle.js"
 import type { NotableChange } from "../domain/Notable.js"
 import * as Options from "../domain/Options.js"
+import { deliveryOf } from "../domain/Protocol.js"
 import type { Claimed, DeliveryReply, SettleOutcome } from "../domain/Outcomes.js"
 import { verdictOf } from "../domain/Protocol.js"
 import * as Coalesce from "./Coalesce.js"
@@ -163,13 +164,6 @@ const settingsOf = (options: RunOptions | undefined, leaseTicks: number): Effect
 export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = Effect.gen(function*() {
   const queue = yield* RelayQueue
   const transport = yield* Transport
-
-  const deliveryOf = (claimed: typeof Claimed.Type) => ({
-    eventId: claimed.event.eventId,
-    flowId: claimed.event.flowId,
-    seq: claimed.event.seq,
-    body: claimed.event.body
-  })
 
   const deliver = (claimed: typeof Claimed.Type) => transport.deliver(deliveryOf(claimed))
 

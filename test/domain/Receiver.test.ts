@@ -2,8 +2,26 @@ import { describe, expect, it } from "@effect/vitest"
 import { FastCheck as fc } from "effect"
 import { decideReceive } from "../../src/domain/Receiver.js"
 import type { Receipt } from "../../src/domain/Receiver.js"
+import { EventId, FlowId } from "../../src/domain/Ids.js"
+import { previousSeqOf, resumeAfterDiscard } from "../../src/domain/Operator.js"
+import type { EventRecord, FlowRecord } from "../../src/domain/Records.js"
 
 const delivery: Receipt = { eventId: "A2", flowId: "A", seq: 2, bodyText: '{"delta":5}' }
+
+/** A head as the queue holds it (only its seq matters to `previousSeqOf`). */
+const head: EventRecord = {
+  eventId: EventId.make("A1"),
+  flowId: FlowId.make("A"),
+  seq: 1,
+  body: {},
+  state: "ready",
+  nextAt: 0,
+  leaseUntil: null,
+  generation: 0,
+  attempts: 0,
+  lifetimeAttempts: 0,
+  reason: null
+}
 
 describe("decideReceive", () => {
   it("applies a new id at seq = last applied + 1 (Accepted path)", () => {
@@ -37,6 +55,60 @@ describe("decideReceive", () => {
   it("answers Gap with the expected seq when the delivery is ahead", () => {
     expect(decideReceive({ ...delivery, seq: 3 }, undefined, 1)).toEqual({ _tag: "Reply", reply: { _tag: "Gap", expected: 2 } })
     expect(decideReceive({ ...delivery, seq: 9 }, undefined, 0)).toEqual({ _tag: "Reply", reply: { _tag: "Gap", expected: 1 } })
+  })
+
+  describe("a delivery after seqs an operator discarded (previousSeq)", () => {
+    const after = { ...delivery, eventId: "A4", seq: 4 }
+
+    it("is applied past the gap when its previousSeq is the last applied seq", () => {
+      expect(decideReceive({ ...after, previousSeq: 2 }, undefined, 2)).toEqual({ _tag: "Apply" })
+      // The flow's first events discarded: nothing applied yet, previousSeq 0.
+      expect(decideReceive({ ...after, previousSeq: 0 }, undefined, 0)).toEqual({ _tag: "Apply" })
+    })
+
+    it("is applied when the receiver is past previousSeq (it applied an event whose reply was lost, then discarded)", () => {
+      expect(decideReceive({ ...after, previousSeq: 1 }, undefined, 3)).toEqual({ _tag: "Apply" })
+      expect(decideReceive({ ...after, previousSeq: 1 }, undefined, 2)).toEqual({ _tag: "Apply" })
+    })
+
+    it("is still a Gap when the receiver has not applied previousSeq, or without previousSeq", () => {
+      expect(decideReceive({ ...after, previousSeq: 2 }, undefined, 1)).toEqual({ _tag: "Reply", reply: { _tag: "Gap", expected: 2 } })
+      expect(decideReceive(after, undefined, 2)).toEqual({ _tag: "Reply", reply: { _tag: "Gap", expected: 3 } })
+    })
+
+    it("changes nothing of Duplicate, IdConflict, SequenceConflict and pruned receipts", () => {
+      const skipping = { ...after, previousSeq: 1 }
+      expect(decideReceive(skipping, { ...after }, 4)).toEqual({ _tag: "Reply", reply: { _tag: "Duplicate" } })
+      expect(decideReceive(skipping, { ...after, bodyText: "{}" }, 4)).toEqual({ _tag: "Reply", reply: { _tag: "IdConflict" } })
+      expect(decideReceive(skipping, undefined, 4)).toEqual({ _tag: "Reply", reply: { _tag: "SequenceConflict" } })
+      expect(decideReceive(skipping, undefined, 6)).toEqual({ _tag: "Reply", reply: { _tag: "SequenceConflict" } })
+      expect(decideReceive(skipping, undefined, 6, 5)).toEqual({ _tag: "Reply", reply: { _tag: "Duplicate" } })
+    })
+
+    it.prop(
+      "every event of a flow not discarded is applied, in order, whichever events an operator discards",
+      [fc.array(fc.boolean(), { minLength: 1, maxLength: 12 })],
+      ([discardedAt]) => {
+        // The queue's side, head by head: a discarded head moves the flow's resume point, the next
+        // one's delivery carries what it names.
+        let flow: FlowRecord = { flowId: FlowId.make("A"), seq: discardedAt.length, served: 0, headSeq: 1, eligibleAt: 0, weight: 1, burst: 0, group: null }
+        let last = 0
+        const applied: Array<number> = []
+        discardedAt.forEach((discarded, i) => {
+          const seq = i + 1
+          if (discarded) {
+            flow = { ...flow, resume: resumeAfterDiscard(flow.resume, seq) }
+            return
+          }
+          const previousSeq = previousSeqOf(flow, { ...head, seq })
+          const decision = decideReceive({ eventId: `A${seq}`, flowId: "A", seq, bodyText: "{}", previousSeq }, undefined, last)
+          expect(decision).toEqual({ _tag: "Apply" })
+          last = seq
+          applied.push(seq)
+        })
+        expect(applied).toEqual(discardedAt.flatMap((discarded, i) => (discarded ? [] : [i + 1])))
+      }
+    )
   })
 
   const receiptArb = (eventId: fc.Arbitrary<string>) =>

@@ -106,6 +106,31 @@ describe("a relay over HTTP, end to end on a loopback socket", () => {
       yield* expectDrained
     })))
 
+  it.scopedLive("after an operator discards a quarantined head, the flow's next event crosses HTTP with previousSeq and is accepted", () =>
+    run(Effect.gen(function*() {
+      const queue = yield* RelayQueue
+      const relay = yield* Relay
+      const inbox = yield* Inbox
+      yield* Effect.forEach([
+        { eventId: "A1", flowId: "A", body: { delta: 1 } },
+        { eventId: "A2", flowId: "A", body: { delta: 5000 } },
+        { eventId: "A3", flowId: "A", body: { delta: 2 } }
+      ], (input) => queue.enqueue(input), { discard: true })
+      expect(yield* relay.step).toMatchObject({ claimed: { event: { eventId: "A1" } }, outcome: { _tag: "Acked" } })
+      expect(yield* relay.step).toMatchObject({ claimed: { event: { eventId: "A2" } }, reply: { _tag: "Rejected" }, outcome: { _tag: "Quarantined" } })
+      const { event } = yield* queue.inspect("A2")
+      yield* queue.discard({ eventId: "A2", expectedGeneration: event.generation, reason: "delta over the receiver's limit" })
+      expect(yield* relay.step).toMatchObject({
+        claimed: { event: { eventId: "A3" }, previousSeq: 1 },
+        reply: { _tag: "Accepted" },
+        outcome: { _tag: "Acked" }
+      })
+      expect(yield* relay.step).toMatchObject({ _tag: "Idle" })
+      expect((yield* inbox.read(Receiver.applyLog)).map((a) => a.eventId)).toEqual(["A1", "A3"])
+      expect(yield* inbox.progress).toEqual(new Map([["A", 3]]))
+      expect(yield* inbox.read(Counter.totals)).toEqual(new Map([["A", 3]]))
+    })))
+
   it.scopedLive("receiver failures stay on their flow: a 500 is retried then quarantined, a refusal quarantined, the rest acked", () =>
     run(Effect.gen(function*() {
       const queue = yield* RelayQueue

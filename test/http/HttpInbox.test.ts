@@ -77,6 +77,31 @@ describe("HttpInbox over a loopback socket", () => {
       expect((yield* inbox.receipts).map((r) => r.eventId)).toEqual(["A1"])
     })))
 
+  it.scopedLive("accepts a seq past a gap whose previousSeq it applied (events discarded in between), and Gap otherwise", () =>
+    withReceiver(Effect.gen(function*() {
+      expect(yield* post({ eventId: "A1", flowId: "A", seq: 1, body: { delta: 2 } })).toMatchObject({ json: { _tag: "Accepted" } })
+      expect(yield* post({ eventId: "A4", flowId: "A", seq: 4, body: { delta: 1 }, previousSeq: 2 })).toMatchObject({
+        status: 200,
+        json: { _tag: "Gap", expected: 2 }
+      })
+      expect(yield* post({ eventId: "A3", flowId: "A", seq: 3, body: { delta: 1 }, previousSeq: 1 })).toMatchObject({
+        status: 200,
+        json: { _tag: "Accepted" }
+      })
+      const inbox = yield* Inbox
+      expect(yield* inbox.progress).toEqual(new Map([["A", 3]]))
+      expect((yield* inbox.receipts).map((r) => r.eventId)).toEqual(["A1", "A3"])
+    })))
+
+  it.scopedLive("answers 400 invalid_delivery to a previousSeq that is not below seq, and stores nothing", () =>
+    withReceiver(Effect.gen(function*() {
+      for (const previousSeq of [3, 4, -1, 1.5, "1"]) {
+        const response = yield* post({ eventId: "A3", flowId: "A", seq: 3, body: { delta: 1 }, previousSeq })
+        expect(response).toMatchObject({ status: 400, json: { error: "invalid_delivery" } })
+      }
+      expect(yield* Effect.flatMap(Inbox, (inbox) => inbox.receipts)).toEqual([])
+    })))
+
   it.scopedLive("answers with the fair-relay reply media type", () =>
     withReceiver(Effect.gen(function*() {
       const response = yield* post({ eventId: "A1", flowId: "A", seq: 1, body: { delta: 2 } })

@@ -235,6 +235,15 @@ for (const [clientName, clientLayer] of clients) {
         expect(() => new Webhook(OtherSecret).verify(request!.body, headersOf(request!))).toThrow(WebhookVerificationError)
       }))
 
+    it.scopedLive("sends previousSeq in the signed document when the delivery has one (after discarded events)", () =>
+      Effect.gen(function*() {
+        const server = yield* scripted(answer(200, `{"ok":true}`))
+        expect(yield* deliverTo(server.url, {}, { ...delivery, seq: 4, previousSeq: 1 })).toEqual({ _tag: "Accepted" })
+        const [request] = server.requests
+        expect(JSON.parse(request!.body)).toEqual({ eventId: "evt-A1", flowId: "A", seq: 4, body: { delta: 7, note: "héllo" }, previousSeq: 1 })
+        expect(new Webhook(TestSecret).verify(request!.body, headersOf(request!))).toEqual(JSON.parse(request!.body))
+      }))
+
     it.scopedLive("any 2xx of a plain endpoint is Accepted, with any body or none", () =>
       Effect.gen(function*() {
         expect(yield* replyTo(answer(200, `{"ok":true}`))).toEqual({ _tag: "Accepted" })

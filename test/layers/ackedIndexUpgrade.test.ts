@@ -26,6 +26,8 @@ const toSchema8 = (file: string) =>
     ALTER TABLE relay_flow DROP COLUMN paused;
     ALTER TABLE relay_group DROP COLUMN paused;
     ALTER TABLE relay_settings DROP COLUMN version;
+    ALTER TABLE relay_flow DROP COLUMN resume_seq;
+    ALTER TABLE relay_flow DROP COLUMN resume_after;
     DELETE FROM relay_migrations WHERE migration_id >= 9;`)
 
 const ackedIndexPredicate = (file: string): string => {

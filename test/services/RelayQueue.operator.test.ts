@@ -6,15 +6,17 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Duration, Effect, TestClock } from "effect"
 import { backends, describeSkipped } from "../support/backends.js"
+import { RelayQueue } from "../../src/services/RelayQueue.js"
 import type { RelayQueueService } from "../../src/services/RelayQueue.js"
+import { Inbox } from "../../src/services/Inbox.js"
+import type { InboxService } from "../../src/services/Inbox.js"
+import * as Relay from "../../src/services/Relay.js"
+import { Transport } from "../../src/services/Transport.js"
 import type { Backend } from "../support/backends.js"
 
 const day = Duration.toMillis(Duration.days(1))
 
-/**
- * Claims and acks every head the queue hands out, in claim order (the queue's side alone: a
- * receiver that checks seqs answers the event after a discarded one `Gap`, see docs/operator.md).
- */
+/** Claims and acks every head the queue hands out, in claim order (the queue's side alone). */
 const drain = (w: { readonly queue: RelayQueueService }) =>
   Effect.gen(function*() {
     const delivered: Array<string> = []
@@ -106,6 +108,73 @@ const suite = (backend: Backend) => {
         expect(yield* refused({ eventId: "A1", expectedGeneration: 1, reason: "again" })).toBe("NotQuarantined")
         expect(yield* Effect.map(Effect.flip(w.queue.redrive({ eventId: "A1", expectedGeneration: 2, reason: "undo" })), (e) => e._tag))
           .toBe("NotQuarantined")
+      }))
+
+    /** A1 acked, then A2 (its delta over the receiver's limit) quarantined by the sample counter's refusal. */
+    const quarantinedA2 = (more: ReadonlyArray<{ readonly eventId: string; readonly delta: number }>) =>
+      Effect.gen(function*() {
+        const w = yield* backend.world({ maxDelta: 5 })
+        yield* w.queue.enqueueBatch([
+          { eventId: "A1", flowId: "A", body: { delta: 1 } },
+          { eventId: "A2", flowId: "A", body: { delta: 10 } },
+          ...more.map(({ delta, eventId }) => ({ eventId, flowId: "A", body: { delta } }))
+        ])
+        expect(yield* w.step).toMatchObject({ eventId: "A1", reply: { _tag: "Accepted" }, outcome: { _tag: "Acked" } })
+        expect(yield* w.step).toMatchObject({ eventId: "A2", outcome: { _tag: "Quarantined" } })
+        return w
+      })
+
+    /** A relay worker over the world's queue, delivering in process to its inbox (`Transport.layerInbox`). */
+    const relayOf = (w: { readonly queue: RelayQueueService; readonly inbox: InboxService }) =>
+      Relay.make.pipe(
+        Effect.provide(Transport.layerInbox),
+        Effect.provideService(RelayQueue, w.queue),
+        Effect.provideService(Inbox, w.inbox)
+      )
+
+    it.scoped("the event after a discarded head carries the seq before it, and fair-relay's receiver accepts it; the flow drains", () =>
+      Effect.gen(function*() {
+        const w = yield* quarantinedA2([{ eventId: "A3", delta: 2 }, { eventId: "A4", delta: 3 }])
+        yield* w.queue.discard({ eventId: "A2", expectedGeneration: 1, reason: "poison" })
+        const relay = yield* relayOf(w)
+        const a3 = yield* relay.step
+        expect(a3).toMatchObject({ _tag: "Delivered", claimed: { event: { eventId: "A3" }, previousSeq: 1 }, reply: { _tag: "Accepted" }, outcome: { _tag: "Acked" } })
+        // The event after it follows an acked one: nothing skipped, no previousSeq.
+        const a4 = yield* relay.step
+        expect(a4).toMatchObject({ _tag: "Delivered", claimed: { event: { eventId: "A4" } }, reply: { _tag: "Accepted" } })
+        expect(a4._tag === "Delivered" && "previousSeq" in a4.claimed).toBe(false)
+        expect(yield* relay.step).toMatchObject({ _tag: "Idle" })
+        expect((yield* w.inbox.receipts).map((r) => r.eventId)).toEqual(["A1", "A3", "A4"])
+        expect(yield* w.inbox.progress).toEqual(new Map([["A", 4]]))
+        expect(yield* w.totals).toEqual(new Map([["A", 6]]))
+        expect((yield* w.queue.stats).byState).toMatchObject({ acked: 3, discarded: 1, quarantined: 0, ready: 0, inflight: 0 })
+      }))
+
+    it.scoped("discards in a row chain: discarding A2 then A3 makes A4 carry A1's seq, and it is accepted", () =>
+      Effect.gen(function*() {
+        const w = yield* quarantinedA2([{ eventId: "A3", delta: 20 }, { eventId: "A4", delta: 3 }])
+        yield* w.queue.discard({ eventId: "A2", expectedGeneration: 1, reason: "poison" })
+        // A3 passes the receiver's order check (previousSeq 1), and its delta is refused in turn.
+        expect(yield* w.step).toMatchObject({ eventId: "A3", reply: { _tag: "Rejected" }, outcome: { _tag: "Quarantined" } })
+        yield* w.queue.discard({ eventId: "A3", expectedGeneration: 1, reason: "poison too" })
+        const a4 = yield* w.claim
+        expect(a4).toMatchObject({ event: { eventId: "A4", seq: 4 }, previousSeq: 1 })
+        const reply = yield* w.deliver(a4)
+        expect(reply).toEqual({ _tag: "Accepted" })
+        expect(yield* w.queue.settle(a4.token, reply)).toEqual({ _tag: "Acked" })
+        expect(yield* w.step).toBeNull()
+        expect(yield* w.inbox.progress).toEqual(new Map([["A", 4]]))
+        expect(yield* w.totals).toEqual(new Map([["A", 4]]))
+      }))
+
+    it.scoped("a flow's last event discarded: the event enqueued after it carries the seq before it and is accepted", () =>
+      Effect.gen(function*() {
+        const w = yield* quarantinedA2([])
+        expect(yield* w.queue.discard({ eventId: "A2", expectedGeneration: 1, reason: "poison" })).toMatchObject({ nextHead: null })
+        yield* w.queue.enqueue({ eventId: "A3", flowId: "A", body: { delta: 2 } })
+        const relay = yield* relayOf(w)
+        expect(yield* relay.step).toMatchObject({ claimed: { event: { eventId: "A3" }, previousSeq: 1 }, reply: { _tag: "Accepted" }, outcome: { _tag: "Acked" } })
+        expect(yield* w.inbox.progress).toEqual(new Map([["A", 3]]))
       }))
 
     it.scoped("retention prunes a discarded event as it prunes an acked one; its id stays known", () =>

@@ -67,6 +67,14 @@ const isWaiting = (flow: FlowRecord, now: number) => flow.eligibleAt !== null &&
 const isPaused = (state: State, flow: FlowRecord) =>
   HashSet.has(state.paused.flows, flow.flowId) || (flow.group !== null && HashSet.has(state.paused.groups, flow.group))
 
+/** `flow` with the `resume` stored before it, as the SQL backends put flows (only a discard writes it: `setResume`). */
+const withStoredResume = (flow: FlowRecord, stored: Option.Option<FlowRecord>): FlowRecord => {
+  const resume = Option.isSome(stored) ? stored.value.resume : undefined
+  if (flow.resume === resume) return flow
+  const { resume: _resume, ...rest } = flow
+  return resume === undefined ? rest : { ...rest, resume }
+}
+
 /** A failure the SQL backend would get from a constraint: the caller asked for something no operation does. */
 const constraint = (message: string) => Effect.fail(new SqlError({ message, cause: message }))
 
@@ -305,7 +313,8 @@ const writes = (draft: { state: State }): QueueWrites => {
     putGroups: (records) =>
       change((s) => ({ ...s, groups: records.reduce((groups, g) => HashMap.set(groups, g.groupId, g), s.groups) })),
     putFlows: (records) =>
-      change((s) => ({ ...s, flows: records.reduce((flows, f) => HashMap.set(flows, f.flowId, f), s.flows) })),
+      change((s) => ({ ...s, flows: records.reduce((flows, f) => HashMap.set(flows, f.flowId, withStoredResume(f, HashMap.get(flows, f.flowId))), s.flows) })),
+    setResume: (flowId, resume) => change((s) => ({ ...s, flows: HashMap.modify(s.flows, flowId, (f) => ({ ...f, resume })) })),
     setHeads: (heads) =>
       change((s) => ({
         ...s,

@@ -43,7 +43,9 @@ const FlowColumns = {
   eligible_at: NullableInt,
   weight: SqlInt,
   burst: SqlInt,
-  group_id: Schema.NullOr(StoredGroupId)
+  group_id: Schema.NullOr(StoredGroupId),
+  resume_seq: NullableInt,
+  resume_after: NullableInt
 }
 
 /** A `relay_flow` row. */
@@ -162,16 +164,20 @@ export const toEvent = (row: typeof EventRow.Type): EventRecord => ({
 })
 
 /** A flow row as a record. */
-export const toFlow = (row: typeof FlowRow.Type): FlowRecord => ({
-  flowId: row.flow_id,
-  seq: row.seq,
-  served: row.served,
-  headSeq: row.head_seq,
-  eligibleAt: row.eligible_at,
-  weight: row.weight,
-  burst: row.burst,
-  group: row.group_id
-})
+export const toFlow = (row: typeof FlowRow.Type): FlowRecord => {
+  const flow: FlowRecord = {
+    flowId: row.flow_id,
+    seq: row.seq,
+    served: row.served,
+    headSeq: row.head_seq,
+    eligibleAt: row.eligible_at,
+    weight: row.weight,
+    burst: row.burst,
+    group: row.group_id
+  }
+  // Absent until the flow's first discard: the records of other flows stay as they were.
+  return row.resume_seq === null || row.resume_after === null ? flow : Object.assign(flow, { resume: { seq: row.resume_seq, after: row.resume_after } })
+}
 
 /** A group row as a record. */
 export const toGroup = (row: typeof GroupRow.Type): GroupRecord => ({
@@ -246,7 +252,9 @@ const flowColumns: Columns = [
   ["eligible_at", "int?"],
   ["weight", "int"],
   ["burst", "int"],
-  ["group_id", "string?"]
+  ["group_id", "string?"],
+  ["resume_seq", "int?"],
+  ["resume_after", "int?"]
 ]
 const groupColumns: Columns = [["group_id", "string"], ["served", "int"], ["weight", "int"], ["burst", "int"]]
 
@@ -330,8 +338,8 @@ export const eventUpdate = (event: EventRecord) => ({
 export const eventInsert = ({ bodyText, record }: NewEvent) =>
   Object.assign(eventUpdate(record), { flow_id: record.flowId, seq: record.seq, body: bodyText })
 
-/** The row a flow is stored as. */
-export const flowRow = (flow: FlowRecord): typeof FlowRow.Type => ({
+/** The row a flow is stored as (its `resume` is written by a discard alone, `QueueWrites.setResume`). */
+export const flowRow = (flow: FlowRecord): Omit<typeof FlowRow.Type, "resume_seq" | "resume_after"> => ({
   flow_id: flow.flowId,
   seq: flow.seq,
   served: flow.served,

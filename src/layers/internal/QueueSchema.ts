@@ -197,6 +197,14 @@ export const migrations: Record<string, Effect.Effect<void, SqlError, SqlClient>
     yield* sql`CREATE INDEX relay_group_paused ON relay_group (group_id) WHERE paused <> 0`
     // The stored policy may change while processes run: they re-read it when its version moves.
     yield* sql`ALTER TABLE relay_settings ADD COLUMN version BIGINT NOT NULL DEFAULT 0`
+  }),
+  "11_discard_resume": Effect.gen(function*() {
+    const sql = yield* SqlClient
+    // Where a flow resumes after its latest run of discarded events: the event after the run
+    // (`resume_seq`) and the last seq before it (`resume_after`), which that event's delivery
+    // carries as `previousSeq`. Written by discards alone; null until the flow's first one.
+    yield* sql`ALTER TABLE relay_flow ADD COLUMN resume_seq BIGINT`
+    yield* sql`ALTER TABLE relay_flow ADD COLUMN resume_after BIGINT`
   })
 }
 

@@ -13,7 +13,7 @@ import * as Rows from "./QueueRows.js"
 import { isSqlite, limitTo, query } from "./Store.js"
 import type { Store } from "./Store.js"
 
-const candidateColumns = `f.flow_id, f.seq, f.served, f.head_seq, f.eligible_at, f.weight, f.burst, f.group_id,
+const candidateColumns = `f.flow_id, f.seq, f.served, f.head_seq, f.eligible_at, f.weight, f.burst, f.group_id, f.resume_seq, f.resume_after,
   e.event_id AS h_event_id, e.body AS h_body, e.state AS h_state, e.next_at AS h_next_at,
   e.lease_until AS h_lease_until, e.generation AS h_generation, e.attempts AS h_attempts,
   e.lifetime_attempts AS h_lifetime_attempts, e.reason AS h_reason`
@@ -140,7 +140,7 @@ export const claimRead = (store: Store, execLater: NonNullable<Store["execLater"
     const perGroup = Math.min(limit, FirstFlowsPerGroup)
     // A claim with no settle before it reads no flows of settled events.
     const settledFlows = ids.length === 0 ? sql.literal("") : sql`UNION ALL
-        SELECT 1 AS settled, f.flow_id, f.seq, f.served, f.head_seq, f.eligible_at, f.weight, f.burst, f.group_id,
+        SELECT 1 AS settled, f.flow_id, f.seq, f.served, f.head_seq, f.eligible_at, f.weight, f.burst, f.group_id, f.resume_seq, f.resume_after,
           NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
         FROM relay_flow f WHERE f.flow_id IN (SELECT flow_id FROM relay_event WHERE event_id IN ${sql.in(ids)}) AND f.paused = 0`
     const read = sql<{ readonly settled: number | null; readonly flow_id: string | null; readonly due_after: unknown }>`

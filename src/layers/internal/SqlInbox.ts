@@ -11,7 +11,7 @@ import { canonicalize, parseStored } from "../../domain/Json.js"
 import type { CanonicalBody } from "../../domain/Json.js"
 import type { DeliveryReply } from "../../domain/Outcomes.js"
 import { decideReceive } from "../../domain/Receiver.js"
-import type { Receipt } from "../../domain/Receiver.js"
+import type { Incoming, Receipt } from "../../domain/Receiver.js"
 import { Delivery } from "../../domain/Records.js"
 import type { DeliveryInput } from "../../domain/Records.js"
 import * as Faults from "../../services/Faults.js"
@@ -109,11 +109,12 @@ const service = (store: Store, business: InboxBusiness, retention: InboxRetentio
         onRight: (body) => Effect.succeed({ delivery, body })
       }))
 
-  const incoming = ({ body, delivery }: Decoded): Receipt => ({
+  const incoming = ({ body, delivery }: Decoded): Incoming => ({
     eventId: delivery.eventId,
     flowId: delivery.flowId,
     seq: delivery.seq,
-    bodyText: body.text
+    bodyText: body.text,
+    previousSeq: delivery.previousSeq
   })
 
   /** One business step in a savepoint of its own: a refusal rolls back what it wrote, and nothing else. */

@@ -384,6 +384,8 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean; r
         sql`INSERT INTO relay_audit (event_id, reason, generation, tick, actor, action, target)
           VALUES (${record.eventId}, ${record.reason}, ${record.generation}, ${record.tick}, ${record.actor}, ${record.action}, ${record.target})`
       ),
+    setResume: (flowId, resume) =>
+      execWrite(store, sql`UPDATE relay_flow SET resume_seq = ${resume.seq}, resume_after = ${resume.after} WHERE flow_id = ${flowId}`),
     setPaused: (target, paused) => {
       const flag = paused ? 1 : 0
       type Row = { readonly paused: unknown; readonly group_id: string | null }

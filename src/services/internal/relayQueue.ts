@@ -603,6 +603,9 @@ export const make = (
           const discarded = decided.right
           // Read after the event (and, side by side, its flow) is held: nothing is appended meanwhile.
           const [successor] = yield* tx.eventsAt([{ flowId: discarded.flowId, seq: discarded.seq + 1 }])
+          // The next event's delivery names the last seq before the discarded run (`Claimed.previousSeq`).
+          const [flow] = yield* tx.flows([discarded.flowId])
+          yield* tx.setResume(discarded.flowId, Operator.resumeAfterDiscard(flow?.resume, discarded.seq))
           yield* tx.appendAudit({
             eventId: discarded.eventId,
             reason: request.reason,

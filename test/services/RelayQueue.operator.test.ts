@@ -206,6 +206,22 @@ const pauseSuite = (backend: Backend) => {
         yield* w.queue.pause({ flowId: "A", reason: "x" })
         expect(yield* w.queue.pause({ flowId: "A", reason: "x" })).toMatchObject({ changed: false })
       }))
+
+    it.scoped("a pause or resume is a write: the store's tick reaches the tick its audit row records, changed or not", () =>
+      Effect.gen(function*() {
+        const w = yield* backend.world()
+        yield* w.queue.enqueue({ eventId: "A1", flowId: "A", body: { delta: 1 } })
+        for (const act of [
+          w.queue.pause({ flowId: "A", reason: "receiver down" }),
+          w.queue.pause({ flowId: "A", reason: "still down" }),
+          w.queue.resume({ flowId: "A", reason: "receiver back" })
+        ]) {
+          yield* TestClock.adjust("1 minute")
+          yield* act
+          const { audit, clock } = yield* w.queue.snapshot
+          expect(audit[audit.length - 1]!.tick).toBe(clock.tick)
+        }
+      }))
   })
 }
 

@@ -1,14 +1,17 @@
 /**
  * The operator dashboard: server-rendered pages over the public `RelayQueue` service — overview
  * (counts, rates, the oldest eligible head, a chart), flows, quarantined heads, events, one
- * event with its audit history, the audit log — refreshed in place while open, and redrive from
- * the page when enabled.
+ * event with its audit history, groups, the audit log — refreshed in place while open, and the
+ * operator's actions when enabled: redrive or discard a head, pause or resume a flow or a group,
+ * and redrive a group's (or a flow-id prefix's) quarantined heads after a dry-run list.
  *
  * Read-only unless given a `redriveToken`: then an operator logs in with the token (an HttpOnly,
  * SameSite=Strict session cookie; or `Authorization: Bearer TOKEN` per request) and every POST
- * made with the cookie carries the session's CSRF token. Redrive goes through
- * `RelayQueue.redrive`, so its typed refusals (`GenerationMismatch`, `MissingReason`,
- * `NotQuarantined`, `EventNotFound`, `InvalidInput`) are shown inline and change nothing.
+ * made with the cookie carries the session's CSRF token. Every action goes through the
+ * `RelayQueue` operation of the same name (`redrive`, `discard`, `pause`, `resume`, `redriveAll`)
+ * with the operator's reason and name, so it is audited, and its typed refusals
+ * (`GenerationMismatch`, `MissingReason`, `NotQuarantined`, `EventNotFound`, `TargetNotFound`,
+ * `InvalidInput`) are shown inline and change nothing.
  * Everything is served by the dashboard itself (no CDN); no secret is ever rendered.
  *
  * ```ts
@@ -26,6 +29,7 @@ import * as UrlParams from "@effect/platform/UrlParams"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Clock, Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
 import type { Scope } from "effect"
+import { createHash } from "node:crypto"
 import { createServer } from "node:http"
 import { InvalidInput } from "../domain/Errors.js"
 import type { AuditRecord, EventRecord, EventState, FlowRecord } from "../domain/Records.js"
@@ -383,7 +387,7 @@ export const makeRouter = (
               : queue.events({ state, flowId: flow, afterSeq: after === undefined ? undefined : Number(after), limit })
           )
           return yield* page(
-            Pages.events(frame, { page: kind, list: result.value ?? [], state, flow, limit, after, error: result.error }),
+            Pages.events(frame, { page: kind, list: result.value ?? [], state, flow, limit, after, error: result.error, notice: pauseNotice(params, "flow", flow) }),
             result.error === undefined ? 200 : 400
           )
         }))
@@ -426,6 +430,17 @@ export const makeRouter = (
       return eventPage(frame, now, id, notice, undefined, 200)
     })
 
+    const groups = handle(({ frame, params }) =>
+      Effect.gen(function*() {
+        const limit = limitParam(param(params, "limit"), [50, 100, 500, 1000], 100)
+        const after = param(params, "after")
+        const result = yield* reading(queue.groups({ after, limit }))
+        return yield* page(
+          Pages.groups(frame, { rows: result.value ?? [], limit, after, notice: pauseNotice(params, "group", param(params, "group")), error: result.error }),
+          result.error === undefined ? 200 : 400
+        )
+      }))
+
     const audit = handle(({ frame, params }) =>
       Effect.gen(function*() {
         const eventId = param(params, "event")
@@ -444,6 +459,101 @@ export const makeRouter = (
 
     const readForm = (request: HttpServerRequest.HttpServerRequest) =>
       Effect.orElseSucceed(request.urlParamsBody, (): UrlParams.UrlParams => [])
+
+    /**
+     * The operator's form of an action: refused (403) from another site, on a read-only dashboard,
+     * without a login or bearer token, or with a cookie but a missing or stale CSRF token.
+     */
+    const operatorForm = (frame: Pages.Frame, request: HttpServerRequest.HttpServerRequest, who: Auth.Principal, what: string) =>
+      Effect.gen(function*() {
+        const refused = refusePost(frame, request)
+        if (refused !== undefined) return { refused: yield* refused, form: [] as UrlParams.UrlParams }
+        const form = yield* readForm(request)
+        if (!Auth.mayPost(who, formField(form, "csrf"))) {
+          const message = who._tag === "Anonymous" ? `log in with the operator token to ${what}` : "the form's CSRF token is missing or stale: reload the page"
+          return { refused: yield* page(Pages.failure(frame, "Forbidden", message), 403), form }
+        }
+        return { refused: undefined, form }
+      })
+
+    /** The status of an action's typed refusal: the request's fault, a missing target, a conflict, or the store's failure. */
+    const refusalStatus = (tag: string) =>
+      tag === "SqlError" ? 500 : tag === "InvalidInput" || tag === "MissingReason" ? 422 : tag === "TargetNotFound" ? 404 : 409
+
+    /** A refusal drawn inline (a store failure logged, its details not shown). */
+    const refusal = (what: string, error: { readonly _tag: string; readonly message: string }) =>
+      Effect.as(
+        error._tag === "SqlError" ? Effect.logError(`Dashboard: ${what} failed in the store`, error) : Effect.void,
+        Pages.errorBox(error._tag, error._tag === "SqlError" ? "the store failed; nothing was changed (see the dashboard's log)" : error.message)
+      )
+
+    const pause = handle(({ frame, request, who }) =>
+      Effect.gen(function*() {
+        const { form, refused } = yield* operatorForm(frame, request, who, "pause or resume")
+        if (refused !== undefined) return refused
+        const kind = formField(form, "kind") === "group" ? "group" : "flow"
+        const id = formField(form, "id") ?? ""
+        const action = formField(form, "action") === "resume" ? "resume" : "pause"
+        const values: Pages.ActionForm = { reason: formField(form, "reason") ?? "", actor: (formField(form, "actor") ?? "").trim() }
+        const input = { ...(kind === "group" ? { group: id } : { flowId: id }), reason: values.reason, actor: values.actor }
+        const result = yield* Effect.either(
+          values.actor === ""
+            ? Effect.fail(new InvalidInput({ operation: action, message: "say who decides (the audit row records it)" }))
+            : action === "pause"
+            ? queue.pause(input)
+            : queue.resume(input)
+        )
+        if (result._tag === "Left") {
+          const box = yield* refusal(action, result.left)
+          return yield* page(Pages.pauseRefused(frame, { kind, id }, box, values), refusalStatus(result.left._tag))
+        }
+        yield* Effect.logInfo(`Dashboard: ${action}`, { kind, id, changed: result.right.changed, actor: values.actor })
+        const done = { done: action, changed: result.right.changed ? "1" : "0" }
+        const back = kind === "flow" ? `/events${query({ flow: id, ...done })}` : `/groups${query({ group: id, ...done })}`
+        return HttpServerResponse.redirect(`${config.base}${back}`, { status: 303, headers: securityHeaders })
+      }))
+
+    /** The quarantined heads a bulk redrive's filter names, listed without a change (a dry run). */
+    const bulkPreview = (filter: Pages.BulkFilter, reason: string, actor: string) =>
+      Effect.map(queue.redriveAll({ filter, reason, actor, dryRun: true }), ({ heads }) => ({ heads, digest: digestOf(heads) }))
+
+    const bulkFormOf = (params: { readonly get: (name: string) => string | undefined }): Pages.BulkForm => ({
+      group: nonEmpty(params.get("group")),
+      flowPrefix: nonEmpty(params.get("flowPrefix")),
+      reason: params.get("reason") ?? "",
+      actor: (params.get("actor") ?? "").trim()
+    })
+
+    const bulkPage = handle(({ frame, params }) =>
+      page(Pages.bulkRedrive(frame, { form: bulkFormOf({ get: (name) => param(params, name) }), error: undefined })))
+
+    const bulkRedrive = handle(({ frame, request, who }) =>
+      Effect.gen(function*() {
+        const { form: fields, refused } = yield* operatorForm(frame, request, who, "redrive")
+        if (refused !== undefined) return refused
+        const form = bulkFormOf({ get: (name) => formField(fields, name) })
+        const filter: Pages.BulkFilter = { group: form.group, flowPrefix: form.flowPrefix }
+        const reason = form.reason ?? ""
+        const actor = form.actor ?? ""
+        const refuse = (error: { readonly _tag: string; readonly message: string }) =>
+          Effect.flatMap(refusal("redrive-all", error), (box) => page(Pages.bulkRedrive(frame, { form, error: box }), refusalStatus(error._tag)))
+        if (filter.group === undefined && filter.flowPrefix === undefined) {
+          return yield* refuse(new InvalidInput({ operation: "redriveAll", message: "name a group or a flow id prefix" }))
+        }
+        if (actor === "") return yield* refuse(new InvalidInput({ operation: "redriveAll", message: "say who decides (the audit rows record it)" }))
+        const preview = yield* Effect.either(bulkPreview(filter, reason, actor))
+        if (preview._tag === "Left") return yield* refuse(preview.left)
+        if (formField(fields, "step") !== "confirm") return yield* page(Pages.bulkRedrive(frame, { form, error: undefined, preview: preview.right }))
+        // Confirmed for the heads listed: when others match now, list them again rather than release unseen heads.
+        if (formField(fields, "digest") !== preview.right.digest) {
+          const box = Pages.errorBox("HeadsChanged", "the quarantined heads that match are not those listed when you looked; check the list again")
+          return yield* page(Pages.bulkRedrive(frame, { form, error: box, preview: preview.right }), 409)
+        }
+        const done = yield* Effect.either(queue.redriveAll({ filter, reason, actor }))
+        if (done._tag === "Left") return yield* refuse(done.left)
+        yield* Effect.logInfo("Dashboard: redrive-all", { ...filter, heads: done.right.heads.length, skipped: done.right.skipped, actor })
+        return yield* page(Pages.bulkRedrive(frame, { form, error: undefined, done: done.right }))
+      }))
 
     const redrive = handle(({ frame, now, request, who }) =>
       Effect.gen(function*() {
@@ -541,6 +651,10 @@ export const makeRouter = (
       HttpRouter.get("/quarantined", eventList("quarantined")),
       HttpRouter.get("/event", event),
       HttpRouter.post("/redrive", redrive),
+      HttpRouter.get("/groups", groups),
+      HttpRouter.post("/pause", pause),
+      HttpRouter.get("/redrive-all", bulkPage),
+      HttpRouter.post("/redrive-all", bulkRedrive),
       HttpRouter.get("/audit", audit),
       HttpRouter.get("/login", loginPage),
       HttpRouter.post("/login", login),
@@ -569,6 +683,22 @@ const misdirected = Effect.sync(() =>
 
 // How long the answer to a wrong operator token waits: guessing in parallel then costs connections.
 const FailedAttemptDelay = Duration.millis(300)
+
+const nonEmpty = (value: string | undefined): string | undefined => (value === undefined || value === "" ? undefined : value)
+
+/** A digest of the heads a dry run listed (id and generation each), so a confirm can tell they are the same. */
+const digestOf = (heads: ReadonlyArray<{ readonly eventId: string; readonly generation: number }>): string =>
+  createHash("sha256").update(JSON.stringify(heads.map((h) => [h.eventId, h.generation]))).digest("hex")
+
+/** The notice after a pause or resume of the flow or group a page shows. */
+const pauseNotice = (params: URLSearchParams, kind: "flow" | "group", id: string | undefined): Html | undefined => {
+  const done = params.get("done")
+  if (id === undefined || (done !== "pause" && done !== "resume")) return undefined
+  const state = done === "pause" ? "paused" : "resumed"
+  return params.get("changed") === "0"
+    ? html`<div class="ok" role="status" data-testid="pause-notice">The ${kind} ${id} was already ${done === "pause" ? "paused" : "active"}; the decision is in the audit log.</div>`
+    : html`<div class="ok" role="status" data-testid="pause-notice">${kind === "flow" ? "Flow" : "Group"} ${id} ${state}. The audit log has the decision.</div>`
+}
 
 /** The client's address, for the per-client limit on token guesses. */
 const clientOf = (request: HttpServerRequest.HttpServerRequest): string => Option.getOrElse(request.remoteAddress, () => "unknown")

@@ -19,6 +19,7 @@ import * as Rates from "../../src/dashboard/internal/Rates.js"
 import type { FlowRecord } from "../../src/domain/Records.js"
 import * as SqliteRelayQueue from "../../src/layers/SqliteRelayQueue.js"
 import { RelayQueue } from "../../src/services/RelayQueue.js"
+import type { RelayQueueService } from "../../src/services/RelayQueue.js"
 import { fill, policy } from "./fixture.js"
 import { captureLogs } from "../support/logs.js"
 import { testTmpDir } from "../support/tmp.js"
@@ -378,5 +379,199 @@ describe("the suggested redrive command", () => {
     } finally {
       fs.rmSync(cwd, { recursive: true, force: true })
     }
+  })
+})
+
+describe("operator actions over HTTP: pause, resume and bulk redrive", () => {
+  const token = "operator-token-0123456789"
+  let served: Served
+  beforeAll(async () => {
+    served = await serve({
+      redriveToken: token,
+      // Quarantined heads in two groups (and the fixture's, in none): G1 and G2 of group acme, H1 of group beta.
+      prepare: Effect.gen(function*() {
+        const queue = yield* RelayQueue
+        yield* queue.enqueueBatch([
+          { eventId: "G1", flowId: "tenant-1", group: "acme", body: { delta: 1 } },
+          { eventId: "G2", flowId: "tenant-2", group: "acme", body: { delta: 2 } },
+          { eventId: "G3", flowId: "tenant-2", group: "acme", body: { delta: 3 } },
+          { eventId: "H1", flowId: "other-1", group: "beta", body: { delta: 4 } }
+        ])
+        for (const claim of yield* queue.claimBatch(10_000)) {
+          if (["G1", "G2", "H1"].includes(claim.event.eventId)) yield* queue.settle(claim.token, { _tag: "Rejected", code: "schema_v2" })
+        }
+      })
+    })
+  })
+  afterAll(async () => {
+    await served?.close()
+  })
+
+  const run = <A, E>(f: (queue: RelayQueueService) => Effect.Effect<A, E>) => served.run(Effect.flatMap(RelayQueue, f))
+  const auditRows = () => run((q) => q.audit({ limit: 10_000 }))
+  const groupPaused = async (group: string) => (await run((q) => q.groups({ limit: 10_000 }))).find((g) => g.groupId === group)?.paused
+  const flowPaused = async (flowId: string) => (await run((q) => q.flows({ limit: 10_000 }))).find((f) => f.flowId === flowId)?.paused
+
+  /** Logs in as a browser does: the session cookie, and the CSRF token the pages' forms carry. */
+  const session = async () => {
+    const login = await fetch(`${served.url}/login`, { method: "POST", body: new URLSearchParams({ token, next: "/groups" }), redirect: "manual" })
+    const cookie = (login.headers.get("set-cookie") ?? "").split(";")[0]!
+    expect(cookie).toMatch(new RegExp(`^${Auth.CookieName}=.+`))
+    const page = await (await fetch(`${served.url}/groups`, { headers: { cookie } })).text()
+    const csrf = /name="csrf" value="([^"]+)"/.exec(page)?.[1]
+    expect(csrf).toBeDefined()
+    return { cookie, csrf: csrf! }
+  }
+
+  const post = (path: string, form: Record<string, string>, headers: Record<string, string> = {}) =>
+    fetch(`${served.url}${path}`, { method: "POST", body: new URLSearchParams(form), headers, redirect: "manual" })
+
+  it("offers the pause and resume forms (flow page, groups page) and the bulk redrive form to an operator only", async () => {
+    const { cookie } = await session()
+    const anonymous = [
+      await (await fetch(`${served.url}/groups`)).text(),
+      await (await fetch(`${served.url}/events?flow=tenant-1`)).text(),
+      await (await fetch(`${served.url}/redrive-all?group=acme`)).text()
+    ]
+    for (const body of anonymous) {
+      expect(body).not.toMatch(/data-testid="(pause-form-flow|pause-form-group|bulk-form)"/)
+      expect(body).toContain("Log in</a>")
+    }
+    const groups = await (await fetch(`${served.url}/groups`, { headers: { cookie } })).text()
+    expect(groups).toMatch(/<form method="post" action="\/pause" data-testid="pause-form-group">[\s\S]*name="reason"[\s\S]*value="pause"[\s\S]*value="resume"/)
+    expect(groups).toMatch(/<td class="id">acme<\/td>/)
+    const flow = await (await fetch(`${served.url}/events?flow=tenant-1`, { headers: { cookie } })).text()
+    expect(flow).toMatch(/data-testid="pause-form-flow">[\s\S]*name="id" value="tenant-1"/)
+    const quarantined = await (await fetch(`${served.url}/quarantined`, { headers: { cookie } })).text()
+    expect(quarantined).toContain(`data-testid="bulk-entry"`)
+    const bulk = await (await fetch(`${served.url}/redrive-all?group=acme`, { headers: { cookie } })).text()
+    expect(bulk).toMatch(/data-testid="bulk-form">[\s\S]*name="group" value="acme"[\s\S]*name="reason"[\s\S]*value="preview"/)
+  })
+
+  it("refuses a pause or resume without a reason or a name, changing nothing; with them it pauses and resumes a group, one audit row each", async () => {
+    const { cookie, csrf } = await session()
+    const headers = { cookie }
+    const before = await auditRows()
+    for (const form of [{ reason: "" }, { reason: "  \n" }, { reason: "tenant migration", actor: " " }]) {
+      const refused = await post("/pause", { csrf, kind: "group", id: "acme", action: "pause", actor: "alice", ...form }, headers)
+      expect(refused.status, JSON.stringify(form)).toBe(422)
+      expect(await refused.text()).toContain(`data-error-tag="InvalidInput"`)
+    }
+    expect(await groupPaused("acme")).toBe(false)
+    expect(await auditRows()).toEqual(before)
+
+    const paused = await post("/pause", { csrf, kind: "group", id: "acme", action: "pause", reason: "tenant migration", actor: "alice" }, headers)
+    expect(paused.status).toBe(303)
+    expect(paused.headers.get("location")).toBe("/groups?group=acme&done=pause&changed=1")
+    expect(await groupPaused("acme")).toBe(true)
+    const notice = await (await fetch(`${served.url}${paused.headers.get("location")}`, { headers })).text()
+    expect(notice).toContain(`data-testid="pause-notice">Group acme paused.`)
+    expect(notice).toMatch(/>acme<\/td>(<td[^>]*>[^<]*<\/td>){4}<td><span class="state quarantined" data-testid="group-paused">paused/)
+
+    const resumed = await post("/pause", { csrf, kind: "group", id: "acme", action: "resume", reason: "migration done", actor: "bob" }, headers)
+    expect(resumed.status).toBe(303)
+    expect(await groupPaused("acme")).toBe(false)
+    const added = (await auditRows()).slice(before.length)
+    expect(added.map(({ action, actor, eventId, reason, target }) => ({ action, actor, eventId, reason, target }))).toEqual([
+      { action: "pause", actor: "alice", eventId: null, reason: "tenant migration", target: "group:acme" },
+      { action: "resume", actor: "bob", eventId: null, reason: "migration done", target: "group:acme" }
+    ])
+  })
+
+  it("pauses and resumes one flow from its page (bearer token), and answers an unknown flow with TargetNotFound", async () => {
+    const bearer = { authorization: `Bearer ${token}` }
+    const before = await auditRows()
+    const paused = await post("/pause", { kind: "flow", id: "account-A", action: "pause", reason: "receiver down", actor: "script" }, bearer)
+    expect(paused.status).toBe(303)
+    expect(paused.headers.get("location")).toBe("/events?flow=account-A&done=pause&changed=1")
+    expect(await flowPaused("account-A")).toBe(true)
+    const again = await post("/pause", { kind: "flow", id: "account-A", action: "pause", reason: "still down", actor: "script" }, bearer)
+    expect(again.headers.get("location")).toBe("/events?flow=account-A&done=pause&changed=0")
+    const missing = await post("/pause", { kind: "flow", id: "no-such-flow", action: "pause", reason: "typo", actor: "script" }, bearer)
+    expect(missing.status).toBe(404)
+    expect(await missing.text()).toContain(`data-error-tag="TargetNotFound"`)
+    const resumed = await post("/pause", { kind: "flow", id: "account-A", action: "resume", reason: "receiver back", actor: "script" }, bearer)
+    expect(resumed.status).toBe(303)
+    expect(await flowPaused("account-A")).toBe(false)
+    const added = (await auditRows()).slice(before.length)
+    expect(added.map((row) => [row.action, row.target, row.reason])).toEqual([
+      ["pause", "flow:account-A", "receiver down"],
+      ["pause", "flow:account-A", "still down"],
+      ["resume", "flow:account-A", "receiver back"]
+    ])
+  })
+
+  it("refuses a pause, a resume or a bulk redrive posted without a login, without the CSRF token, or from another site", async () => {
+    const { cookie, csrf } = await session()
+    const before = await run((q) => q.snapshot)
+    const pause = { kind: "group", id: "beta", action: "pause", reason: "r", actor: "mallory" }
+    const bulk = { group: "beta", reason: "r", actor: "mallory", step: "confirm" }
+    for (const [path, form] of [["/pause", pause], ["/redrive-all", bulk]] as const) {
+      const cases: ReadonlyArray<readonly [string, Record<string, string>, Record<string, string>]> = [
+        ["no login", { ...form, csrf }, {}],
+        ["a wrong bearer token", form, { authorization: "Bearer wrong-token-000000" }],
+        ["a cookie without the CSRF token", form, { cookie }],
+        ["a cookie with a wrong CSRF token", { ...form, csrf: "guess" }, { cookie }],
+        ["another site's form", { ...form, csrf }, { cookie, origin: "http://evil.example" }]
+      ]
+      for (const [name, body, headers] of cases) expect((await post(path, body, headers)).status, `${path}: ${name}`).toBe(403)
+    }
+    expect(await run((q) => q.snapshot)).toEqual(before)
+  })
+
+  it("bulk redrive lists a group's quarantined heads first, refuses a missing reason, and once confirmed redrives them with one audit row each", async () => {
+    const { cookie, csrf } = await session()
+    const headers = { cookie }
+    const form = { csrf, group: "acme", flowPrefix: "", actor: "carol" }
+    const before = await run((q) => q.snapshot)
+
+    const noReason = await post("/redrive-all", { ...form, reason: " ", step: "preview" }, headers)
+    expect(noReason.status).toBe(422)
+    expect(await noReason.text()).toContain(`data-error-tag="InvalidInput"`)
+    const noFilter = await post("/redrive-all", { ...form, group: "", reason: "schema v2 deployed", step: "preview" }, headers)
+    expect(noFilter.status).toBe(422)
+
+    const preview = await post("/redrive-all", { ...form, reason: "schema v2 deployed", step: "preview" }, headers)
+    expect(preview.status).toBe(200)
+    const listed = await preview.text()
+    expect(listed).toContain(`data-testid="bulk-count">2 quarantined heads of group acme would be released`)
+    const listedIds = [...listed.matchAll(/href="\/event\?id=([^"]+)"/g)].map((m) => m[1])
+    expect(listedIds).toEqual(["G1", "G2"])
+    expect(listed).toContain(`data-testid="bulk-confirm"`)
+    const digest = /name="digest" value="([0-9a-f]+)"/.exec(listed)?.[1]
+    expect(digest).toBeDefined()
+    // The dry run and the refusals changed nothing.
+    expect(await run((q) => q.snapshot)).toEqual(before)
+
+    const stale = await post("/redrive-all", { ...form, reason: "schema v2 deployed", step: "confirm", digest: "0".repeat(64) }, headers)
+    expect(stale.status).toBe(409)
+    expect(await stale.text()).toContain(`data-error-tag="HeadsChanged"`)
+    expect(await run((q) => q.snapshot)).toEqual(before)
+
+    const done = await post("/redrive-all", { ...form, reason: "schema v2 deployed", step: "confirm", digest: digest! }, headers)
+    expect(done.status).toBe(200)
+    expect(await done.text()).toContain(`data-testid="bulk-redriven">Redriven 2 quarantined heads of group acme`)
+    const states = await run((q) => Effect.forEach(["G1", "G2", "H1"], (id) => q.inspect(id)))
+    expect(states.map(({ event }) => [event.eventId, event.state])).toEqual([["G1", "ready"], ["G2", "ready"], ["H1", "quarantined"]])
+    const added = (await auditRows()).slice(before.audit.length)
+    expect(added.map(({ action, actor, eventId, generation, reason, target }) => ({ action, actor, eventId, generation, reason, target }))).toEqual(
+      states.slice(0, 2).map(({ event }) => ({
+        action: "redrive",
+        actor: "carol",
+        eventId: event.eventId,
+        generation: event.generation,
+        reason: "schema v2 deployed",
+        target: `bulk:{"group":"acme"}`
+      }))
+    )
+  })
+
+  it("bulk redrive by a flow-id prefix lists only the flows with that prefix", async () => {
+    const bearer = { authorization: `Bearer ${token}` }
+    const preview = await post("/redrive-all", { group: "", flowPrefix: "other-", reason: "retry", actor: "script", step: "preview" }, bearer)
+    expect(preview.status).toBe(200)
+    const listed = await preview.text()
+    expect([...listed.matchAll(/href="\/event\?id=([^"]+)"/g)].map((m) => m[1])).toEqual(["H1"])
+    expect((await run((q) => q.inspect("H1"))).event.state).toBe("quarantined")
   })
 })

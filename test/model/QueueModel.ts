@@ -34,7 +34,18 @@
  *   `setGroupWeight` of an unknown group creates it with served 0 (admitted with its first event).
  * - events with every field of SPEC §7, audit rows `{ eventId, reason, generation, tick }`.
  * - outcomes and typed errors of enqueue, enqueueBatch, setFlowWeight, claim, claimBatch, settle,
- *   settleBatch and redrive.
+ *   settleBatch, redrive, discard, pause/resume and redriveAll.
+ * - operators' actions (docs/operator.md): `discard` takes a quarantined head out of its flow for
+ *   good (state discarded, a new generation; the flow goes on from its next event, as after an
+ *   ack). `pause`/`resume` of a flow or a group (every flow of it): a claim passes over a paused
+ *   flow's head and every head of a paused group's flows, and so does the wake-up time; the flow
+ *   keeps its `served` and burst. Each is audited (target `flow:F` / `group:G`, no event), even
+ *   when it changes nothing (pausing a paused flow), and the audit row is a write: the tick
+ *   becomes max(tick, now). An unknown flow or group is `TargetNotFound`, nothing written.
+ *   `redriveAll` releases every quarantined head the filter names (a group, a flow-id prefix, or
+ *   all), in event-id order (UTF-8 bytes), each as a single redrive with its own audit row
+ *   (target `bulk:` and the filter as JSON); a dry run lists them (at their current generation)
+ *   and writes nothing; `pages` is the number of pages of `pageSize` (default 100) it took.
  * - argument checks (`InvalidInput`): ids 1–200 UTF-16 units, not blank, no C0/DEL/C1 control
  *   characters; generations non-negative integers; replies with a known tag and well-typed fields;
  *   weights integers 1..1,000,000; batch sizes 1..10,000; redrive reasons up to 10,000 and actors
@@ -80,14 +91,17 @@ export interface ModelGroupRow {
 }
 
 export interface ModelAudit {
-  readonly eventId: string
+  /** The event it touched (null for a pause or resume). */
+  readonly eventId: string | null
   readonly reason: string
-  readonly generation: number
+  /** The event's generation after it (null when no event was touched). */
+  readonly generation: number | null
   readonly tick: number
   /** Who decided, when the caller said (else null). */
   readonly actor: string | null
-  readonly action: "redrive"
-  readonly target: null
+  readonly action: "redrive" | "discard" | "pause" | "resume"
+  /** `flow:F` or `group:G` for a pause or resume, `bulk:FILTER` for a bulk redrive, else null. */
+  readonly target: string | null
 }
 
 export interface ModelSnapshot {
@@ -145,6 +159,7 @@ export type ModelError =
   | { readonly _tag: "GenerationMismatch"; readonly eventId: string; readonly expected: number; readonly actual: number }
   | { readonly _tag: "MissingReason"; readonly eventId: string }
   | { readonly _tag: "GroupConflict"; readonly flowId: string; readonly storedGroup: string | null; readonly requestedGroup: string }
+  | { readonly _tag: "TargetNotFound"; readonly kind: "flow" | "group"; readonly id: string }
 
 export type Result<A> = { readonly ok: true; readonly value: A } | { readonly ok: false; readonly error: ModelError }
 
@@ -170,6 +185,25 @@ export interface EnqueueArgs {
   readonly weight?: unknown
   readonly group?: unknown
 }
+
+/** What a pause or resume did. */
+export type PauseOutcome = {
+  readonly _tag: "Paused" | "Resumed"
+  readonly target: { readonly kind: "flow" | "group"; readonly id: string }
+  readonly changed: boolean
+}
+
+/** One head of a bulk redrive. */
+export interface BulkHead {
+  readonly eventId: string
+  readonly flowId: string
+  readonly group: string | null
+  readonly reason: string | null
+  readonly generation: number
+}
+
+/** Which quarantined heads a bulk redrive takes (the model knows these three). */
+export type BulkFilter = { readonly group: string } | { readonly flowPrefix: string } | { readonly all: true }
 
 export interface TokenArgs {
   readonly eventId: unknown
@@ -294,6 +328,7 @@ interface FlowState {
   weight: number
   burst: number
   group: string | null
+  paused?: boolean
 }
 
 interface GroupState {
@@ -301,6 +336,7 @@ interface GroupState {
   served: number
   weight: number
   burst: number
+  paused?: boolean
 }
 
 interface EventState {
@@ -369,7 +405,7 @@ export class QueueModel {
   private head(flowId: string): ModelEvent | undefined {
     for (const id of this.byFlow.get(flowId) ?? []) {
       const e = this.events.get(id)!.event
-      if (e.state !== "acked") return e
+      if (e.state !== "acked" && e.state !== "discarded") return e
     }
     return undefined
   }
@@ -552,6 +588,7 @@ export class QueueModel {
     // The eligible flows, and the units they make: a group, or a flow of no group.
     const eligible: Array<{ flow: FlowState; head: ModelEvent }> = []
     for (const flow of m.flows.values()) {
+      if (m.isPaused(flow)) continue
       const head = m.head(flow.flowId)
       const at = QueueModel.eligibleAt(head)
       if (head === undefined || at === null || at > now) continue
@@ -605,10 +642,25 @@ export class QueueModel {
     }
   }
 
+  /** Whether a flow is passed over: paused itself, or in a paused group. */
+  private isPaused(flow: FlowState): boolean {
+    return flow.paused === true || (flow.group !== null && this.groups.get(flow.group)?.paused === true)
+  }
+
+  /** Whether a paused flow (or a flow of a paused group) has a head a claim would take at `now` but for the pause. */
+  pausedHeadHeld(now: number): boolean {
+    for (const flow of this.flows.values()) {
+      const at = QueueModel.eligibleAt(this.head(flow.flowId))
+      if (this.isPaused(flow) && at !== null && at <= now) return true
+    }
+    return false
+  }
+
   /** The earliest tick at which some head becomes eligible (all are later than now when idle). */
   private wakeAt(): number | undefined {
     let wake: number | undefined
     for (const flow of this.flows.values()) {
+      if (this.isPaused(flow)) continue
       const at = QueueModel.eligibleAt(this.head(flow.flowId))
       if (at !== null && (wake === undefined || at < wake)) wake = at
     }
@@ -749,6 +801,113 @@ export class QueueModel {
       m.audit.push({ eventId, reason, generation, tick: Math.max(m.tick, now), actor, action: "redrive", target: null })
       return ok({ _tag: "Redriven" as const, generation })
     }, () => true)
+  }
+
+  // --- operators' actions -------------------------------------------------------------------
+
+  private static validReason(reason: unknown): reason is string {
+    return typeof reason === "string" && reason.length <= MaxReason
+  }
+
+  private static validActor(actor: unknown): boolean {
+    return actor === undefined || (typeof actor === "string" && actor.length <= MaxActor)
+  }
+
+  discard(
+    args: { eventId: unknown; expectedGeneration: unknown; reason: unknown; actor?: unknown },
+    now: number
+  ): Result<{ _tag: "Discarded"; generation: number; nextHead: string | null }> {
+    if (!validId(args.eventId) || !isNonNegativeInt(args.expectedGeneration)) return invalid("discard")
+    if (!QueueModel.validReason(args.reason) || !QueueModel.validActor(args.actor)) return invalid("discard")
+    const { eventId, expectedGeneration, reason } = args as { eventId: string; expectedGeneration: number; reason: string }
+    const actor = (args.actor as string | undefined) ?? null
+    if (reason.trim() === "") return fail({ _tag: "MissingReason", eventId })
+    return this.atomically(now, (m, now) => {
+      const stored = m.events.get(eventId)
+      if (stored === undefined) return fail({ _tag: "EventNotFound", eventId })
+      const e = stored.event
+      if (e.state !== "quarantined") return fail({ _tag: "NotQuarantined", eventId, state: e.state })
+      if (e.generation !== expectedGeneration) {
+        return fail({ _tag: "GenerationMismatch", eventId, expected: expectedGeneration, actual: e.generation })
+      }
+      const generation = e.generation + 1
+      // Out of the flow for good: its reason and times stay as they were, for the audit.
+      m.setEvent({ ...e, state: "discarded", generation, leaseUntil: null })
+      m.audit.push({ eventId, reason, generation, tick: Math.max(m.tick, now), actor, action: "discard", target: null })
+      // The flow goes on from the event after it (seq e.seq + 1 sits at index e.seq).
+      const nextHead = m.byFlow.get(e.flowId)![e.seq] ?? null
+      return ok({ _tag: "Discarded" as const, generation, nextHead })
+    }, () => true)
+  }
+
+  /** Pauses (`paused` true) or resumes one flow or one group. */
+  setPaused(args: { flowId?: unknown; group?: unknown; reason: unknown; actor?: unknown }, paused: boolean, now: number): Result<PauseOutcome> {
+    const operation = paused ? "pause" : "resume"
+    const kind = args.flowId !== undefined ? "flow" as const : "group" as const
+    const id = kind === "flow" ? args.flowId : args.group
+    if (!validId(id) || !QueueModel.validReason(args.reason) || !QueueModel.validActor(args.actor)) return invalid(operation)
+    // A blank reason is malformed here (there is no event to name in a MissingReason).
+    if (args.reason.trim() === "") return invalid(operation)
+    const reason = args.reason
+    const actor = (args.actor as string | undefined) ?? null
+    return this.atomically(now, (m, now) => {
+      const target = kind === "flow" ? m.flows.get(id) : m.groups.get(id)
+      if (target === undefined) return fail({ _tag: "TargetNotFound", kind, id })
+      const changed = (target.paused === true) !== paused
+      target.paused = paused
+      m.audit.push({ eventId: null, reason, generation: null, tick: Math.max(m.tick, now), actor, action: operation, target: `${kind}:${id}` })
+      return ok({ _tag: paused ? "Paused" as const : "Resumed" as const, target: { kind, id }, changed })
+    }, () => true)
+  }
+
+  /** Redrives every quarantined head `filter` names, or (dry) lists them. */
+  redriveAll(
+    args: { filter: BulkFilter; reason: unknown; actor?: unknown; dryRun?: boolean; pageSize?: number },
+    now: number
+  ): Result<{ dryRun: boolean; heads: ReadonlyArray<BulkHead>; skipped: number; pages: number }> {
+    const pageSize = args.pageSize ?? 100
+    if (!QueueModel.validReason(args.reason) || args.reason.trim() === "" || !QueueModel.validActor(args.actor)) return invalid("redriveAll")
+    if (!Number.isInteger(pageSize) || pageSize < 1 || pageSize > 1000) return invalid("redriveAll")
+    if ("group" in args.filter && !validId(args.filter.group)) return invalid("redriveAll")
+    const filter = args.filter
+    const reason = args.reason
+    const actor = (args.actor as string | undefined) ?? null
+    const matches = (m: QueueModel, e: ModelEvent) =>
+      e.state === "quarantined" &&
+      ("all" in filter ||
+        ("group" in filter ? m.flows.get(e.flowId)!.group === filter.group : e.flowId.startsWith(filter.flowPrefix)))
+    const chosen = (m: QueueModel) => m.allEvents().filter((e) => matches(m, e)).sort((a, b) => compareUtf8(a.eventId, b.eventId))
+    const headOf = (m: QueueModel, e: ModelEvent, generation: number): BulkHead => ({
+      eventId: e.eventId,
+      flowId: e.flowId,
+      group: m.flows.get(e.flowId)!.group,
+      reason: e.reason,
+      generation
+    })
+    const pages = (n: number) => Math.ceil(n / pageSize)
+    if (args.dryRun === true) {
+      // Reads only: no clock check, nothing written.
+      const heads = chosen(this).map((e) => headOf(this, e, e.generation))
+      return ok({ dryRun: true, heads, skipped: 0, pages: pages(heads.length) })
+    }
+    return this.atomically(now, (m, now) => {
+      const heads: Array<BulkHead> = []
+      for (const e of chosen(m)) {
+        const generation = e.generation + 1
+        heads.push(headOf(m, e, generation))
+        m.setEvent({ ...e, state: "ready", generation, attempts: 0, reason: null, nextAt: now, leaseUntil: null })
+        m.audit.push({
+          eventId: e.eventId,
+          reason,
+          generation,
+          tick: Math.max(m.tick, now),
+          actor,
+          action: "redrive",
+          target: `bulk:${JSON.stringify(filter)}`
+        })
+      }
+      return ok({ dryRun: false, heads, skipped: 0, pages: pages(heads.length) })
+    }, (result) => result.heads.length > 0)
   }
 
   // --- inspection ---------------------------------------------------------------------------

@@ -65,6 +65,28 @@ export type RedriveSpec = {
   readonly ghost: boolean
 }
 
+export type PauseSpec = {
+  readonly resume: boolean
+  readonly kind: "flow" | "group"
+  /** A flow of `Flows` or a group of `Groups` (modulo their number); `Flows.length` names one the store has not got. */
+  readonly target: number
+  readonly reason: number
+  readonly actor: number
+}
+
+/** Flow-id prefixes of a bulk redrive: whole flow ids, and one no flow has. */
+export const FlowPrefixes = ["A", "é", "\uFF21", "😀", "Z"] as const
+
+export type RedriveAllSpec = {
+  /** By group (`Groups[which]`), by flow-id prefix (`FlowPrefixes[which]`), or every quarantined head. */
+  readonly filter: "group" | "prefix" | "all"
+  readonly which: number
+  readonly pageSize: number | null
+  readonly dryRun: boolean
+  readonly reason: number
+  readonly actor: number
+}
+
 export type RegressibleOp =
   | "enqueue"
   | "enqueueBatch"
@@ -76,6 +98,9 @@ export type RegressibleOp =
   | "redrive"
   | "setFlowWeight"
   | "setGroupWeight"
+  | "discard"
+  | "pause"
+  | "redriveAll"
 
 export type Command =
   | { readonly t: "enqueue"; readonly spec: EnqueueSpec }
@@ -88,6 +113,9 @@ export type Command =
   | { readonly t: "redrive"; readonly spec: RedriveSpec }
   | { readonly t: "setFlowWeight"; readonly flow: number; readonly weight: number }
   | { readonly t: "setGroupWeight"; readonly group: number; readonly weight: number }
+  | { readonly t: "discard"; readonly spec: RedriveSpec }
+  | { readonly t: "pause"; readonly spec: PauseSpec }
+  | { readonly t: "redriveAll"; readonly spec: RedriveAllSpec }
   | { readonly t: "advance"; readonly by: number }
   /** Sets the clock `back` ticks below the persisted tick for one write, then restores it. */
   | { readonly t: "regress"; readonly back: number; readonly op: RegressibleOp }
@@ -152,6 +180,39 @@ const redriveSpecArb: fc.Arbitrary<RedriveSpec> = fc.record({
   ghost: fc.oneof({ arbitrary: fc.constant(false), weight: 9 }, { arbitrary: fc.constant(true), weight: 1 })
 })
 
+const reasonArb = fc.oneof(
+  { arbitrary: fc.constantFrom(0, 1, 6), weight: 8 },
+  { arbitrary: fc.constantFrom(2, 3, 4, 5), weight: 1 },
+  { arbitrary: fc.constant(7), weight: 1 }
+)
+const actorArb = fc.oneof({ arbitrary: fc.constantFrom(0, 1, 2), weight: 10 }, { arbitrary: fc.constant(3), weight: 1 })
+
+/** A discard mostly names a quarantined head at its generation (the other cases are the redrive's). */
+const discardSpecArb: fc.Arbitrary<RedriveSpec> = fc.oneof(
+  { arbitrary: redriveSpecArb.map((spec) => ({ ...spec, quarantinedOnly: true, genOffset: 0, ghost: false })), weight: 3 },
+  { arbitrary: redriveSpecArb, weight: 1 }
+)
+
+const pauseSpecArb: fc.Arbitrary<PauseSpec> = fc.record({
+  resume: fc.boolean(),
+  kind: fc.constantFrom("flow" as const, "group" as const),
+  target: fc.oneof({ arbitrary: fc.nat({ max: Flows.length - 1 }), weight: 8 }, { arbitrary: fc.constant(Flows.length), weight: 1 }),
+  reason: reasonArb,
+  actor: actorArb
+})
+
+const redriveAllSpecArb: fc.Arbitrary<RedriveAllSpec> = fc.record({
+  filter: fc.oneof(
+    { arbitrary: fc.constantFrom("group" as const, "prefix" as const), weight: 1 },
+    { arbitrary: fc.constant("all" as const), weight: 1 }
+  ),
+  which: fc.nat({ max: 5 }),
+  pageSize: fc.oneof({ arbitrary: fc.constant(null), weight: 1 }, { arbitrary: fc.constant(1), weight: 2 }),
+  dryRun: fc.oneof({ arbitrary: fc.constant(false), weight: 3 }, { arbitrary: fc.constant(true), weight: 1 }),
+  reason: reasonArb,
+  actor: actorArb
+})
+
 export const commandArb: fc.Arbitrary<Command> = fc.oneof(
   { arbitrary: enqueueSpecArb.map((spec) => ({ t: "enqueue" as const, spec })), weight: 6 },
   { arbitrary: fc.array(enqueueSpecArb, { minLength: 1, maxLength: 3 }).map((specs) => ({ t: "enqueueBatch" as const, specs })), weight: 1 },
@@ -165,6 +226,9 @@ export const commandArb: fc.Arbitrary<Command> = fc.oneof(
     weight: 2
   },
   { arbitrary: redriveSpecArb.map((spec) => ({ t: "redrive" as const, spec })), weight: 3 },
+  { arbitrary: discardSpecArb.map((spec) => ({ t: "discard" as const, spec })), weight: 2 },
+  { arbitrary: pauseSpecArb.map((spec) => ({ t: "pause" as const, spec })), weight: 3 },
+  { arbitrary: redriveAllSpecArb.map((spec) => ({ t: "redriveAll" as const, spec })), weight: 2 },
   {
     arbitrary: fc.record({ flow: fc.nat({ max: Flows.length - 1 }), weight: fc.integer({ min: 1, max: 3 }) }).map((r) => ({
       t: "setFlowWeight" as const,
@@ -200,7 +264,10 @@ export const commandArb: fc.Arbitrary<Command> = fc.oneof(
         "settleAndClaim",
         "redrive",
         "setFlowWeight",
-        "setGroupWeight"
+        "setGroupWeight",
+        "discard",
+        "pause",
+        "redriveAll"
       )
     }).map((r) => ({ t: "regress" as const, ...r })),
     weight: 1

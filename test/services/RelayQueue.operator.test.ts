@@ -275,6 +275,36 @@ const pauseSuite = (backend: Backend) => {
         yield* w.queue.pause({ flowId: "A", reason: "x" })
         expect(yield* w.queue.pause({ flowId: "A", reason: "x" })).toMatchObject({ changed: false })
       }))
+
+    it.scoped("an idle claim's wake-up time passes over a paused flow's head waiting out its backoff", () =>
+      Effect.gen(function*() {
+        const w = yield* backend.world()
+        yield* w.queue.enqueue({ eventId: "B1", flowId: "B", body: { delta: 1 } })
+        const claimed = yield* w.claim
+        const retry = yield* w.queue.settle(claimed.token, { _tag: "Retry", reason: "unavailable" })
+        expect(retry).toMatchObject({ _tag: "RetryScheduled" })
+        expect(yield* w.queue.claim).toEqual({ _tag: "Idle", wakeAt: (retry as { readonly nextAt: number }).nextAt })
+        yield* w.queue.pause({ flowId: "B", reason: "receiver B down" })
+        // Nothing but the paused head: no time to wake at (resume wakes the workers).
+        expect(yield* w.queue.claim).toEqual({ _tag: "Idle" })
+        expect(yield* w.queue.claimUpTo(5)).toEqual({ claims: [] })
+      }))
+
+    it.scoped("a pause or resume is a write: the store's tick reaches the tick its audit row records, changed or not", () =>
+      Effect.gen(function*() {
+        const w = yield* backend.world()
+        yield* w.queue.enqueue({ eventId: "A1", flowId: "A", body: { delta: 1 } })
+        for (const act of [
+          w.queue.pause({ flowId: "A", reason: "receiver down" }),
+          w.queue.pause({ flowId: "A", reason: "still down" }),
+          w.queue.resume({ flowId: "A", reason: "receiver back" })
+        ]) {
+          yield* TestClock.adjust("1 minute")
+          yield* act
+          const { audit, clock } = yield* w.queue.snapshot
+          expect(audit[audit.length - 1]!.tick).toBe(clock.tick)
+        }
+      }))
   })
 }
 

@@ -3,7 +3,7 @@
  * value from the store goes through the escaping `html` tag.
  */
 import type { AuditRecord, EventRecord, EventState, FlowRecord } from "../../domain/Records.js"
-import type { QueueStats } from "../../services/RelayQueue.js"
+import type { GroupView, QueueStats, RedrivenHead } from "../../services/RelayQueue.js"
 import { html, query, raw } from "./Html.js"
 import type { Html, Part } from "./Html.js"
 import type { Rates } from "./Rates.js"
@@ -21,7 +21,7 @@ export interface Frame {
 }
 
 /** The pages of the navigation bar. */
-export type PageName = "overview" | "flows" | "quarantined" | "events" | "audit" | "login" | "error"
+export type PageName = "overview" | "flows" | "groups" | "quarantined" | "events" | "audit" | "login" | "error"
 
 // Ticks are the Clock's milliseconds in production; small values are logical ticks (seed runs).
 const epochMillis = 1e12
@@ -41,6 +41,7 @@ const href = (frame: Frame, path: string, params: Record<string, string | number
 const nav: ReadonlyArray<readonly [PageName, string, string]> = [
   ["overview", "/", "Overview"],
   ["flows", "/flows", "Flows"],
+  ["groups", "/groups", "Groups"],
   ["quarantined", "/quarantined", "Quarantined"],
   ["events", "/events", "Events"],
   ["audit", "/audit", "Audit log"]
@@ -208,6 +209,8 @@ export const events = (
     readonly limit: number
     readonly after: string | undefined
     readonly error: Html | undefined
+    /** An action's outcome (a pause or resume of the flow shown). */
+    readonly notice?: Html | undefined
   }
 ): Html => {
   const path = input.page === "quarantined" ? "/quarantined" : "/events"
@@ -220,13 +223,170 @@ export const events = (
 <label>flow<input name="flow" value="${input.flow ?? ""}" placeholder="any"></label>
 <button type="submit">filter</button></form><p class="note">${input.flow === undefined ? "Events in event-id order." : "The flow's events in seq order."}</p>`
   return layout(frame, input.page, input.page === "quarantined" ? "Quarantined heads" : input.flow === undefined ? "Events" : `Events of flow ${input.flow}`, html`
-${filters}${input.error}
+${filters}${input.notice}${input.error}
+${input.page === "quarantined" ? bulkRedriveEntry(frame, {}) : input.flow === undefined ? "" : pauseForm(frame, { kind: "flow", id: input.flow }, undefined)}
 <section id="events-table" data-live>
 <table data-testid="events"><thead><tr><th>event</th><th>flow</th><th class="num">seq</th><th>state</th><th class="num">generation</th><th class="num">attempts</th><th class="num">lifetime</th><th>reason</th></tr></thead><tbody>
 ${input.list.length === 0 ? html`<tr><td colspan="8" class="muted">${input.page === "quarantined" ? "nothing is quarantined" : "no events"}</td></tr>` : ""}
 ${input.list.map((e) => html`<tr><td class="id"><a href="${href(frame, "/event", { id: e.eventId })}">${e.eventId}</a></td><td class="id"><a href="${href(frame, "/events", { flow: e.flowId })}">${e.flowId}</a></td><td class="num">${e.seq}</td><td>${state(e.state)}</td><td class="num">${e.generation}</td><td class="num">${e.attempts}</td><td class="num">${e.lifetimeAttempts}</td><td>${e.reason ?? ""}</td></tr>`)}
 </tbody></table></section>
 <div class="pager">${input.after === undefined ? "" : html`<a href="${href(frame, path, params)}">« first page</a>`}${last === undefined || input.list.length < input.limit ? "" : html`<a data-testid="next-page" href="${href(frame, path, { ...params, after: input.flow === undefined ? last.eventId : last.seq })}">next page »</a>`}</div>`)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pause and resume, groups
+// ---------------------------------------------------------------------------------------------
+
+/** A flow or a group an operator pauses or resumes. */
+export interface PauseTarget {
+  readonly kind: "flow" | "group"
+  /** The flow's or group's id; undefined: the operator types it (the groups page). */
+  readonly id: string | undefined
+}
+
+/** What an action form shows again after a refusal. */
+export interface ActionForm {
+  readonly reason: string
+  readonly actor: string
+}
+
+const loginToAct = (frame: Frame, what: string, next: string): Html =>
+  frame.access === "anonymous"
+    ? html`<p class="note"><a href="${href(frame, "/login", { next })}">Log in</a> to ${what} from here.</p>`
+    : html``
+
+/**
+ * The pause/resume form of a flow or a group (operators only): each action needs a reason and
+ * who decides, both recorded in the audit row. `paused` known: only the button that applies.
+ */
+export const pauseForm = (frame: Frame, target: PauseTarget, paused: boolean | undefined, form?: ActionForm): Html => {
+  const next = target.kind === "flow" ? `/events${query({ flow: target.id })}` : "/groups"
+  if (frame.access !== "operator") return loginToAct(frame, `pause or resume this ${target.kind}`, next)
+  return html`<div class="redrive"><h2>Pause or resume ${target.kind === "flow" ? html`flow <span class="id">${target.id}</span>` : "a group"}</h2>
+<p class="note">A paused ${target.kind === "flow" ? "flow's head is" : "group's flows' heads are"} not claimed (a delivery in flight finishes and settles); it keeps its place in the rotation and goes on from it when resumed. Recorded in the audit log with your reason and name.</p>
+<form method="post" action="${href(frame, "/pause")}" data-testid="pause-form-${target.kind}">
+<input type="hidden" name="csrf" value="${frame.csrf}"><input type="hidden" name="kind" value="${target.kind}">
+${target.id === undefined ? html`<label>group<input name="id" required maxlength="200" list="group-ids"></label>` : html`<input type="hidden" name="id" value="${target.id}">`}
+<label>reason<textarea name="reason" required maxlength="10000">${form?.reason ?? ""}</textarea></label>
+<label>who<input name="actor" value="${form?.actor ?? ""}" required maxlength="200"></label>
+<div>${paused === true ? "" : html`<button type="submit" name="action" value="pause" data-testid="pause">pause</button> `}${paused === false ? "" : html`<button type="submit" name="action" value="resume" data-testid="resume">resume</button>`}</div>
+</form></div>`
+}
+
+/** A refused pause or resume: the typed error and the form again with what was typed. */
+export const pauseRefused = (frame: Frame, target: PauseTarget, error: Html, form: ActionForm): Html =>
+  layout(frame, target.kind === "flow" ? "events" : "groups", `Pause or resume ${target.kind} ${target.id ?? ""}`, html`${error}${pauseForm(frame, target, undefined, form)}`)
+
+/** The groups page: each group's turn, flows and paused state; the pause/resume and bulk redrive forms. */
+export const groups = (
+  frame: Frame,
+  input: {
+    readonly rows: ReadonlyArray<GroupView>
+    readonly limit: number
+    readonly after: string | undefined
+    readonly notice: Html | undefined
+    readonly error: Html | undefined
+  }
+): Html => {
+  const last = input.rows[input.rows.length - 1]
+  return layout(frame, "groups", "Groups", html`
+${input.notice}${input.error}
+<p class="note">Groups in id order. A claim picks a group first (the least served), then that group's flow with the least served. Flows: the group's flows; with a head: those holding an event not yet acked.</p>
+<section id="groups-table" data-live>
+<table data-testid="groups"><thead><tr><th>group</th><th class="num">served</th><th class="num">weight</th><th class="num">flows</th><th class="num">with a head</th><th>state</th></tr></thead><tbody>
+${input.rows.length === 0 ? html`<tr><td colspan="6" class="muted">no groups</td></tr>` : ""}
+${input.rows.map((g) => html`<tr><td class="id">${g.groupId}</td><td class="num">${g.served}</td><td class="num">${g.weight}</td><td class="num">${g.flows}</td><td class="num">${g.waiting}</td><td>${g.paused ? html`<span class="state quarantined" data-testid="group-paused">paused</span>` : html`<span class="state ready">active</span>`}</td></tr>`)}
+</tbody></table></section>
+<div class="pager">${input.after === undefined ? "" : html`<a href="${href(frame, "/groups", { limit: input.limit })}">« first page</a>`}${last === undefined || input.rows.length < input.limit ? "" : html`<a data-testid="next-page" href="${href(frame, "/groups", { limit: input.limit, after: last.groupId })}">next page »</a>`}</div>
+<datalist id="group-ids">${input.rows.map((g) => html`<option value="${g.groupId}">`)}</datalist>
+${pauseForm(frame, { kind: "group", id: undefined }, undefined)}
+${bulkRedriveEntry(frame, {})}`)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bulk redrive
+// ---------------------------------------------------------------------------------------------
+
+/** Which quarantined heads a bulk redrive from the dashboard takes: a group's, or those of flows with an id prefix. */
+export interface BulkFilter {
+  readonly group?: string | undefined
+  readonly flowPrefix?: string | undefined
+}
+
+/** The bulk redrive form as typed: the filter, the reason and who decides. */
+export interface BulkForm extends BulkFilter, Partial<ActionForm> {}
+
+/** The entry to a bulk redrive: a filter, then a dry-run list to confirm (a GET: nothing is changed by it). */
+const bulkRedriveEntry = (frame: Frame, form: BulkForm): Html =>
+  frame.access === "off"
+    ? html``
+    : html`<div class="redrive"><h2>Redrive many quarantined heads</h2>
+<p class="note">Name a group or a flow-id prefix; the next page lists the quarantined heads that match before anything is changed.</p>
+<form class="filters" method="get" action="${href(frame, "/redrive-all")}" data-testid="bulk-entry">
+<label>group<input name="group" value="${form.group ?? ""}" maxlength="200" list="group-ids"></label>
+<label>flow id prefix<input name="flowPrefix" value="${form.flowPrefix ?? ""}" maxlength="1000"></label>
+<button class="secondary" type="submit">choose heads…</button></form></div>`
+
+const bulkFields = (frame: Frame, form: BulkForm) =>
+  html`<input type="hidden" name="csrf" value="${frame.csrf}"><input type="hidden" name="group" value="${form.group ?? ""}"><input type="hidden" name="flowPrefix" value="${form.flowPrefix ?? ""}">`
+
+const describeFilter = (filter: BulkFilter) =>
+  [filter.group === undefined ? undefined : `group ${filter.group}`, filter.flowPrefix === undefined ? undefined : `flow ids starting with ${filter.flowPrefix}`]
+    .filter((part) => part !== undefined)
+    .join(" and ")
+
+const headsTable = (frame: Frame, heads: ReadonlyArray<RedrivenHead>, id: string, shown: number) =>
+  html`<table data-testid="${id}"><thead><tr><th>event</th><th>flow</th><th>group</th><th class="num">generation</th><th>reason</th></tr></thead><tbody>
+${heads.length === 0 ? html`<tr><td colspan="5" class="muted">no quarantined head matches</td></tr>` : ""}
+${heads.slice(0, shown).map((h) => html`<tr><td class="id"><a href="${href(frame, "/event", { id: h.eventId })}">${h.eventId}</a></td><td class="id">${h.flowId}</td><td class="id">${h.group ?? "–"}</td><td class="num">${h.generation}</td><td>${h.reason ?? ""}</td></tr>`)}
+</tbody></table>${heads.length > shown ? html`<p class="note">…and ${heads.length - shown} more.</p>` : ""}`
+
+// Rows a bulk page lists at most (the count is always whole).
+const BulkRowsShown = 1000
+
+/**
+ * The bulk redrive pages: the filter and reason form; the dry run's list with a confirm button
+ * (carrying a digest of the listed heads, so a confirm redrives only if the same heads still
+ * match); or what the confirmed redrive did.
+ */
+export const bulkRedrive = (
+  frame: Frame,
+  input: {
+    readonly form: BulkForm
+    readonly error: Html | undefined
+    readonly preview?: { readonly heads: ReadonlyArray<RedrivenHead>; readonly digest: string } | undefined
+    readonly done?: { readonly heads: ReadonlyArray<RedrivenHead>; readonly skipped: number } | undefined
+  }
+): Html => {
+  const form = input.form
+  const what = describeFilter(form)
+  if (frame.access !== "operator") {
+    return layout(frame, "quarantined", "Redrive many quarantined heads", html`${input.error}${
+      loginToAct(frame, "redrive many heads", `/redrive-all${query({ group: form.group, flowPrefix: form.flowPrefix })}`)
+    }${frame.access === "off" ? html`<p class="note">This dashboard is read-only.</p>` : ""}`)
+  }
+  if (input.done !== undefined) {
+    return layout(frame, "quarantined", "Redriven", html`
+<div class="ok" role="status" data-testid="bulk-redriven">Redriven ${input.done.heads.length} quarantined head${input.done.heads.length === 1 ? "" : "s"} of ${what}${input.done.skipped === 0 ? "" : `; ${input.done.skipped} had moved on and were left alone`}. Each has its row in the audit log.</div>
+${headsTable(frame, input.done.heads, "bulk-done", BulkRowsShown)}
+<p><a href="${href(frame, "/quarantined")}">quarantined heads</a> · <a href="${href(frame, "/audit")}">audit log</a></p>`)
+  }
+  const preview = input.preview
+  return layout(frame, "quarantined", "Redrive many quarantined heads", html`
+${input.error}
+<div class="redrive"><form method="post" action="${href(frame, "/redrive-all")}" data-testid="bulk-form">
+${preview === undefined ? html`<input type="hidden" name="csrf" value="${frame.csrf}">
+<label>group<input name="group" value="${form.group ?? ""}" maxlength="200"></label>
+<label>flow id prefix<input name="flowPrefix" value="${form.flowPrefix ?? ""}" maxlength="1000"></label>` : bulkFields(frame, form)}
+<label>reason<textarea name="reason" required maxlength="10000">${form.reason ?? ""}</textarea></label>
+<label>who<input name="actor" value="${form.actor ?? ""}" required maxlength="200"></label>
+${preview === undefined
+    ? html`<div><button type="submit" name="step" value="preview" data-testid="bulk-preview">list the heads that would be redriven</button></div>`
+    : html`<input type="hidden" name="digest" value="${preview.digest}">
+<p class="note" data-testid="bulk-count">${preview.heads.length} quarantined head${preview.heads.length === 1 ? "" : "s"} of ${what} would be released under a new generation, each audited with this reason and name. Nothing has changed yet.</p>
+<div>${preview.heads.length === 0 ? "" : html`<button type="submit" name="step" value="confirm" data-testid="bulk-confirm">redrive these ${preview.heads.length}</button> `}<button class="secondary" type="submit" name="step" value="preview">list again</button></div>`}
+</form></div>
+${preview === undefined ? "" : headsTable(frame, preview.heads, "bulk-preview-list", BulkRowsShown)}`)
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ import type { ClaimRead } from "../../services/QueueBackend.js"
 import * as Rows from "./QueueRows.js"
 import { isSqlite, limitTo, query } from "./Store.js"
 import type { Store } from "./Store.js"
+import type { Fragment } from "@effect/sql/Statement"
 
 const candidateColumns = `f.flow_id, f.seq, f.served, f.head_seq, f.eligible_at, f.weight, f.burst, f.group_id, f.resume_seq, f.resume_after,
   e.event_id AS h_event_id, e.body AS h_body, e.state AS h_state, e.next_at AS h_next_at,
@@ -126,6 +127,20 @@ const walkTogether = (store: Store, lock: boolean) => {
         ${headOf}`
 }
 
+/** A flow that is neither paused nor in a paused group (rows of `relay_flow` unaliased). */
+export const unpaused = (sql: Store["sql"]) =>
+  sql.literal("paused = 0 AND (group_id IS NULL OR group_id NOT IN (SELECT group_id FROM relay_group WHERE paused <> 0))")
+
+/**
+ * The least `eligible_at` meeting `bound` of the flows a claim may take (`unpaused`): while
+ * nothing is paused (two empty partial indexes say so), the first entry of the wake index, as
+ * without pauses; else the first of it that is not paused, past the paused ones.
+ */
+export const unpausedMin = (sql: Store["sql"], bound: Fragment) =>
+  sql`CASE WHEN EXISTS (SELECT 1 FROM relay_flow WHERE paused <> 0) OR EXISTS (SELECT 1 FROM relay_group WHERE paused <> 0)
+    THEN (SELECT MIN(eligible_at) FROM relay_flow WHERE ${bound} AND ${unpaused(sql)})
+    ELSE (SELECT MIN(eligible_at) FROM relay_flow WHERE ${bound}) END`
+
 /**
  * `ClaimRead` on a store that holds statements (PostgreSQL, exact claims), one held read sent with
  * the settle's (or, for a claim alone, with the clock read): the walk at `now` with the flows of
@@ -144,7 +159,7 @@ export const claimRead = (store: Store, execLater: NonNullable<Store["execLater"
           NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
         FROM relay_flow f WHERE f.flow_id IN (SELECT flow_id FROM relay_event WHERE event_id IN ${sql.in(ids)}) AND f.paused = 0`
     const read = sql<{ readonly settled: number | null; readonly flow_id: string | null; readonly due_after: unknown }>`
-      SELECT w.*, d.due_after FROM (SELECT MIN(eligible_at) AS due_after FROM relay_flow WHERE eligible_at > ${now}) AS d
+      SELECT w.*, d.due_after FROM (SELECT ${unpausedMin(sql, sql`eligible_at > ${now}`)} AS due_after) AS d
       LEFT JOIN LATERAL (
         SELECT 0 AS settled, c.* FROM (${walk(now, limit + ids.length, limit, perGroup)}) AS c
         ${settledFlows}

@@ -19,7 +19,7 @@ import type { Retention } from "../../services/Retention.js"
 import type { Fragment } from "@effect/sql/Statement"
 import * as Rows from "./QueueRows.js"
 import { resolvePolicy } from "./QueueSchema.js"
-import { claimRead, selectCandidates } from "./QueueWalk.js"
+import { claimRead, selectCandidates, unpaused, unpausedMin } from "./QueueWalk.js"
 import { chunks, execWrite, insertRows, isolated, isPostgres, limitTo, query, rowsTable } from "./Store.js"
 import type { Store } from "./Store.js"
 
@@ -32,20 +32,6 @@ const groupColumns = ["group_id", "served", "weight", "burst"]
 
 const { audit, events, flowViews, flows, groups } = Rows.records
 const decodeProtocol = Schema.decodeUnknownEither(Schema.parseJson(ProtocolSettings))
-
-/** A flow that is neither paused nor in a paused group (rows of `relay_flow` unaliased). */
-const unpaused = (sql: Store["sql"]) =>
-  sql.literal("paused = 0 AND (group_id IS NULL OR group_id NOT IN (SELECT group_id FROM relay_group WHERE paused <> 0))")
-
-/**
- * The least `eligible_at` of the flows a claim may take (`unpaused`): while nothing is paused (two
- * empty partial indexes say so), the first entry of the wake index, as without pauses; else the
- * first of it that is not paused, past the paused ones.
- */
-const unpausedMin = (sql: Store["sql"]) =>
-  sql`CASE WHEN EXISTS (SELECT 1 FROM relay_flow WHERE paused <> 0) OR EXISTS (SELECT 1 FROM relay_group WHERE paused <> 0)
-    THEN (SELECT MIN(eligible_at) FROM relay_flow WHERE eligible_at IS NOT NULL AND ${unpaused(sql)})
-    ELSE (SELECT MIN(eligible_at) FROM relay_flow WHERE eligible_at IS NOT NULL) END`
 
 const identities = (rows: ReadonlyArray<unknown>) =>
   Exit.map(Rows.decode.identities(rows), (decoded) =>
@@ -137,7 +123,7 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean; r
   return {
     now: store.now,
     clock: query(store, sql`SELECT tick, ticket FROM relay_clock WHERE id = 1`, (rows) => Exit.map(clocks(rows), (decoded) => decoded[0]!)),
-    wakeAt: query(store, sql`SELECT ${unpausedMin(sql)} AS at`, (rows) => Exit.map(aggregates(rows), ([row]) => row!.at)),
+    wakeAt: query(store, sql`SELECT ${unpausedMin(sql, sql`eligible_at IS NOT NULL`)} AS at`, (rows) => Exit.map(aggregates(rows), ([row]) => row!.at)),
     candidates: selectCandidates(store),
     events: (ids) => ids.length === 0 ? Effect.succeed([]) : query(store, sql`SELECT * FROM relay_event WHERE event_id IN ${sql.in(ids)}`, events),
     // Every write holds the store's lock from its start (SQLite's single writer, PostgreSQL's exact

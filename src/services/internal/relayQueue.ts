@@ -654,7 +654,8 @@ export const make = (
             target: `${target.kind}:${target.id}`
           })
           const result: PauseResult = { _tag: paused ? "Paused" : "Resumed", target, changed: was !== paused }
-          return [result, Operations.noChanges] as const
+          // The audit row is a write: the stored tick reaches the tick it records, so the audit stays in tick order.
+          return [result, { ...Operations.noChanges, clock }] as const
         })
       ).pipe(
         Effect.tap((result) =>

@@ -81,6 +81,8 @@ export interface ModelFlowRow {
   readonly weight: number
   readonly burst: number
   readonly group: string | null
+  /** Set by a flow's first discard: the event after the discarded run, and the seq before the run. */
+  readonly resume?: { readonly seq: number; readonly after: number }
 }
 
 export interface ModelGroupRow {
@@ -169,6 +171,8 @@ export type ClaimedOutcome = {
   readonly token: { readonly eventId: string; readonly generation: number }
   readonly event: ModelEvent
   readonly leaseUntil: number
+  /** The event right after a run of discarded ones: the seq before that run (what the receiver last applied). */
+  readonly previousSeq?: number
 }
 export type ClaimOutcome = ClaimedOutcome | { readonly _tag: "Idle"; readonly wakeAt?: number }
 export type SettleOutcome =
@@ -329,6 +333,7 @@ interface FlowState {
   burst: number
   group: string | null
   paused?: boolean
+  resume?: { readonly seq: number; readonly after: number }
 }
 
 interface GroupState {
@@ -634,11 +639,13 @@ export class QueueModel {
       leaseUntil: now + m.policy.leaseTicks
     }
     m.setEvent(claimed)
+    const resume = best.flow.resume
     return {
       _tag: "Claimed",
       token: { eventId: claimed.eventId, generation: claimed.generation },
       event: claimed,
-      leaseUntil: now + m.policy.leaseTicks
+      leaseUntil: now + m.policy.leaseTicks,
+      ...(resume !== undefined && resume.seq === claimed.seq ? { previousSeq: resume.after } : {})
     }
   }
 
@@ -834,6 +841,10 @@ export class QueueModel {
       // Out of the flow for good: its reason and times stay as they were, for the audit.
       m.setEvent({ ...e, state: "discarded", generation, leaseUntil: null })
       m.audit.push({ eventId, reason, generation, tick: Math.max(m.tick, now), actor, action: "discard", target: null })
+      // The flow goes on from the event after it, which resumes after the last seq before the
+      // discarded run this head ends (a head discarded right after another extends that run).
+      const flow = m.flows.get(e.flowId)!
+      flow.resume = { seq: e.seq + 1, after: flow.resume !== undefined && flow.resume.seq === e.seq ? flow.resume.after : e.seq - 1 }
       // The flow goes on from the event after it (seq e.seq + 1 sits at index e.seq).
       const nextHead = m.byFlow.get(e.flowId)![e.seq] ?? null
       return ok({ _tag: "Discarded" as const, generation, nextHead })
@@ -927,7 +938,8 @@ export class QueueModel {
           eligibleAt: QueueModel.eligibleAt(head),
           weight: f.weight,
           burst: f.burst,
-          group: f.group
+          group: f.group,
+          ...(f.resume === undefined ? {} : { resume: f.resume })
         }
       }),
       groups: [...this.groups.keys()].sort(compareUtf8).map((groupId) => {

@@ -97,7 +97,7 @@ const same: Record<string, boolean> = {
   core: All.Relay === Relay && All.RelayQueue === RelayQueue && All.MemoryRelayQueue.layer === MemoryRelayQueue.layer,
   sqlite: All.SqliteRelayQueue.layer === SqliteRelayQueue.layer && All.SqliteInbox.layer === SqliteInbox.layer && SqliteRelay === Relay,
   postgres: All.PgRelayQueue.layer === PgRelayQueue.layer && All.PgInbox.layer === PgInbox.layer && PgRelay === Relay,
-  http: All.HttpTransport.layer === HttpTransport.layer && All.HttpInbox.handler === HttpInbox.handler,
+  http: All.HttpTransport.layer === HttpTransport.layer && All.HttpInbox.makeHandler === HttpInbox.makeHandler,
   dashboard: All.Dashboard.layer === Dashboard.layer
 }
 const wrong = Object.entries(same).filter(([, ok]) => !ok).map(([name]) => name)

@@ -1,14 +1,15 @@
 /**
  * The operator dashboard: server-rendered pages over the public `RelayQueue` service — overview
  * (counts, rates, the oldest eligible head, a chart), flows, quarantined heads, events, one
- * event with its audit history, groups, the audit log — refreshed in place while open, and the
- * operator's actions when enabled: redrive or discard a head, pause or resume a flow or a group,
- * and redrive a group's (or a flow-id prefix's) quarantined heads after a dry-run list.
+ * event with its audit history, groups, the audit log, the store's policy — refreshed in place
+ * while open, and the operator's actions when enabled: redrive or discard a head, pause or resume
+ * a flow or a group, redrive a group's (or a flow-id prefix's) quarantined heads after a dry-run
+ * list, and change the store's lease, retry budget and backoff.
  *
  * Read-only unless given a `redriveToken`: then an operator logs in with the token (an HttpOnly,
  * SameSite=Strict session cookie; or `Authorization: Bearer TOKEN` per request) and every POST
  * made with the cookie carries the session's CSRF token. Every action goes through the
- * `RelayQueue` operation of the same name (`redrive`, `discard`, `pause`, `resume`, `redriveAll`)
+ * `RelayQueue` operation of the same name (`redrive`, `discard`, `pause`, `resume`, `redriveAll`, `setPolicy`)
  * with the operator's reason and name, so it is audited, and its typed refusals
  * (`GenerationMismatch`, `MissingReason`, `NotQuarantined`, `EventNotFound`, `TargetNotFound`,
  * `InvalidInput`) are shown inline and change nothing.

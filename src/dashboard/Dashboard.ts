@@ -1,14 +1,15 @@
 /**
  * The operator dashboard: server-rendered pages over the public `RelayQueue` service — overview
  * (counts, rates, the oldest eligible head, a chart), flows, quarantined heads, events, one
- * event with its audit history, groups, the audit log — refreshed in place while open, and the
- * operator's actions when enabled: redrive or discard a head, pause or resume a flow or a group,
- * and redrive a group's (or a flow-id prefix's) quarantined heads after a dry-run list.
+ * event with its audit history, groups, the audit log, the store's policy — refreshed in place
+ * while open, and the operator's actions when enabled: redrive or discard a head, pause or resume
+ * a flow or a group, redrive a group's (or a flow-id prefix's) quarantined heads after a dry-run
+ * list, and change the store's lease, retry budget and backoff.
  *
  * Read-only unless given a `redriveToken`: then an operator logs in with the token (an HttpOnly,
  * SameSite=Strict session cookie; or `Authorization: Bearer TOKEN` per request) and every POST
  * made with the cookie carries the session's CSRF token. Every action goes through the
- * `RelayQueue` operation of the same name (`redrive`, `discard`, `pause`, `resume`, `redriveAll`)
+ * `RelayQueue` operation of the same name (`redrive`, `discard`, `pause`, `resume`, `redriveAll`, `setPolicy`)
  * with the operator's reason and name, so it is audited, and its typed refusals
  * (`GenerationMismatch`, `MissingReason`, `NotQuarantined`, `EventNotFound`, `TargetNotFound`,
  * `InvalidInput`) are shown inline and change nothing.
@@ -604,6 +605,52 @@ export const makeRouter = (
         return yield* eventPage(frame, now, eventId, Pages.errorBox(error._tag, message), values, status)
       }))
 
+    /** The policy page: the store's settings read afresh, a notice or refusal, and the form as typed. */
+    const policyView = (frame: Pages.Frame, notice: Html | undefined, error: Html | undefined, form: Pages.PolicyForm | undefined, status: number) =>
+      Effect.gen(function*() {
+        const current = yield* reading(queue.refreshPolicy)
+        return yield* page(Pages.policy(frame, { policy: current.value, notice, error: error ?? current.error, form }), current.error === undefined ? status : 500)
+      })
+
+    const policyPage = handle(({ frame, params }) => policyView(frame, policyNotice(params), undefined, undefined, 200))
+
+    const setPolicy = handle(({ frame, request, who }) =>
+      Effect.gen(function*() {
+        const { form: fields, refused } = yield* operatorForm(frame, request, who, "change the policy")
+        if (refused !== undefined) return refused
+        const form: Pages.PolicyForm = {
+          leaseTicks: formField(fields, "leaseTicks") ?? "",
+          retryBudget: formField(fields, "retryBudget") ?? "",
+          backoffBase: formField(fields, "backoffBase") ?? "",
+          backoffCap: formField(fields, "backoffCap") ?? "",
+          reason: formField(fields, "reason") ?? "",
+          actor: (formField(fields, "actor") ?? "").trim()
+        }
+        const result = yield* Effect.either(
+          form.actor === ""
+            ? Effect.fail(new InvalidInput({ operation: "setPolicy", message: "say who decides (the audit row records it)" }))
+            : queue.setPolicy({
+              policy: {
+                leaseTicks: durationField(form.leaseTicks),
+                retryBudget: countField(form.retryBudget),
+                backoffBase: durationField(form.backoffBase),
+                backoffCap: durationField(form.backoffCap)
+              },
+              reason: form.reason,
+              actor: form.actor
+            })
+        )
+        if (result._tag === "Left") {
+          const box = yield* refusal("policy", result.left)
+          return yield* policyView(frame, undefined, box, form, refusalStatus(result.left._tag))
+        }
+        yield* Effect.logInfo("Dashboard: policy", { changed: result.right.changed, version: result.right.version, actor: form.actor })
+        return HttpServerResponse.redirect(`${config.base}/policy${query({ done: "policy", changed: result.right.changed.join(",") })}`, {
+          status: 303,
+          headers: securityHeaders
+        })
+      }))
+
     const loginPage = handle(({ frame, params }) =>
       sessions === undefined
         ? page(Pages.failure(frame, "ReadOnly", "this dashboard is read-only: it was started without redrive enabled"), 404)
@@ -656,6 +703,8 @@ export const makeRouter = (
       HttpRouter.get("/redrive-all", bulkPage),
       HttpRouter.post("/redrive-all", bulkRedrive),
       HttpRouter.get("/audit", audit),
+      HttpRouter.get("/policy", policyPage),
+      HttpRouter.post("/policy", setPolicy),
       HttpRouter.get("/login", loginPage),
       HttpRouter.post("/login", login),
       HttpRouter.post("/logout", logout),
@@ -699,6 +748,35 @@ const pauseNotice = (params: URLSearchParams, kind: "flow" | "group", id: string
     ? html`<div class="ok" role="status" data-testid="pause-notice">The ${kind} ${id} was already ${done === "pause" ? "paused" : "active"}; the decision is in the audit log.</div>`
     : html`<div class="ok" role="status" data-testid="pause-notice">${kind === "flow" ? "Flow" : "Group"} ${id} ${state}. The audit log has the decision.</div>`
 }
+
+/** The notice after a policy change: the settings it changed, or that the store already ran them. */
+const policyNotice = (params: URLSearchParams): Html | undefined => {
+  if (params.get("done") !== "policy") return undefined
+  const changed = (params.get("changed") ?? "").split(",").flatMap((key) =>
+    Object.hasOwn(Pages.policyLabels, key) ? [Pages.policyLabels[key as keyof typeof Pages.policyLabels]] : []
+  )
+  return changed.length === 0
+    ? html`<div class="ok" role="status" data-testid="policy-notice">Nothing changed: the store already runs this policy.</div>`
+    : html`<div class="ok" role="status" data-testid="policy-notice">Policy changed: ${changed.join(", ")}. Running relays take it up at their next policy refresh; the audit log has the decision.</div>`
+}
+
+const durationUnits: Record<string, string> = { ms: "millis", s: "seconds", m: "minutes", h: "hours" }
+
+/**
+ * A duration field as the library takes it: empty is unchanged, digits are milliseconds, the
+ * CLI's short forms (`500ms`, `20s`, `2m`, `1h`) are spelled out, anything else is passed on for
+ * the library to decode or refuse.
+ */
+const durationField = (text: string): Duration.DurationInput | undefined => {
+  const trimmed = text.trim()
+  if (trimmed === "") return undefined
+  if (/^\d+$/.test(trimmed)) return Number(trimmed)
+  const short = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h)$/.exec(trimmed)
+  return short === null ? (trimmed as Duration.DurationInput) : `${Number(short[1])} ${durationUnits[short[2]!]!}` as Duration.DurationInput
+}
+
+/** A whole-number field: empty is unchanged; anything not a number reaches the library as NaN, which it refuses. */
+const countField = (text: string): number | undefined => (text.trim() === "" ? undefined : Number(text.trim()))
 
 /** The client's address, for the per-client limit on token guesses. */
 const clientOf = (request: HttpServerRequest.HttpServerRequest): string => Option.getOrElse(request.remoteAddress, () => "unknown")

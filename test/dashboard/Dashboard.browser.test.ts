@@ -226,7 +226,7 @@ describe.skipIf(!hasChromium)(suiteName, () => {
     it("at phone width (390 px) no page is wider than the screen: the navigation wraps", async () => {
       const context = await browser.newContext({ viewport: { width: 390, height: 844 }, deviceScaleFactor: 1 })
       const page = await context.newPage()
-      for (const path of ["/", "/flows", "/quarantined", "/events", "/event?id=B1", "/audit"]) {
+      for (const path of ["/", "/flows", "/quarantined", "/events", "/event?id=B1", "/audit", "/policy"]) {
         await page.goto(`${served.url}${path}`)
         const { client, scroll } = await page.evaluate<{ scroll: number; client: number }>(
           "({ scroll: document.documentElement.scrollWidth, client: document.documentElement.clientWidth })"

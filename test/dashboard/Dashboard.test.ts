@@ -575,3 +575,109 @@ describe("operator actions over HTTP: pause, resume and bulk redrive", () => {
     expect((await run((q) => q.inspect("H1"))).event.state).toBe("quarantined")
   })
 })
+
+describe("operator actions over HTTP: the policy", () => {
+  const token = "operator-token-0123456789"
+  let served: Served
+  beforeAll(async () => {
+    served = await serve({ redriveToken: token })
+  })
+  afterAll(async () => {
+    await served?.close()
+  })
+
+  const run = <A, E>(f: (queue: RelayQueueService) => Effect.Effect<A, E>) => served.run(Effect.flatMap(RelayQueue, f))
+  const storedPolicy = () => run((q) => q.refreshPolicy)
+  const post = (form: Record<string, string>, headers: Record<string, string> = {}) =>
+    fetch(`${served.url}/policy`, { method: "POST", body: new URLSearchParams(form), headers, redirect: "manual" })
+  const session = async () => {
+    const login = await fetch(`${served.url}/login`, { method: "POST", body: new URLSearchParams({ token, next: "/policy" }), redirect: "manual" })
+    const cookie = (login.headers.get("set-cookie") ?? "").split(";")[0]!
+    const page = await (await fetch(`${served.url}/policy`, { headers: { cookie } })).text()
+    const csrf = /name="csrf" value="([^"]+)"/.exec(page)?.[1]
+    expect(csrf).toBeDefined()
+    return { cookie, csrf: csrf! }
+  }
+
+  it("shows the store's policy on a page linked from the navigation, and offers the change form to an operator only", async () => {
+    const overview = await (await fetch(`${served.url}/`)).text()
+    expect(overview).toContain(`<a href="/policy">Policy</a>`)
+    const anonymous = await (await fetch(`${served.url}/policy`)).text()
+    // The fixture store's policy: 10 minutes lease, 3 tries, backoff from 10 minutes to an hour.
+    expect(anonymous).toContain(`data-testid="policy-leaseTicks">600000 ms`)
+    expect(anonymous).toContain(`data-testid="policy-retryBudget">3<`)
+    expect(anonymous).toContain(`data-testid="policy-backoffBase">600000 ms`)
+    expect(anonymous).toContain(`data-testid="policy-backoffCap">3600000 ms`)
+    expect(anonymous).toContain(`data-testid="policy-admission">tail<`)
+    expect(anonymous).not.toContain(`data-testid="policy-form"`)
+    expect(anonymous).toContain("Log in</a> to change the policy")
+    const { cookie } = await session()
+    const operator = await (await fetch(`${served.url}/policy`, { headers: { cookie } })).text()
+    expect(operator).toMatch(/data-testid="policy-form">[\s\S]*name="leaseTicks"[\s\S]*name="retryBudget"[\s\S]*name="backoffBase"[\s\S]*name="backoffCap"[\s\S]*name="reason"[\s\S]*name="actor"/)
+  })
+
+  it("refuses a change without a reason or a name, or with a setting the library does not take, inline and changing nothing", async () => {
+    const { cookie, csrf } = await session()
+    const before = await run((q) => q.snapshot)
+    const policyBefore = await storedPolicy()
+    const cases: ReadonlyArray<Record<string, string>> = [
+      { leaseTicks: "20s", reason: "", actor: "alice" },
+      { leaseTicks: "20s", reason: "  \n", actor: "alice" },
+      { leaseTicks: "20s", reason: "slow receiver", actor: " " },
+      { leaseTicks: "soon", reason: "slow receiver", actor: "alice" },
+      { retryBudget: "0", reason: "slow receiver", actor: "alice" },
+      { retryBudget: "many", reason: "slow receiver", actor: "alice" },
+      { reason: "nothing named", actor: "alice" }
+    ]
+    for (const form of cases) {
+      const refused = await post({ csrf, ...form }, { cookie })
+      expect(refused.status, JSON.stringify(form)).toBe(422)
+      const body = await refused.text()
+      expect(body, JSON.stringify(form)).toContain(`data-error-tag="InvalidInput"`)
+      // The form comes back as typed.
+      expect(body).toContain(`name="actor" value="${form.actor!.trim()}"`)
+    }
+    expect(await storedPolicy()).toEqual(policyBefore)
+    expect(await run((q) => q.snapshot)).toEqual(before)
+  })
+
+  it("changes the lease, retry budget and backoff with a reason: the store runs them, one audit row, a notice naming what changed; the same again changes nothing", async () => {
+    const { cookie, csrf } = await session()
+    const auditBefore = await run((q) => q.audit({ limit: 10_000 }))
+    const changed = await post({ csrf, leaseTicks: "20s", retryBudget: "5", backoffBase: "1500", backoffCap: "", reason: "slow receiver", actor: "alice" }, { cookie })
+    expect(changed.status).toBe(303)
+    expect(changed.headers.get("location")).toBe("/policy?done=policy&changed=leaseTicks%2CretryBudget%2CbackoffBase")
+    expect(await storedPolicy()).toMatchObject({ leaseTicks: 20_000, retryBudget: 5, backoffBase: 1_500, backoffCap: 3_600_000 })
+    const added = (await run((q) => q.audit({ limit: 10_000 }))).slice(auditBefore.length)
+    expect(added.map(({ action, actor, eventId, reason, target }) => ({ action, actor, eventId, reason, target }))).toEqual([
+      { action: "policy", actor: "alice", eventId: null, reason: "slow receiver", target: `{"leaseTicks":20000,"retryBudget":5,"backoffBase":1500}` }
+    ])
+    const notice = await (await fetch(`${served.url}${changed.headers.get("location")}`, { headers: { cookie } })).text()
+    expect(notice).toContain(`data-testid="policy-notice">Policy changed: lease, retry budget, backoff base.`)
+    expect(notice).toContain(`data-testid="policy-leaseTicks">20000 ms`)
+
+    const again = await post({ csrf, leaseTicks: "20000", backoffCap: "1h", reason: "once more", actor: "alice" }, { cookie })
+    expect(again.status).toBe(303)
+    expect(again.headers.get("location")).toBe("/policy?done=policy")
+    const same = await (await fetch(`${served.url}${again.headers.get("location")}`, { headers: { cookie } })).text()
+    expect(same).toContain(`data-testid="policy-notice">Nothing changed: the store already runs this policy.`)
+    expect((await run((q) => q.audit({ limit: 10_000 }))).length).toBe(auditBefore.length + 1)
+  })
+
+  it("refuses a change posted without a login, with a wrong bearer token, without the CSRF token, or from another site", async () => {
+    const { cookie, csrf } = await session()
+    const before = await run((q) => q.snapshot)
+    const policyBefore = await storedPolicy()
+    const form = { leaseTicks: "5s", reason: "r", actor: "mallory" }
+    const cases: ReadonlyArray<readonly [string, Record<string, string>, Record<string, string>]> = [
+      ["no login", { ...form, csrf }, {}],
+      ["a wrong bearer token", form, { authorization: "Bearer wrong-token-000000" }],
+      ["a cookie without the CSRF token", form, { cookie }],
+      ["a cookie with a wrong CSRF token", { ...form, csrf: "guess" }, { cookie }],
+      ["another site's form", { ...form, csrf }, { cookie, origin: "http://evil.example" }]
+    ]
+    for (const [name, body, headers] of cases) expect((await post(body, headers)).status, name).toBe(403)
+    expect(await storedPolicy()).toEqual(policyBefore)
+    expect(await run((q) => q.snapshot)).toEqual(before)
+  })
+})

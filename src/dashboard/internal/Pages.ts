@@ -2,6 +2,7 @@
  * The dashboard's pages as pure functions of what was read from the store: no I/O here, and every
  * value from the store goes through the escaping `html` tag.
  */
+import type { ProtocolKey, RelayPolicy } from "../../domain/Policy.js"
 import type { AuditRecord, EventRecord, EventState, FlowRecord } from "../../domain/Records.js"
 import type { GroupView, QueueStats, RedrivenHead } from "../../services/RelayQueue.js"
 import { html, query, raw } from "./Html.js"
@@ -21,7 +22,7 @@ export interface Frame {
 }
 
 /** The pages of the navigation bar. */
-export type PageName = "overview" | "flows" | "groups" | "quarantined" | "events" | "audit" | "login" | "error"
+export type PageName = "overview" | "flows" | "groups" | "quarantined" | "events" | "audit" | "policy" | "login" | "error"
 
 // Ticks are the Clock's milliseconds in production; small values are logical ticks (seed runs).
 const epochMillis = 1e12
@@ -44,7 +45,8 @@ const nav: ReadonlyArray<readonly [PageName, string, string]> = [
   ["groups", "/groups", "Groups"],
   ["quarantined", "/quarantined", "Quarantined"],
   ["events", "/events", "Events"],
-  ["audit", "/audit", "Audit log"]
+  ["audit", "/audit", "Audit log"],
+  ["policy", "/policy", "Policy"]
 ]
 
 const who = (frame: Frame): Html => {
@@ -456,6 +458,81 @@ ${input.notice}
 <h2>Audit history</h2>${auditTable(frame, input.audit, "event-audit")}
 </section>
 ${redrive}`)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Policy
+// ---------------------------------------------------------------------------------------------
+
+/** The policy change form as typed: each setting's text (empty: unchanged), the reason and who decides. */
+export interface PolicyForm {
+  readonly leaseTicks: string
+  readonly retryBudget: string
+  readonly backoffBase: string
+  readonly backoffCap: string
+  readonly reason: string
+  readonly actor: string
+}
+
+/** How each setting a policy change can touch is named on the page. */
+export const policyLabels: Readonly<Record<ProtocolKey, string>> = {
+  leaseTicks: "lease",
+  retryBudget: "retry budget",
+  backoffBase: "backoff base",
+  backoffCap: "backoff cap",
+  admission: "admission"
+}
+
+const span = (ticks: number) => `${ticks} ms${ticks >= 1000 ? ` (${age(ticks)})` : ""}`
+
+/**
+ * The store's policy as it runs now, and for an operator the form that changes its live settings
+ * (lease, retry budget, backoff) with an audited reason; the others are fixed when a store opens.
+ */
+export const policy = (
+  frame: Frame,
+  input: {
+    readonly policy: RelayPolicy | undefined
+    readonly notice: Html | undefined
+    readonly error: Html | undefined
+    readonly form: PolicyForm | undefined
+  }
+): Html => {
+  const p = input.policy
+  const field = (name: "leaseTicks" | "retryBudget" | "backoffBase" | "backoffCap", hint: string, current: string | undefined) =>
+    html`<label>${policyLabels[name]}<input name="${name}" value="${input.form?.[name] ?? ""}" placeholder="${current ?? ""}" maxlength="40"${name === "retryBudget" ? raw(" inputmode=\"numeric\"") : ""}></label><span class="note">${hint}</span>`
+  const form = frame.access === "operator"
+    ? html`<div class="redrive"><h2>Change the policy</h2>
+<p class="note">Fill in only what changes; an empty field keeps its setting. Durations as milliseconds (<code>20000</code>) or with a unit (<code>500ms</code>, <code>20s</code>, <code>2m</code>, <code>1h</code>, <code>30 seconds</code>). Running relays take it up at their next policy refresh; a claim already made keeps its lease and a retry already scheduled keeps its time. Recorded in the audit log with your reason and name.</p>
+<form method="post" action="${href(frame, "/policy")}" data-testid="policy-form">
+<input type="hidden" name="csrf" value="${frame.csrf}">
+${field("leaseTicks", "how long a claim holds a head", p === undefined ? undefined : `${p.leaseTicks}`)}
+${field("retryBudget", "tries per round before a failing head is quarantined", p === undefined ? undefined : `${p.retryBudget}`)}
+${field("backoffBase", "the first retry delay, doubled on each failure of a round", p === undefined ? undefined : `${p.backoffBase}`)}
+${field("backoffCap", "the longest retry delay", p === undefined ? undefined : `${p.backoffCap}`)}
+<label>reason<textarea name="reason" required maxlength="10000">${input.form?.reason ?? ""}</textarea></label>
+<label>who<input name="actor" value="${input.form?.actor ?? ""}" required maxlength="200"></label>
+<div><button type="submit">change the policy</button></div>
+</form></div>`
+    : frame.access === "anonymous"
+    ? loginToAct(frame, "change the policy", "/policy")
+    : html`<p class="note">This dashboard is read-only. Change the policy with <code>fair-relay policy --lease 20s --reason …</code>.</p>`
+  return layout(frame, "policy", "Policy", html`
+${input.notice}${input.error}
+${p === undefined ? "" : html`<section id="policy-fields" data-live>
+<dl class="fields" data-testid="policy">
+<dt>lease</dt><dd data-testid="policy-leaseTicks">${span(p.leaseTicks)}</dd>
+<dt>retry budget</dt><dd data-testid="policy-retryBudget">${p.retryBudget}</dd>
+<dt>backoff base</dt><dd data-testid="policy-backoffBase">${span(p.backoffBase)}</dd>
+<dt>backoff cap</dt><dd data-testid="policy-backoffCap">${span(p.backoffCap)}</dd>
+<dt>jitter</dt><dd data-testid="policy-jitter">${p.jitter}</dd>
+<dt>admission</dt><dd data-testid="policy-admission">${p.admission}</dd>
+<dt>clock</dt><dd data-testid="policy-clock">${p.clock}</dd>
+<dt>largest body</dt><dd data-testid="policy-maxBodyBytes">${p.maxBodyBytes} bytes</dd>
+</dl>
+<p class="note">The store's settings as this dashboard last read them. Lease, retry budget, backoff and admission are the store's own (the first four change here, on a live store); jitter, clock and the body limit are the options this dashboard's process opened the store with (each process has its own).</p>
+</section>`}
+${form}`)
 }
 
 // ---------------------------------------------------------------------------------------------

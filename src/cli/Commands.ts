@@ -45,8 +45,10 @@ const status = Command.make("status", shared, (options) =>
   Effect.scoped(Effect.gen(function*() {
     const { db, json } = yield* context(options)
     const queue = yield* Store.openReader(db)
+    // The store's retention, if an operator set one (the reader's own is the default).
+    yield* queue.refreshPolicy
     const stats = yield* queue.stats
-    if (json) return yield* printJson({ db: Store.masked(db), ...stats })
+    if (json) return yield* printJson({ db: Store.masked(db), ...stats, retention: queue.retention })
     const oldest = stats.eligibleHeads === 0 ? "-" : Format.age(stats.oldestEligibleAgeMillis)
     yield* print(
       [
@@ -58,7 +60,8 @@ const status = Command.make("status", shared, (options) =>
           ["eligible heads", stats.eligibleHeads],
           ["oldest eligible head", oldest],
           ["paused", `${stats.paused.flows} flow${stats.paused.flows === 1 ? "" : "s"}, ${stats.paused.groups} group${stats.paused.groups === 1 ? "" : "s"}`],
-          ["policy", `lease ${queue.policy.leaseTicks} ms, retry budget ${queue.policy.retryBudget}, backoff ${queue.policy.backoffBase}–${queue.policy.backoffCap} ms`]
+          ["policy", `lease ${queue.policy.leaseTicks} ms, retry budget ${queue.policy.retryBudget}, backoff ${queue.policy.backoffBase}–${queue.policy.backoffCap} ms`],
+          ["retention", Format.retention(queue.retention)]
         ]),
         ...(stats.byState.quarantined === 0
           ? []

@@ -50,3 +50,9 @@ export const json = (value: unknown): string => JSON.stringify(value, null, 2)
 
 /** @see age */
 export { age }
+
+/** A queue's retention windows, in milliseconds ("forever" where one is `null`). */
+export const retention = (r: { readonly acked: number | null; readonly dedup: number | null }): string => {
+  const window = (ms: number | null) => ms === null ? "forever" : `${ms} ms`
+  return `acked events ${window(r.acked)}, dedup records ${window(r.dedup)}`
+}

@@ -26,6 +26,7 @@ import {
   shared
 } from "./Common.js"
 import * as Format from "./Format.js"
+import type { Retention } from "../services/Retention.js"
 import { usage } from "./Errors.js"
 import * as Store from "./Store.js"
 
@@ -181,6 +182,8 @@ export const policy = Command.make("policy", {
   retryBudget: integer("retry-budget", "N", "Tries per round before a failing head is quarantined.", 1).pipe(Options.optional),
   backoffBase: duration("backoff-base", "The first retry delay, doubled on each failure of a round").pipe(Options.optional),
   backoffCap: duration("backoff-cap", "The longest retry delay").pipe(Options.optional),
+  retainAcked: duration("retain-acked", "How long an acked event is kept before prune deletes it").pipe(Options.optional),
+  retainDedup: duration("retain-dedup", "How long a pruned event's dedup record is kept").pipe(Options.optional),
   reason: reasonOption("Why the policy changes; recorded in the audit row.").pipe(Options.optional),
   by: byOption
 }, (options) =>
@@ -193,27 +196,35 @@ export const policy = Command.make("policy", {
       backoffBase: millis(options.backoffBase),
       backoffCap: millis(options.backoffCap)
     }
-    const show = (p: { readonly leaseTicks: number; readonly retryBudget: number; readonly backoffBase: number; readonly backoffCap: number }) =>
+    const windows = { acked: millis(options.retainAcked), dedup: millis(options.retainDedup) }
+    const retention = Object.values(windows).every((value) => value === undefined) ? undefined : windows
+    const show = (
+      p: { readonly leaseTicks: number; readonly retryBudget: number; readonly backoffBase: number; readonly backoffCap: number },
+      r: Retention
+    ) =>
       Format.fields([
         ["lease", `${p.leaseTicks} ms`],
         ["retry budget", p.retryBudget],
-        ["backoff", `${p.backoffBase} ms doubling to ${p.backoffCap} ms`]
+        ["backoff", `${p.backoffBase} ms doubling to ${p.backoffCap} ms`],
+        ["retention", Format.retention(r)]
       ])
-    if (Object.values(change).every((value) => value === undefined)) {
+    if (Object.values(change).every((value) => value === undefined) && retention === undefined) {
       const queue = yield* Store.openReader(db)
-      return yield* json ? printJson(queue.policy) : print(show(queue.policy))
+      // The store's retention, if an operator set one (the reader's own is the default).
+      yield* queue.refreshPolicy
+      return yield* json ? printJson({ ...queue.policy, retention: queue.retention }) : print(show(queue.policy, queue.retention))
     }
     const reason = Option.getOrUndefined(options.reason)
     if (reason === undefined || isBlankReason(reason)) return yield* usage("InvalidOption", "a policy change needs --reason TEXT (recorded in the audit row)")
     const actor = Option.getOrElse(options.by, osUser)
     const queue = yield* Store.openWriter(db)
-    const result = yield* queue.setPolicy({ policy: change, reason, actor })
+    const result = yield* queue.setPolicy({ policy: change, retention, reason, actor })
     if (json) return yield* printJson({ ...result, reason, actor })
     yield* print(
       result.changed.length === 0
         ? "the store already runs this policy: nothing changed"
-        : `policy changed (${result.changed.join(", ")}); running relays take it up within their policy interval (by ${actor}: ${reason})\n${show(result.policy)}`
+        : `policy changed (${result.changed.join(", ")}); running relays take it up within their policy interval (by ${actor}: ${reason})\n${show(result.policy, result.retention)}`
     )
   }))).pipe(Command.withDescription(
-    "Show the store's policy, or change it on a live store (lease, retry budget, backoff) with an audited reason; running relays take it up without a restart."
+    "Show the store's policy, or change it on a live store (lease, retry budget, backoff, retention) with an audited reason; running relays take it up without a restart."
   ))

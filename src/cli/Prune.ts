@@ -1,6 +1,7 @@
 /**
  * `fair-relay prune`: deletes what the queue's retention lets go — acked events older than 7 days
- * (each leaves a dedup record) and dedup records older than 30 days — in small transactions.
+ * (each leaves a dedup record) and dedup records older than 30 days, or the store's windows once
+ * `fair-relay policy --retain-acked/--retain-dedup` set them — in small transactions.
  * `--dry-run` opens the store read-only and only counts.
  */
 import * as Command from "@effect/cli/Command"
@@ -31,4 +32,4 @@ export const prune = Command.make("prune", {
         result.dedup === 1 ? "" : "s"
       }${bytes === undefined ? "" : ` (store: ${bytes} bytes; freed pages are reused)`}`
     )
-  }))).pipe(Command.withDescription("Delete acked events past the retention window (7 days) in small batches; --dry-run only counts."))
+  }))).pipe(Command.withDescription("Delete acked events past the retention window (7 days, or the store's) in small batches; --dry-run only counts."))

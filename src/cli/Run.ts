@@ -204,6 +204,8 @@ export const run = Command.make("run", {
   backoffCap: duration("backoff-cap", "Largest retry delay; default: the store's").pipe(Options.optional),
   retryBudget: integer("retry-budget", "N", "Transient failures per round before a head is quarantined (default: the store's).", 1)
     .pipe(Options.optional),
+  retryLogInterval: duration("retry-log-interval", "How often retries are told: one line per flow that had retries in the interval, not one per delivery; default 10s")
+    .pipe(Options.optional),
   shutdownGrace: duration("shutdown-grace", "On SIGINT/SIGTERM, how long in-flight deliveries may finish; default 10s")
     .pipe(Options.withDefault(Duration.seconds(10))),
   unsigned: Options.boolean("unsigned").pipe(
@@ -285,7 +287,8 @@ export const run = Command.make("run", {
       pollInterval: options.poll,
       deliveryTimeout: options.deliveryTimeout,
       shutdownGrace: options.shutdownGrace,
-      metricsInterval: null
+      metricsInterval: null,
+      ...(Option.isSome(options.retryLogInterval) ? { retryLogInterval: options.retryLogInterval.value } : {})
     }
 
     const summary = (how: string) =>

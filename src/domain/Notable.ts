@@ -6,7 +6,7 @@
  */
 import { Schema } from "effect"
 import { EventId, FlowId, Generation, GroupId } from "./Ids.js"
-import { ProtocolSettings, protocolKeys } from "./Policy.js"
+import { ProtocolSettings, protocolKeys, retentionKeys, StoredRetention } from "./Policy.js"
 
 /** Who decided, when the caller said (as the audit row keeps it). */
 const Actor = Schema.NullOr(Schema.String)
@@ -48,10 +48,14 @@ export const Paused = Schema.TaggedStruct("Paused", { target: PauseTarget, reaso
 /** A paused flow or group was resumed. */
 export const Resumed = Schema.TaggedStruct("Resumed", { target: PauseTarget, reason: Schema.String, actor: Actor })
 
-/** The store's protocol settings changed (`setPolicy`): the keys that changed, and the settings now stored. */
+/**
+ * The store's policy changed (`setPolicy`): the keys that changed, the settings now stored, and
+ * the stored retention (absent while the store keeps none).
+ */
 export const PolicyChanged = Schema.TaggedStruct("PolicyChanged", {
-  changed: Schema.Array(Schema.Literal(...protocolKeys)),
+  changed: Schema.Array(Schema.Literal(...protocolKeys, ...retentionKeys)),
   settings: ProtocolSettings,
+  retention: Schema.optional(StoredRetention),
   version: Schema.Int,
   reason: Schema.String,
   actor: Actor

@@ -100,6 +100,27 @@ export const protocolKeys = ["leaseTicks", "retryBudget", "backoffBase", "backof
 /** One protocol setting's name. */
 export type ProtocolKey = typeof protocolKeys[number]
 
+/**
+ * A retention a store keeps once an operator sets one (`setPolicy`): how long acked events and
+ * their dedup records are kept, in ticks (`null` = forever). Stored with the protocol settings so
+ * every process prunes by it; pruning early or late never changes an outcome of the protocol.
+ */
+export const StoredRetention = Schema.Struct({
+  acked: Schema.NullOr(Schema.Int.pipe(Schema.nonNegative())),
+  dedup: Schema.NullOr(Schema.Int.pipe(Schema.nonNegative()))
+})
+/** @see StoredRetention */
+export type StoredRetention = typeof StoredRetention.Type
+
+/** The protocol settings and an optional retention, as a store's settings row keeps them. */
+export const StoredSettings = Schema.Struct({ ...ProtocolSettings.fields, retention: Schema.optional(StoredRetention) })
+
+/** Names of the retention settings a live store changes, as a policy change reports them. */
+export const retentionKeys = ["retention.acked", "retention.dedup"] as const
+
+/** One setting a policy change names: a protocol setting or a retention window. */
+export type PolicyKey = ProtocolKey | typeof retentionKeys[number]
+
 /** The protocol settings of a policy. */
 export const protocolOf = (policy: RelayPolicy): ProtocolSettings => ({
   leaseTicks: policy.leaseTicks,

@@ -24,7 +24,10 @@ import type * as Store from "./internal/Store.js"
 export interface PgRelayQueueOptions extends PgStore.PgStoreOptions {
   /** The policy; see `SqliteRelayQueueOptions.policy` (a store keeps its protocol settings). */
   readonly policy?: PolicyInput | undefined
-  /** How long acked events and their dedup records are kept (defaults: 7 and 30 days; see `Retention`). */
+  /**
+   * How long acked events and their dedup records are kept (defaults: 7 and 30 days; see
+   * `Retention`), until the store keeps a retention set by `setPolicy`: then the store's.
+   */
   readonly retention?: RetentionInput | undefined
   /**
    * How claims and settles of many workers share the store (fixed when the store is created; a

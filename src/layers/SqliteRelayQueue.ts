@@ -27,7 +27,10 @@ export interface SqliteRelayQueueOptions extends SqliteStore.SqliteStoreOptions 
    * are adopted, and one given here that differs from them is refused with `PolicyMismatch`.
    */
   readonly policy?: PolicyInput | undefined
-  /** How long acked events and their dedup records are kept (defaults: 7 and 30 days; see `Retention`). */
+  /**
+   * How long acked events and their dedup records are kept (defaults: 7 and 30 days; see
+   * `Retention`), until the store keeps a retention set by `setPolicy`: then the store's.
+   */
   readonly retention?: RetentionInput | undefined
 }
 

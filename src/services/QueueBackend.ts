@@ -8,7 +8,7 @@ import type { Effect } from "effect"
 import type { EventId, FlowId, GroupId } from "../domain/Ids.js"
 import type { AckStamp, Candidate, DedupRecord, Head, NewEvent, PruneCandidate, StoredGroup } from "../domain/Operations.js"
 import type { RedriveFilter } from "../domain/Operator.js"
-import type { ProtocolSettings } from "../domain/Policy.js"
+import type { ProtocolSettings, StoredRetention } from "../domain/Policy.js"
 import type { StoredIdentity } from "../domain/Protocol.js"
 import type { AuditRecord, ClockRecord, EventRecord, EventState, FlowRecord, GroupRecord, Resume } from "../domain/Records.js"
 
@@ -58,9 +58,10 @@ export interface FlowView extends FlowRecord {
   readonly paused: boolean
 }
 
-/** A store's protocol settings and their version. */
+/** A store's protocol settings, the retention an operator set (absent: none yet), and their version. */
 export interface StoredProtocol {
   readonly settings: ProtocolSettings
+  readonly retention?: StoredRetention | undefined
   readonly version: number
 }
 

@@ -18,6 +18,7 @@ import type { PolicyInput, RelayPolicy } from "../domain/Policy.js"
 import { EventState } from "../domain/Records.js"
 import type { Token } from "../domain/Records.js"
 import type { FlowQuery, GroupQuery } from "./QueueBackend.js"
+import * as Retention from "./Retention.js"
 
 /** Largest batch a single transaction takes. */
 export const MaxBatchSize = 10_000
@@ -248,30 +249,42 @@ const redriveAllFields = decodeInput(
 export const decodeRedriveAll = (input: unknown) => redriveAllFields(input)
 
 const setPolicyFields = decodeInput(
-  Schema.Struct({ policy: Schema.Object, reason: NonBlankReason, actor: Actor }),
+  Schema.Struct({
+    policy: Schema.optional(Schema.UndefinedOr(Schema.Object)),
+    retention: Schema.optional(Schema.Unknown),
+    reason: NonBlankReason,
+    actor: Actor
+  }),
   "setPolicy"
 )
 const policyKeys = new Set(["leaseTicks", "retryBudget", "backoffBase", "backoffCap"])
 
 /**
  * Validates a policy change: a non-blank reason, and only the live settings (lease, retry budget,
- * backoff), made whole on `current` and checked as a layer's policy is.
+ * backoff, retention), the settings made whole on `current`, checked as a layer's policy and
+ * retention are.
  */
 export const decodeSetPolicy = (input: unknown, current: RelayPolicy) =>
-  Effect.flatMap(setPolicyFields(input), ({ actor, policy, reason }) => {
+  Effect.flatMap(setPolicyFields(input), ({ actor, policy = {}, reason, retention }) => {
     const given = Object.fromEntries(Object.entries(policy).filter(([, value]) => value !== undefined))
     const unknown = Object.keys(given).filter((key) => !policyKeys.has(key))
-    if (unknown.length > 0 || Object.keys(given).length === 0) {
+    if (unknown.length > 0 || (Object.keys(given).length === 0 && retention === undefined)) {
       return Effect.fail(new InvalidInput({
         operation: "setPolicy",
         message: unknown.length > 0
           ? `only leaseTicks, retryBudget, backoffBase and backoffCap change on a live store, not ${unknown.join(", ")}`
-          : "name at least one of leaseTicks, retryBudget, backoffBase, backoffCap"
+          : "name at least one of leaseTicks, retryBudget, backoffBase, backoffCap, retention"
       }))
     }
     return Either.match(makePolicy(given as PolicyInput, current), {
       onLeft: (message) => Effect.fail(new InvalidInput({ operation: "setPolicy", message: shorten(message) })),
-      onRight: (settings) => Effect.succeed({ settings: protocolOf(settings), reason, actor })
+      onRight: (settings) =>
+        Effect.map(
+          retention === undefined
+            ? Effect.succeed(undefined)
+            : Retention.decodeRetentionChange(retention, "setPolicy"),
+          (retention) => ({ settings: protocolOf(settings), retention, reason, actor })
+        )
     })
   })
 

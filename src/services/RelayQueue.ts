@@ -10,7 +10,7 @@ import type { Duration, Effect, Queue, Scope, Stream } from "effect"
 import type { ClockRegressed, EnqueueConflict, EventNotFound, GroupConflict, InvalidInput, RedriveError, TargetNotFound } from "../domain/Errors.js"
 import type { Claimed, ClaimOutcome, DeliveryReply, Discarded, EnqueueResult, Redriven, SettleOutcome } from "../domain/Outcomes.js"
 import type { NotableChange } from "../domain/Notable.js"
-import type { ProtocolKey, RelayPolicy } from "../domain/Policy.js"
+import type { PolicyKey, RelayPolicy } from "../domain/Policy.js"
 import type { AuditRecord, ClockRecord, EventRecord, EventState, Snapshot } from "../domain/Records.js"
 import type { FlowView, GroupView } from "./QueueBackend.js"
 import type * as Retention from "./Retention.js"
@@ -153,20 +153,26 @@ export interface RedriveAllResult {
 
 /** An operator's change of a live store's protocol settings. */
 export interface SetPolicyInput {
-  readonly policy: {
+  readonly policy?: {
     readonly leaseTicks?: Duration.DurationInput | undefined
     readonly retryBudget?: number | undefined
     readonly backoffBase?: Duration.DurationInput | undefined
     readonly backoffCap?: Duration.DurationInput | undefined
-  }
+  } | undefined
+  /**
+   * New retention windows (`null` = keep forever); the store keeps them, and every process's
+   * `prune` then prunes by the store's retention instead of its layer's.
+   */
+  readonly retention?: Retention.RetentionInput | undefined
   readonly reason: string
   readonly actor?: string | undefined
 }
 
-/** What `setPolicy` did: the settings that changed (none: the store already ran them), and the policy now run. */
+/** What `setPolicy` did: the settings that changed (none: the store already ran them), and the policy and retention now run. */
 export interface PolicyChange {
-  readonly changed: ReadonlyArray<ProtocolKey>
+  readonly changed: ReadonlyArray<PolicyKey>
   readonly policy: RelayPolicy
+  readonly retention: Retention.Retention
   readonly version: number
 }
 
@@ -256,14 +262,15 @@ export interface RelayQueueService {
    */
   readonly policy: RelayPolicy
   /**
-   * Reads the store's protocol settings and adopts them if they changed since this instance last
-   * read them (a cheap read of one row). `Relay.run` calls it every `policyInterval`.
+   * Reads the store's protocol settings and retention and adopts them if they changed since this
+   * instance last read them (a cheap read of one row). `Relay.run` calls it every `policyInterval`.
    */
   readonly refreshPolicy: Effect.Effect<RelayPolicy, SqlError>
   /**
-   * Changes the store's protocol settings (lease, retry budget, backoff) on a live store, with an
-   * audited reason: this instance adopts them at once, every other process at its next
-   * `refreshPolicy`. A claim already made keeps its lease; a retry already scheduled keeps its time.
+   * Changes the store's protocol settings (lease, retry budget, backoff) or retention on a live
+   * store, with an audited reason: this instance adopts them at once, every other process at its
+   * next `refreshPolicy` (or `prune`). A claim already made keeps its lease; a retry already
+   * scheduled keeps its time.
    */
   readonly setPolicy: (input: SetPolicyInput) => Effect.Effect<PolicyChange, ClockRegressed | InvalidInput | SqlError>
   /** Stores a new event at the next seq of its flow, or recognises one already stored. */
@@ -389,11 +396,15 @@ export interface RelayQueueService {
    * change made after this call — what a caller needs that must not miss one made right after.
    */
   readonly watchChanges: Effect.Effect<Queue.Dequeue<NotableChange>, never, Scope.Scope>
-  /** How long this queue keeps acked events and their dedup records (`prune` applies it). */
+  /**
+   * How long this queue keeps acked events and their dedup records (`prune` applies it): the
+   * layer's `retention` option until the store keeps one set by `setPolicy`, then the store's —
+   * as a process opened with explicit protocol settings adopts the store's changes to them.
+   */
   readonly retention: Retention.Retention
   /**
-   * Deletes acked events past `retention.acked` (each leaves a dedup record) and dedup records
-   * past `retention.dedup`, in transactions of at most `Retention.PruneBatchSize` rows. Never
+   * Reads the store's retention (as `refreshPolicy`), then deletes acked events past
+   * `retention.acked` (each leaves a dedup record) and dedup records past `retention.dedup`, in transactions of at most `Retention.PruneBatchSize` rows. Never
    * touches ready, inflight or quarantined events, flows, or audit rows.
    */
   readonly prune: (options?: Retention.PruneOptions) => Effect.Effect<Retention.PruneResult, InvalidInput | SqlError>

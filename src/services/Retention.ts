@@ -1,7 +1,8 @@
 /**
  * Bounded storage: how long acked events, their dedup records and receipts are kept, and the
- * batched prune every backend runs. Retention is a property of a process's layer (not of the
- * store's protocol settings): pruning early or late never changes an outcome of the protocol.
+ * batched prune every backend runs. A queue's retention is its layer's option until an operator
+ * sets one on the store (`RelayQueue.setPolicy`); from then on every process prunes by the
+ * store's. Pruning early or late never changes an outcome of the protocol.
  */
 import type { SqlError } from "@effect/sql/SqlError"
 import { Duration, Effect, Metric, Schema } from "effect"
@@ -48,6 +49,13 @@ export const decodeRetention = (input: RetentionInput | undefined, operation: st
   input === undefined ? Effect.succeed(defaultRetention) : Effect.map(decodeQueueRetention(input, operation), (given) => ({
     acked: windowOf(given.acked, defaultRetention.acked),
     dedup: windowOf(given.dedup, defaultRetention.dedup)
+  }))
+
+/** Validates a change of retention (as `decodeRetention` does): only the windows it names. */
+export const decodeRetentionChange = (input: unknown, operation: string): Effect.Effect<Partial<Retention>, InvalidInput> =>
+  Effect.map(decodeQueueRetention(input, operation), (given) => ({
+    ...(given.acked === undefined ? {} : { acked: windowOf(given.acked, null) }),
+    ...(given.dedup === undefined ? {} : { dedup: windowOf(given.dedup, null) })
   }))
 
 /** A decoded window in whole milliseconds (`undefined` = `fallback`, `null` = forever). */
@@ -114,12 +122,14 @@ const batched = (limit: number, batch: (size: number) => Effect.Effect<number, S
 
 /**
  * The queue's prune over a backend: acked events past `retention.acked` are deleted (each leaves
- * a dedup record), then dedup records past `retention.dedup`. Flows are never touched.
+ * a dedup record), then dedup records past `retention.dedup`. Flows are never touched. The
+ * retention is read when a prune starts (the store's may have changed since the last).
  */
-export const makePrune = (backend: QueueBackend, retention: Retention) =>
-(options?: PruneOptions): Effect.Effect<PruneResult, InvalidInput | SqlError> =>
+export const makePrune = <E>(backend: QueueBackend, currentRetention: Effect.Effect<Retention, E>) =>
+(options?: PruneOptions): Effect.Effect<PruneResult, InvalidInput | SqlError | E> =>
   Effect.flatMap(decodePruneOptions(options, "prune"), ({ dryRun, limit }) =>
     Effect.gen(function*() {
+      const retention = yield* currentRetention
       const now = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
       const eventCutoff = retention.acked === null ? null : now - retention.acked
       const dedupCutoff = retention.dedup === null ? null : now - retention.dedup

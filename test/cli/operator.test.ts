@@ -60,6 +60,7 @@ describe("help and parser errors", () => {
       [["events", "--db", missing, "--state", "bogus"], /^--state: expected one of ready, inflight, acked, quarantined, discarded, got "bogus"$/],
       [["events", "--db", missing, "--limit", "0"], /^--limit: expected a whole number from 1 to \d+, got "0"$/],
       [["run", "--db", missing, "--inbox", path.join(dir, "x.db"), "--poll", "soon"], /^--poll: "soon" is not a duration/],
+      [["run", "--db", missing, "--inbox", path.join(dir, "x.db"), "--retry-log-interval", "soon"], /^--retry-log-interval: "soon" is not a duration/],
       [["run", "--db", missing, "--http", "not a url"], /^--http: "not a url" is not a URL/],
       [["run", "--db", missing, "--http", "ftp://example.com/x"], /^--http: "ftp:\/\/example.com\/x" is not an http:\/\/ or https:\/\/ URL$/],
       [["enqueue", "--db", missing, "--flow", "A", "--id", "A1", "--body", "{x"], /^--body: not valid JSON \(/],

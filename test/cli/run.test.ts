@@ -42,12 +42,12 @@ const receiver = async () => {
 }
 
 describe("fair-relay run, help, version and demo", () => {
-  it("run --http delivers every event to the endpoint in flow order and exits once idle", async () => {
+  it("run --http delivers every event to the endpoint in flow order and exits once idle (--retry-log-interval taken)", async () => {
     const db = path.join(dir, "http.db")
     await enqueued(db, [["A1", "A", 1], ["A2", "A", 2], ["B1", "B", 3], ["C1", "C", 4], ["A3", "A", 5]])
     const endpoint = await receiver()
     try {
-      const ran = await bin(["run", "--db", db, "--http", endpoint.url, "--workers", "2", "--batch", "2", "--until-idle", "--json"], {
+      const ran = await bin(["run", "--db", db, "--http", endpoint.url, "--workers", "2", "--batch", "2", "--retry-log-interval", "1s", "--until-idle", "--json"], {
         env: { FAIR_RELAY_WEBHOOK_SECRET: secret }
       })
       expect(ran.code, ran.stderr).toBe(0)

@@ -4,7 +4,7 @@
  * restart; audited; bad changes are typed errors that change nothing; every backend keeps it.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Deferred, Effect, Fiber, Layer, Ref, TestClock } from "effect"
+import { Deferred, Effect, Either, Fiber, Layer, Ref, TestClock } from "effect"
 import * as path from "node:path"
 import { Inbox } from "../../src/services/Inbox.js"
 import { Relay } from "../../src/services/Relay.js"
@@ -17,6 +17,8 @@ import * as Counter from "../../src/sample/Counter.js"
 import { backends, describeSkipped, tempDir } from "../support/backends.js"
 
 const minute = 60_000
+const hour = 60 * minute
+const day = 24 * hour
 
 describe("Relay.run and a live policy change", () => {
   it.scoped("a lease changed in another queue instance is taken up by the running relay's next claim, without a restart", () =>
@@ -70,7 +72,92 @@ describe("Relay.run and a live policy change", () => {
     }))
 })
 
+describe("a live retention change", () => {
+  it.scoped("another queue instance adopts the store's retention at its refresh or its next prune, over the one it was opened with", () =>
+    Effect.gen(function*() {
+      const file = path.join(yield* tempDir, "queue.db")
+      const worker = yield* SqliteRelayQueue.make({ filename: file, retention: { acked: "7 days", dedup: "30 days" } })
+      const operator = yield* SqliteRelayQueue.make({ filename: file })
+      yield* worker.enqueue({ eventId: "A1", flowId: "A", body: { delta: 1 } })
+      const claimed = yield* worker.claim
+      if (claimed._tag !== "Claimed") return expect.unreachable("A1 is eligible")
+      expect((yield* worker.settle(claimed.token, { _tag: "Accepted" }))._tag).toBe("Acked")
+      const change = yield* operator.setPolicy({ retention: { acked: "1 hour" }, reason: "disk filling", actor: "ops" })
+      expect(change).toMatchObject({ changed: ["retention.acked"], retention: { acked: hour, dedup: 30 * day } })
+      expect(worker.retention).toEqual({ acked: 7 * day, dedup: 30 * day })
+      yield* worker.refreshPolicy
+      expect(worker.retention).toEqual({ acked: hour, dedup: 30 * day })
+      // A third instance that never refreshed prunes by the store's retention too.
+      const reader = yield* SqliteRelayQueue.make({ filename: file })
+      yield* TestClock.adjust("2 hours")
+      expect(yield* reader.prune()).toEqual({ events: 1, dedup: 0, dryRun: false })
+      expect(reader.retention).toEqual({ acked: hour, dedup: 30 * day })
+    }))
+
+  it.scoped("relay.run's periodic prune deletes what the store's new retention lets go, without a restart", () =>
+    Effect.gen(function*() {
+      const file = path.join(yield* tempDir, "queue.db")
+      const context = yield* Layer.build(
+        Relay.layer.pipe(
+          Layer.provideMerge(Transport.layerInbox),
+          Layer.provideMerge(SqliteInbox.layer({ filename: ":memory:", business: Counter.business(yield* Ref.make(1000)) })),
+          Layer.provideMerge(SqliteRelayQueue.layer({ filename: file }))
+        )
+      )
+      const operator = yield* SqliteRelayQueue.make({ filename: file })
+      yield* Effect.gen(function*() {
+        const queue = yield* RelayQueue
+        yield* queue.enqueue({ eventId: "A1", flowId: "A", body: { delta: 1 } })
+        const running = yield* Effect.fork((yield* Relay).run({
+          pollInterval: "1 second",
+          deliveryTimeout: "10 seconds",
+          metricsInterval: null,
+          pruneInterval: "1 minute",
+          policyInterval: null
+        }))
+        for (let i = 0; i < 500 && (yield* queue.inspect("A1")).event?.state !== "acked"; i++) yield* Effect.yieldNow()
+        expect((yield* queue.inspect("A1")).event?.state).toBe("acked")
+        yield* operator.setPolicy({ retention: { acked: "10 seconds" }, reason: "disk filling" })
+        yield* TestClock.adjust("1 minute")
+        const pruned = Effect.map(Effect.either(queue.inspect("A1")), Either.isLeft)
+        for (let i = 0; i < 500 && !(yield* pruned); i++) yield* Effect.yieldNow()
+        expect((yield* Effect.flip(queue.inspect("A1")))._tag).toBe("EventNotFound")
+        expect(queue.retention.acked).toBe(10_000)
+        yield* Fiber.interrupt(running)
+      }).pipe(Effect.provide(context))
+    }))
+})
+
 const suite = (backend: (typeof backends)[number]) => {
+  it.scoped("setPolicy({ retention }) changes what prune deletes, audited; a bad window is a typed error that changes nothing", () =>
+    Effect.gen(function*() {
+      const w = yield* backend.world()
+      yield* w.queue.enqueue({ eventId: "A1", flowId: "A", body: { delta: 1 } })
+      const claimed = yield* w.claim
+      expect((yield* w.queue.settle(claimed.token, { _tag: "Accepted" }))._tag).toBe("Acked")
+      yield* TestClock.adjust("2 hours")
+      // The default retention keeps an acked event 7 days.
+      expect(yield* w.queue.prune({ dryRun: true })).toEqual({ events: 0, dedup: 0, dryRun: true })
+      const refused = Effect.map(Effect.flip(w.queue.setPolicy({ retention: { acked: "soon" } as never, reason: "x" })), (e) => e._tag)
+      expect(yield* refused).toBe("InvalidInput")
+      expect(yield* Effect.map(Effect.flip(w.queue.setPolicy({ retention: { kept: "1 hour" } as never, reason: "x" })), (e) => e._tag))
+        .toBe("InvalidInput")
+      expect(yield* w.queue.audit()).toEqual([])
+      expect(yield* w.queue.setPolicy({ retention: { acked: "1 hour" }, reason: "disk filling", actor: "ops" }))
+        .toMatchObject({ changed: ["retention.acked"], retention: { acked: hour, dedup: 30 * day } })
+      expect((yield* w.queue.audit()).map((a) => [a.action, a.target, a.actor, a.reason])).toEqual([
+        ["policy", JSON.stringify({ "retention.acked": hour }), "ops", "disk filling"]
+      ])
+      // The same window again changes nothing and records nothing.
+      expect(yield* w.queue.setPolicy({ retention: { acked: "1 hour" }, reason: "again" })).toMatchObject({ changed: [] })
+      expect(yield* w.queue.prune()).toEqual({ events: 1, dedup: 0, dryRun: false })
+      expect((yield* Effect.flip(w.queue.inspect("A1")))._tag).toBe("EventNotFound")
+      // The protocol settings were left as they were.
+      expect(yield* w.queue.refreshPolicy).toEqual(w.queue.policy)
+      expect(w.queue.retention).toEqual({ acked: hour, dedup: 30 * day })
+    }))
+
+
   it.scoped("setPolicy changes the store's settings, audited, and the next settle runs them; bad changes are typed errors that change nothing", () =>
     Effect.gen(function*() {
       const w = yield* backend.world({ policy: { retryBudget: 3 } })

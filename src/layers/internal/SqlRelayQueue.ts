@@ -9,7 +9,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Exit, Schema } from "effect"
 import type { FlowId, GroupId } from "../../domain/Ids.js"
 import type { Head } from "../../domain/Operations.js"
-import { ProtocolSettings } from "../../domain/Policy.js"
+import { StoredSettings } from "../../domain/Policy.js"
 import type { PolicyInput, RelayPolicy } from "../../domain/Policy.js"
 import { compareIds } from "../../domain/Protocol.js"
 import type { EventRecord, FlowRecord, GroupRecord } from "../../domain/Records.js"
@@ -31,7 +31,8 @@ const flowColumns = ["flow_id", "seq", "served", "head_seq", "eligible_at", "wei
 const groupColumns = ["group_id", "served", "weight", "burst"]
 
 const { audit, events, flowViews, flows, groups } = Rows.records
-const decodeProtocol = Schema.decodeUnknownEither(Schema.parseJson(ProtocolSettings))
+// A row written before retention was kept has none: it decodes to settings without a retention.
+const decodeProtocol = Schema.decodeUnknownEither(Schema.parseJson(StoredSettings))
 
 const identities = (rows: ReadonlyArray<unknown>) =>
   Exit.map(Rows.decode.identities(rows), (decoded) =>
@@ -199,7 +200,9 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean; r
       if (row === undefined) return Exit.succeed(undefined)
       const settings = decodeProtocol(row.protocol)
       // Settings this library wrote that no longer decode: a store we cannot trust (as a row that does not decode).
-      return settings._tag === "Left" ? Exit.die(settings.left) : Exit.succeed({ settings: settings.right, version: Number(row.version) })
+      if (settings._tag === "Left") return Exit.die(settings.left)
+      const { retention, ...protocol } = settings.right
+      return Exit.succeed({ settings: protocol, retention, version: Number(row.version) })
     }),
     countPaused: query(
       store,
@@ -395,8 +398,11 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean; r
         return Effect.as(refresh === undefined ? write : Effect.zipRight(write, refresh), was)
       })
     },
-    setProtocol: ({ settings, version }) =>
-      execWrite(store, sql`UPDATE relay_settings SET protocol = ${JSON.stringify(settings)}, version = ${version} WHERE id = 1`),
+    setProtocol: ({ retention, settings, version }) =>
+      execWrite(
+        store,
+        sql`UPDATE relay_settings SET protocol = ${JSON.stringify(retention === undefined ? settings : { ...settings, retention })}, version = ${version} WHERE id = 1`
+      ),
     putDedup: (records) =>
       bulk(records, dedupColumns.length, (records) =>
         execWrite(store, sql`INSERT INTO relay_pruned (${sql.literal(dedupColumns.join(", "))})

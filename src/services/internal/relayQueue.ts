@@ -20,8 +20,8 @@ import * as Operator from "../../domain/Operator.js"
 import type { Changes } from "../../domain/Operations.js"
 import type { NotableChange } from "../../domain/Notable.js"
 import type { ClaimOutcome, DeliveryReply, SettleOutcome } from "../../domain/Outcomes.js"
-import { protocolKeys, protocolOf } from "../../domain/Policy.js"
-import type { RelayPolicy } from "../../domain/Policy.js"
+import { protocolKeys, protocolOf, retentionKeys } from "../../domain/Policy.js"
+import type { PolicyKey, RelayPolicy } from "../../domain/Policy.js"
 import * as Protocol from "../../domain/Protocol.js"
 import type { ClockRecord, EventRecord, Snapshot, Token } from "../../domain/Records.js"
 import * as Faults from "../Faults.js"
@@ -141,11 +141,13 @@ const settleFaults: FaultPoints = { before: "settle:before-commit", after: "sett
 export const make = (
   backend: QueueBackend,
   initial: RelayPolicy,
-  retention: Retention.Retention = Retention.defaultRetention
+  initialRetention: Retention.Retention = Retention.defaultRetention
 ): RelayQueueService => {
   // The policy every decision reads: the store's protocol settings may change while this runs
   // (`setPolicy` here, or in another process: `refreshPolicy` adopts them).
   let policy = initial
+  // The layer's retention until the store keeps one; then the store's, as the protocol settings.
+  let retention = initialRetention
   let policyVersion: number | undefined
   const wake = makeWake()
   // Notable changes made through this instance, told once committed. Unbounded: publishing never
@@ -671,6 +673,7 @@ export const make = (
   const adopt = (stored: StoredProtocol | undefined): RelayPolicy => {
     if (stored !== undefined && (policyVersion === undefined || stored.version > policyVersion)) {
       policy = { ...policy, ...stored.settings }
+      if (stored.retention !== undefined) retention = stored.retention
       policyVersion = stored.version
     }
     return policy
@@ -687,10 +690,17 @@ export const make = (
           if (tx.protocol === undefined || tx.setProtocol === undefined) {
             return yield* Effect.fail(new InvalidInput({ operation: "setPolicy", message: "this store keeps no policy to change" }))
           }
-          const stored = (yield* tx.protocol) ?? { settings: protocolOf(policy), version: 0 }
+          const stored: StoredProtocol = (yield* tx.protocol) ?? { settings: protocolOf(policy), version: 0 }
           const settings = protocolOf({ ...policy, ...stored.settings, ...request.settings })
-          const changed = protocolKeys.filter((key) => settings[key] !== stored.settings[key])
-          const next = { settings, version: stored.version + 1 }
+          const was = stored.retention ?? retention
+          const kept = request.retention === undefined ? stored.retention : { ...was, ...request.retention }
+          const windows = { "retention.acked": [was.acked, kept?.acked], "retention.dedup": [was.dedup, kept?.dedup] } as const
+          const changed: ReadonlyArray<PolicyKey> = [
+            ...protocolKeys.filter((key) => settings[key] !== stored.settings[key]),
+            ...retentionKeys.filter((key) => request.retention !== undefined && windows[key][0] !== windows[key][1])
+          ]
+          const next: StoredProtocol = { settings, retention: kept, version: stored.version + 1 }
+          const valueOf = (key: PolicyKey) => key === "retention.acked" || key === "retention.dedup" ? windows[key][1] : settings[key]
           if (changed.length > 0) {
             yield* tx.setProtocol(next)
             yield* tx.appendAudit({
@@ -700,7 +710,7 @@ export const make = (
               tick: clock.tick,
               actor: request.actor ?? null,
               action: "policy",
-              target: JSON.stringify(Object.fromEntries(changed.map((key) => [key, settings[key]])))
+              target: JSON.stringify(Object.fromEntries(changed.map((key) => [key, valueOf(key)])))
             })
           }
           return [{ changed, policy: changed.length > 0 ? next : stored }, Operations.noChanges] as const
@@ -711,13 +721,17 @@ export const make = (
             _tag: "PolicyChanged",
             changed,
             settings: stored.settings,
+            ...(stored.retention === undefined ? {} : { retention: stored.retention }),
             version: stored.version,
             reason: request.reason,
             actor: request.actor ?? null
           })
         )
       )).pipe(
-        Effect.map(({ changed, policy: stored }) => ({ changed, policy: adopt(stored), version: stored.version })),
+        Effect.map(({ changed, policy: stored }) => {
+          const adopted = adopt(stored)
+          return { changed, policy: adopted, retention, version: stored.version }
+        }),
         Effect.withSpan("RelayQueue.setPolicy")
       )
 
@@ -845,7 +859,10 @@ export const make = (
     watchWork: wake.watch,
     changes: Stream.fromPubSub(notable),
     watchChanges: PubSub.subscribe(notable),
-    retention,
-    prune: Retention.makePrune(backend, retention)
+    get retention() {
+      return retention
+    },
+    // A prune reads the store's retention first: one set by an operator is the one it prunes by.
+    prune: Retention.makePrune(backend, Effect.map(refreshPolicy, () => retention))
   }
 }

@@ -13,7 +13,7 @@ import type { DiscardRequest } from "../domain/Operator.js"
 import { DeliveryReply } from "../domain/Outcomes.js"
 import { isBlankReason, MaxReasonLength } from "../domain/Protocol.js"
 import type { RedriveRequest } from "../domain/Protocol.js"
-import { makePolicy, protocolOf } from "../domain/Policy.js"
+import { makePolicy } from "../domain/Policy.js"
 import type { PolicyInput, RelayPolicy } from "../domain/Policy.js"
 import { EventState } from "../domain/Records.js"
 import type { Token } from "../domain/Records.js"
@@ -278,12 +278,14 @@ export const decodeSetPolicy = (input: unknown, current: RelayPolicy) =>
     }
     return Either.match(makePolicy(given as PolicyInput, current), {
       onLeft: (message) => Effect.fail(new InvalidInput({ operation: "setPolicy", message: shorten(message) })),
-      onRight: (settings) =>
+      onRight: () =>
         Effect.map(
           retention === undefined
             ? Effect.succeed(undefined)
             : Retention.decodeRetentionChange(retention, "setPolicy"),
-          (retention) => ({ settings: protocolOf(settings), retention, reason, actor })
+          // The named settings alone: the write applies them over the store's own, never this
+          // instance's view of the others (another process may have changed them since).
+          (retention) => ({ named: given as PolicyInput, retention, reason, actor })
         )
     })
   })

@@ -72,6 +72,20 @@ describe("Relay.run and a live policy change", () => {
     }))
 })
 
+describe("a policy change in an instance that has not read the store's latest", () => {
+  it.scoped("changes only the settings it names: another instance's change to the others stays", () =>
+    Effect.gen(function*() {
+      const file = path.join(yield* tempDir, "queue.db")
+      const stale = yield* SqliteRelayQueue.make({ filename: file })
+      const other = yield* SqliteRelayQueue.make({ filename: file })
+      yield* other.setPolicy({ policy: { retryBudget: 5, backoffCap: "2 seconds" }, reason: "outage", actor: "ops" })
+      // `stale` never refreshed: it still runs the defaults, yet its change keeps the other's.
+      const change = yield* stale.setPolicy({ policy: { leaseTicks: "20 seconds" }, reason: "slow receiver", actor: "ops" })
+      expect(change.changed).toEqual(["leaseTicks"])
+      expect(yield* other.refreshPolicy).toMatchObject({ leaseTicks: 20_000, retryBudget: 5, backoffCap: 2_000 })
+    }))
+})
+
 describe("a live retention change", () => {
   it.scoped("another queue instance adopts the store's retention at its refresh or its next prune, over the one it was opened with", () =>
     Effect.gen(function*() {

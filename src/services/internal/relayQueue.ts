@@ -20,7 +20,7 @@ import * as Operator from "../../domain/Operator.js"
 import type { Changes } from "../../domain/Operations.js"
 import type { NotableChange } from "../../domain/Notable.js"
 import type { ClaimOutcome, DeliveryReply, SettleOutcome } from "../../domain/Outcomes.js"
-import { protocolKeys, protocolOf, retentionKeys } from "../../domain/Policy.js"
+import { makePolicy, protocolKeys, protocolOf, retentionKeys } from "../../domain/Policy.js"
 import type { PolicyKey, RelayPolicy } from "../../domain/Policy.js"
 import * as Protocol from "../../domain/Protocol.js"
 import type { ClockRecord, EventRecord, Snapshot, Token } from "../../domain/Records.js"
@@ -691,7 +691,10 @@ export const make = (
             return yield* Effect.fail(new InvalidInput({ operation: "setPolicy", message: "this store keeps no policy to change" }))
           }
           const stored: StoredProtocol = (yield* tx.protocol) ?? { settings: protocolOf(policy), version: 0 }
-          const settings = protocolOf({ ...policy, ...stored.settings, ...request.settings })
+          // The named settings over the store's own, checked together.
+          const merged = makePolicy(request.named, { ...policy, ...stored.settings })
+          if (Either.isLeft(merged)) return yield* Effect.fail(new InvalidInput({ operation: "setPolicy", message: merged.left }))
+          const settings = protocolOf(merged.right)
           const was = stored.retention ?? retention
           const kept = request.retention === undefined ? stored.retention : { ...was, ...request.retention }
           const windows = { "retention.acked": [was.acked, kept?.acked], "retention.dedup": [was.dedup, kept?.dedup] } as const

@@ -609,7 +609,8 @@ export const makeRouter = (
     const policyView = (frame: Pages.Frame, notice: Html | undefined, error: Html | undefined, form: Pages.PolicyForm | undefined, status: number) =>
       Effect.gen(function*() {
         const current = yield* reading(queue.refreshPolicy)
-        return yield* page(Pages.policy(frame, { policy: current.value, notice, error: error ?? current.error, form }), current.error === undefined ? status : 500)
+        const view = { policy: current.value, retention: current.value === undefined ? undefined : queue.retention, notice, error: error ?? current.error, form }
+        return yield* page(Pages.policy(frame, view), current.error === undefined ? status : 500)
       })
 
     const policyPage = handle(({ frame, params }) => policyView(frame, policyNotice(params), undefined, undefined, 200))
@@ -623,6 +624,8 @@ export const makeRouter = (
           retryBudget: formField(fields, "retryBudget") ?? "",
           backoffBase: formField(fields, "backoffBase") ?? "",
           backoffCap: formField(fields, "backoffCap") ?? "",
+          retainAcked: formField(fields, "retainAcked") ?? "",
+          retainDedup: formField(fields, "retainDedup") ?? "",
           reason: formField(fields, "reason") ?? "",
           actor: (formField(fields, "actor") ?? "").trim()
         }
@@ -636,6 +639,10 @@ export const makeRouter = (
                 backoffBase: durationField(form.backoffBase),
                 backoffCap: durationField(form.backoffCap)
               },
+              // Retention only when a window is given: an empty field keeps the store's.
+              ...(form.retainAcked.trim() === "" && form.retainDedup.trim() === ""
+                ? {}
+                : { retention: { acked: durationField(form.retainAcked), dedup: durationField(form.retainDedup) } }),
               reason: form.reason,
               actor: form.actor
             })

@@ -664,6 +664,23 @@ describe("operator actions over HTTP: the policy", () => {
     expect((await run((q) => q.audit({ limit: 10_000 }))).length).toBe(auditBefore.length + 1)
   })
 
+  it("changes the retention windows with a reason: the store keeps them, one audit row, the page shows them", async () => {
+    const { cookie, csrf } = await session()
+    const auditBefore = await run((q) => q.audit({ limit: 10_000 }))
+    const changed = await post({ csrf, retainAcked: "2h", retainDedup: "", reason: "disk filling", actor: "alice" }, { cookie })
+    expect(changed.status).toBe(303)
+    expect(changed.headers.get("location")).toBe("/policy?done=policy&changed=retention.acked")
+    const kept = await run((q) => Effect.map(q.refreshPolicy, () => q.retention))
+    expect(kept.acked).toBe(2 * 3_600_000)
+    const added = (await run((q) => q.audit({ limit: 10_000 }))).slice(auditBefore.length)
+    expect(added.map(({ action, actor, reason, target }) => ({ action, actor, reason, target }))).toEqual([
+      { action: "policy", actor: "alice", reason: "disk filling", target: `{"retention.acked":7200000}` }
+    ])
+    const shown = await (await fetch(`${served.url}${changed.headers.get("location")}`, { headers: { cookie } })).text()
+    expect(shown).toContain(`data-testid="policy-notice">Policy changed: acked events kept.`)
+    expect(shown).toContain(`data-testid="policy-retention-acked">7200000 ms`)
+  })
+
   it("refuses a change posted without a login, with a wrong bearer token, without the CSRF token, or from another site", async () => {
     const { cookie, csrf } = await session()
     const before = await run((q) => q.snapshot)

@@ -3,6 +3,7 @@
  * value from the store goes through the escaping `html` tag.
  */
 import type { ProtocolKey, RelayPolicy } from "../../domain/Policy.js"
+import type { Retention } from "../../services/Retention.js"
 import type { AuditRecord, EventRecord, EventState, FlowRecord } from "../../domain/Records.js"
 import type { GroupView, QueueStats, RedrivenHead } from "../../services/RelayQueue.js"
 import { html, query, raw } from "./Html.js"
@@ -470,37 +471,47 @@ export interface PolicyForm {
   readonly retryBudget: string
   readonly backoffBase: string
   readonly backoffCap: string
+  readonly retainAcked: string
+  readonly retainDedup: string
   readonly reason: string
   readonly actor: string
 }
 
 /** How each setting a policy change can touch is named on the page. */
-export const policyLabels: Readonly<Record<ProtocolKey, string>> = {
+export const policyLabels: Readonly<Record<ProtocolKey | "retention.acked" | "retention.dedup", string>> = {
   leaseTicks: "lease",
   retryBudget: "retry budget",
   backoffBase: "backoff base",
   backoffCap: "backoff cap",
-  admission: "admission"
+  admission: "admission",
+  "retention.acked": "acked events kept",
+  "retention.dedup": "dedup records kept"
 }
+
+/** A retention window as shown: a span, or kept forever. */
+const windowOf = (millis: number | null) => (millis === null ? "forever" : span(millis))
 
 const span = (ticks: number) => `${ticks} ms${ticks >= 1000 ? ` (${age(ticks)})` : ""}`
 
 /**
  * The store's policy as it runs now, and for an operator the form that changes its live settings
- * (lease, retry budget, backoff) with an audited reason; the others are fixed when a store opens.
+ * (lease, retry budget, backoff, retention) with an audited reason; the others are fixed when a
+ * store opens.
  */
 export const policy = (
   frame: Frame,
   input: {
     readonly policy: RelayPolicy | undefined
+    readonly retention: Retention | undefined
     readonly notice: Html | undefined
     readonly error: Html | undefined
     readonly form: PolicyForm | undefined
   }
 ): Html => {
   const p = input.policy
-  const field = (name: "leaseTicks" | "retryBudget" | "backoffBase" | "backoffCap", hint: string, current: string | undefined) =>
-    html`<label>${policyLabels[name]}<input name="${name}" value="${input.form?.[name] ?? ""}" placeholder="${current ?? ""}" maxlength="40"${name === "retryBudget" ? raw(" inputmode=\"numeric\"") : ""}></label><span class="note">${hint}</span>`
+  const r = input.retention
+  const field = (name: "leaseTicks" | "retryBudget" | "backoffBase" | "backoffCap" | "retainAcked" | "retainDedup", hint: string, current: string | undefined) =>
+    html`<label>${name === "retainAcked" ? policyLabels["retention.acked"] : name === "retainDedup" ? policyLabels["retention.dedup"] : policyLabels[name]}<input name="${name}" value="${input.form?.[name] ?? ""}" placeholder="${current ?? ""}" maxlength="40"${name === "retryBudget" ? raw(" inputmode=\"numeric\"") : ""}></label><span class="note">${hint}</span>`
   const form = frame.access === "operator"
     ? html`<div class="redrive"><h2>Change the policy</h2>
 <p class="note">Fill in only what changes; an empty field keeps its setting. Durations as milliseconds (<code>20000</code>) or with a unit (<code>500ms</code>, <code>20s</code>, <code>2m</code>, <code>1h</code>, <code>30 seconds</code>). Running relays take it up at their next policy refresh; a claim already made keeps its lease and a retry already scheduled keeps its time. Recorded in the audit log with your reason and name.</p>
@@ -510,6 +521,8 @@ ${field("leaseTicks", "how long a claim holds a head", p === undefined ? undefin
 ${field("retryBudget", "tries per round before a failing head is quarantined", p === undefined ? undefined : `${p.retryBudget}`)}
 ${field("backoffBase", "the first retry delay, doubled on each failure of a round", p === undefined ? undefined : `${p.backoffBase}`)}
 ${field("backoffCap", "the longest retry delay", p === undefined ? undefined : `${p.backoffCap}`)}
+${field("retainAcked", "how long an acked event is kept before a prune deletes it", r === undefined || r.acked === null ? undefined : `${r.acked}`)}
+${field("retainDedup", "how long a pruned event's id still dedupes an enqueue", r === undefined || r.dedup === null ? undefined : `${r.dedup}`)}
 <label>reason<textarea name="reason" required maxlength="10000">${input.form?.reason ?? ""}</textarea></label>
 <label>who<input name="actor" value="${input.form?.actor ?? ""}" required maxlength="200"></label>
 <div><button type="submit">change the policy</button></div>
@@ -529,8 +542,10 @@ ${p === undefined ? "" : html`<section id="policy-fields" data-live>
 <dt>admission</dt><dd data-testid="policy-admission">${p.admission}</dd>
 <dt>clock</dt><dd data-testid="policy-clock">${p.clock}</dd>
 <dt>largest body</dt><dd data-testid="policy-maxBodyBytes">${p.maxBodyBytes} bytes</dd>
+${r === undefined ? "" : html`<dt>acked events kept</dt><dd data-testid="policy-retention-acked">${windowOf(r.acked)}</dd>
+<dt>dedup records kept</dt><dd data-testid="policy-retention-dedup">${windowOf(r.dedup)}</dd>`}
 </dl>
-<p class="note">The store's settings as this dashboard last read them. Lease, retry budget, backoff and admission are the store's own (the first four change here, on a live store); jitter, clock and the body limit are the options this dashboard's process opened the store with (each process has its own).</p>
+<p class="note">The store's settings as this dashboard last read them. Lease, retry budget, backoff, admission and retention are the store's own (all but admission change here, on a live store; retention is this process's own until a change here sets the store's); jitter, clock and the body limit are the options this dashboard's process opened the store with (each process has its own).</p>
 </section>`}
 ${form}`)
 }

@@ -3,31 +3,24 @@
  * redrive a quarantined head with an audited reason, enqueue. Read commands open the store read-only; every command refuses a
  * path that is not a fair-relay queue store before anything can write to it.
  */
-import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import { Effect, Option, ParseResult, Schema } from "effect"
 import * as fs from "node:fs"
 import { redriveCommand, shellCommand } from "../domain/Display.js"
-import { MissingReason } from "../domain/Errors.js"
-import { isBlankReason } from "../domain/Protocol.js"
 import type { AuditRecord, EventRecord, EventState, FlowRecord } from "../domain/Records.js"
 import { MaxWeight } from "../services/RelayQueue.js"
 import type { RelayQueueService } from "../services/RelayQueue.js"
 import {
-  byOption,
   context,
-  EventIdText,
   eventIdOption,
   flowIdOption,
   groupIdOption,
   integer,
   limit,
-  osUser,
   print,
   printJson,
   printNextPage,
-  reasonOption,
   schemaOption,
   shared,
   States,
@@ -35,6 +28,7 @@ import {
 } from "./Common.js"
 import { usage } from "./Errors.js"
 import * as Format from "./Format.js"
+import { eventArg, eventDecision } from "./Operate.js"
 import * as Store from "./Store.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -201,7 +195,6 @@ const events = Command.make("events", {
 // show
 // ---------------------------------------------------------------------------------------------
 
-const eventArg = Args.text({ name: "EVENT" }).pipe(Args.withDescription("The event id."), Args.withSchema(EventIdText))
 
 const show = Command.make("show", { ...shared, event: eventArg }, (options) =>
   Effect.scoped(Effect.gen(function*() {
@@ -247,30 +240,13 @@ const auditTable = (rows: ReadonlyArray<AuditRecord>) =>
 // redrive
 // ---------------------------------------------------------------------------------------------
 
-const redrive = Command.make("redrive", {
-  ...shared,
-  event: eventArg,
-  generation: integer("generation", "N", "The generation you inspected (fair-relay show EVENT); refused if the event has moved on.", 0),
-  reason: reasonOption("Why the event may go again; recorded in the audit row."),
-  by: byOption
-}, (options) =>
-  Effect.scoped(Effect.gen(function*() {
-    const { db, json } = yield* context(options)
-    // Checked before the store is opened, so a blank reason is reported whatever the path.
-    if (isBlankReason(options.reason)) return yield* new MissingReason({ eventId: options.event })
-    const actor = Option.getOrElse(options.by, osUser)
-    const queue = yield* Store.openWriter(db)
-    const result = yield* queue.redrive({
-      eventId: options.event,
-      expectedGeneration: options.generation,
-      reason: options.reason,
-      actor
-    })
-    if (json) return yield* printJson({ ...result, eventId: options.event, reason: options.reason, actor })
-    yield* print(
-      `redriven ${options.event}: generation ${options.generation} → ${result.generation}, ready now (by ${actor}: ${options.reason})`
-    )
-  }))).pipe(Command.withDescription("Release a quarantined head under a new generation, with an audited reason (the only exit from quarantine)."))
+const redrive = eventDecision(
+  "redrive",
+  "Why the event may go again; recorded in the audit row.",
+  (queue, decision) => queue.redrive(decision),
+  ({ actor, eventId, expectedGeneration, reason }, result) =>
+    `redriven ${eventId}: generation ${expectedGeneration} → ${result.generation}, ready now (by ${actor}: ${reason})`
+).pipe(Command.withDescription("Release a quarantined head under a new generation, with an audited reason (the only exit from quarantine)."))
 
 // ---------------------------------------------------------------------------------------------
 // audit

@@ -1,6 +1,6 @@
 /**
- * Operator actions for an incident, beside the one-head `redrive`: `discard` a quarantined head
- * for good. Each is audited (who and why) and refused, changing nothing, when the store has moved
+ * Operator actions for an incident: a decision on one quarantined head (`eventDecision`, which
+ * `redrive` uses too), and `discard` of a head for good. Each is audited (who and why) and refused, changing nothing, when the store has moved
  * on since the operator looked.
  */
 import * as Args from "@effect/cli/Args"
@@ -8,6 +8,8 @@ import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import { Duration, Effect, Option, ParseResult, Schema } from "effect"
 import { MissingReason } from "../domain/Errors.js"
+import type { EventId } from "../domain/Ids.js"
+import type { RelayQueueService } from "../services/RelayQueue.js"
 import { isBlankReason } from "../domain/Protocol.js"
 import { RedrivePageSize } from "../domain/Operator.js"
 import {
@@ -30,31 +32,61 @@ import type { Retention } from "../services/Retention.js"
 import { usage } from "./Errors.js"
 import * as Store from "./Store.js"
 
-const eventArg = Args.text({ name: "EVENT" }).pipe(Args.withDescription("The event id."), Args.withSchema(EventIdText))
+/** The event argument of the commands that act on one event. */
+export const eventArg = Args.text({ name: "EVENT" }).pipe(Args.withDescription("The event id."), Args.withSchema(EventIdText))
+
+/** What an operator's decision on one quarantined head asks of the queue. */
+interface Decision {
+  readonly eventId: EventId
+  readonly expectedGeneration: number
+  readonly reason: string
+  readonly actor: string
+}
+
+/**
+ * `NAME EVENT --generation N --reason TEXT [--by WHO]`: an operator's audited decision on one
+ * quarantined head (`redrive`, `discard`), refused when the head has moved on since it was looked at.
+ * `decide` runs it on the queue; `told` is the line that says what it did.
+ */
+export const eventDecision = <A extends { readonly generation: number }, E>(
+  name: string,
+  why: string,
+  decide: (queue: RelayQueueService, decision: Decision) => Effect.Effect<A, E>,
+  told: (decision: Decision, result: A) => string
+) =>
+  Command.make(name, {
+    ...shared,
+    event: eventArg,
+    generation: integer("generation", "N", "The generation you inspected (fair-relay show EVENT); refused if the event has moved on.", 0),
+    reason: reasonOption(why),
+    by: byOption
+  }, (options) =>
+    Effect.scoped(Effect.gen(function*() {
+      const { db, json } = yield* context(options)
+      // Checked before the store is opened, so a blank reason is reported whatever the path.
+      if (isBlankReason(options.reason)) return yield* new MissingReason({ eventId: options.event })
+      const decision: Decision = {
+        eventId: options.event,
+        expectedGeneration: options.generation,
+        reason: options.reason,
+        actor: Option.getOrElse(options.by, osUser)
+      }
+      const result = yield* decide(yield* Store.openWriter(db), decision)
+      if (json) return yield* printJson({ ...result, eventId: decision.eventId, reason: decision.reason, actor: decision.actor })
+      yield* print(told(decision, result))
+    })))
 
 /** `discard EVENT --generation N --reason TEXT [--by WHO]`. */
-export const discard = Command.make("discard", {
-  ...shared,
-  event: eventArg,
-  generation: integer("generation", "N", "The generation you inspected (fair-relay show EVENT); refused if the event has moved on.", 0),
-  reason: reasonOption("Why the event is given up; recorded in the audit row."),
-  by: byOption
-}, (options) =>
-  Effect.scoped(Effect.gen(function*() {
-    const { db, json } = yield* context(options)
-    // Checked before the store is opened, so a blank reason is reported whatever the path.
-    if (isBlankReason(options.reason)) return yield* new MissingReason({ eventId: options.event })
-    const actor = Option.getOrElse(options.by, osUser)
-    const queue = yield* Store.openWriter(db)
-    const result = yield* queue.discard({ eventId: options.event, expectedGeneration: options.generation, reason: options.reason, actor })
-    if (json) return yield* printJson({ ...result, eventId: options.event, reason: options.reason, actor })
-    yield* print(
-      `discarded ${options.event}: generation ${options.generation} → ${result.generation}, never to be delivered; ` +
-        `${result.nextHead === null ? "its flow has no further event" : `its flow goes on from ${result.nextHead}`} (by ${actor}: ${options.reason})`
-    )
-  }))).pipe(Command.withDescription(
-    "Take a quarantined head out of its flow for good (never delivered, kept for the audit), with an audited reason; the flow goes on."
-  ))
+export const discard = eventDecision(
+  "discard",
+  "Why the event is given up; recorded in the audit row.",
+  (queue, decision) => queue.discard(decision),
+  ({ actor, eventId, expectedGeneration, reason }, result) =>
+    `discarded ${eventId}: generation ${expectedGeneration} → ${result.generation}, never to be delivered; ` +
+    `${result.nextHead === null ? "its flow has no further event" : `its flow goes on from ${result.nextHead}`} (by ${actor}: ${reason})`
+).pipe(Command.withDescription(
+  "Take a quarantined head out of its flow for good (never delivered, kept for the audit), with an audited reason; the flow goes on."
+))
 
 /** `pause`/`resume (--flow F | --group G) --reason TEXT [--by WHO]`. */
 const pauseCommand = (name: "pause" | "resume") =>

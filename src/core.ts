@@ -2,6 +2,8 @@
  * fair-relay's core: the services, the in-memory queue, the protocol, errors and schemas — no
  * store layer, no HTTP. `fair-relay/sqlite` and `fair-relay/postgres` add a backend to it;
  * `fair-relay/http` and `fair-relay/dashboard` are added on their own; `fair-relay` is all of it.
+ *
+ * @module
  */
 
 /** The queue service (enqueue, claim, settle, redrive, snapshot). */
@@ -9,16 +11,30 @@ export { RelayQueue } from "./services/RelayQueue.js"
 export { MaxBatchSize, MaxWeight } from "./services/RelayQueue.js"
 export type {
   AuditFilter,
+  ClaimBatch,
+  ClockReset,
+  DiscardInput,
   EnqueueInput,
   EventFilter,
+  FlowView,
   FlowWeightInput,
   GroupFilter,
   GroupView,
   GroupWeightInput,
   PageFilter,
+  PauseInput,
+  PauseResult,
+  PolicyChange,
   QueueStats,
+  RedriveAllInput,
+  RedriveAllResult,
+  RedriveFilterInput,
   RedriveInput,
+  RedrivenHead,
   RelayQueueService,
+  ResetClockInput,
+  SetPolicyInput,
+  SettledAndClaimed,
   SettleInput,
   TokenInput
 } from "./services/RelayQueue.js"
@@ -34,7 +50,7 @@ export type { BatchResult, RelayService, RunOptions, StepError, StepResult } fro
 /** Every metric of the relay. */
 export * as Metrics from "./services/Metrics.js"
 /** Retention: how long acked events, dedup records and receipts are kept, and what a prune did. */
-export type { InboxRetentionInput, PruneOptions, PruneResult, RetentionInput } from "./services/Retention.js"
+export type { InboxRetentionInput, PruneOptions, PruneResult, Retention, RetentionInput } from "./services/Retention.js"
 export type { InboxPruneResult, InboxRetention } from "./services/Inbox.js"
 /** Fault injection points on the worker's path (tests, chaos). */
 export * as Faults from "./services/Faults.js"
@@ -55,7 +71,8 @@ export {
   PolicyMismatch,
   InvalidInput,
   MissingReason,
-  NotQuarantined
+  NotQuarantined,
+  TargetNotFound
 } from "./domain/Errors.js"
 export type { RedriveError } from "./domain/Errors.js"
 /** Outcome and reply schemas and types. */
@@ -67,12 +84,12 @@ export * from "./domain/Records.js"
 /** Ids and counters. */
 export { EventId, FlowId, Generation, GroupId, MaxIdLength, Seq, Tick } from "./domain/Ids.js"
 /** The retry and lease policy. */
-export { backoff, defaultPolicy, makePolicy, RelayPolicy, retryDelay, seedPolicy } from "./domain/Policy.js"
+export { backoff, defaultPolicy, makePolicy, protocolKeys, RelayPolicy, retentionKeys, retryDelay, seedPolicy } from "./domain/Policy.js"
 /** The longest lease or backoff delay a policy takes. */
 export { MaxTicks } from "./domain/Options.js"
 /** Policy presets: `Policy.seed` (the article's numbers) and `Policy.defaults` (production). */
 export * as Policy from "./domain/Presets.js"
-export type { PolicyInput } from "./domain/Policy.js"
+export type { PolicyInput, PolicyKey, ProtocolKey } from "./domain/Policy.js"
 /** Canonical JSON bodies. */
 export { canonicalize, DefaultMaxBodyBytes } from "./domain/Json.js"
 export type { CanonicalBody, Json } from "./domain/Json.js"

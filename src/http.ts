@@ -1,6 +1,8 @@
 /**
  * `fair-relay/http`: delivery over HTTP and the receiver's HTTP endpoint (they load
  * `@effect/platform`'s HTTP client and server); the services they serve come from another entry.
+ *
+ * @module
  */
 /** A Transport over HTTP (@effect/platform HttpClient). */
 export * as HttpTransport from "./http/HttpTransport.js"

@@ -3,6 +3,8 @@
  * flows, quarantining a failing head in place. This entry is all of it; an application that needs
  * one backend and no HTTP loads less through `fair-relay/sqlite` or `fair-relay/postgres` (the
  * core and that backend), adding `fair-relay/http` or `fair-relay/dashboard` where it uses them.
+ *
+ * @module
  */
 export * from "./core.js"
 /** The queue and the receiver on SQLite. */

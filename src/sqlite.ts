@@ -1,6 +1,8 @@
 /**
  * `fair-relay/sqlite`: the core (`fair-relay/core`) and the SQLite backend — what an application
  * that keeps its queue and receiver in SQLite imports, without PostgreSQL's driver or HTTP.
+ *
+ * @module
  */
 export * from "./core.js"
 /** The queue on SQLite. */

@@ -18,6 +18,7 @@ export class GroupConflict extends Schema.TaggedError<GroupConflict>()("GroupCon
   storedGroup: Schema.NullOr(Schema.String),
   requestedGroup: Schema.String
 }) {
+  /** The error as one line of text, for logs and operators. */
   override get message() {
     return `flow ${JSON.stringify(this.flowId)} belongs to ${
       this.storedGroup === null ? "no group" : `group ${JSON.stringify(this.storedGroup)}`
@@ -30,6 +31,7 @@ export class ClockRegressed extends Schema.TaggedError<ClockRegressed>()("ClockR
   now: Schema.Number,
   tick: Schema.Number
 }) {
+  /** The error as one line of text, for logs and operators. */
   override get message() {
     return `clock regressed: now ${this.now} is below the persisted tick ${this.tick}`
   }
@@ -39,6 +41,7 @@ export class ClockRegressed extends Schema.TaggedError<ClockRegressed>()("ClockR
 export class EventNotFound extends Schema.TaggedError<EventNotFound>()("EventNotFound", {
   eventId: Schema.String
 }) {
+  /** The error as one line of text, for logs and operators. */
   override get message() {
     return `no event with id ${JSON.stringify(this.eventId)}`
   }
@@ -49,6 +52,7 @@ export class NotQuarantined extends Schema.TaggedError<NotQuarantined>()("NotQua
   eventId: Schema.String,
   state: Schema.String
 }) {
+  /** The error as one line of text, for logs and operators. */
   override get message() {
     return `event ${JSON.stringify(this.eventId)} is ${this.state}, not quarantined`
   }
@@ -60,6 +64,7 @@ export class GenerationMismatch extends Schema.TaggedError<GenerationMismatch>()
   expected: Schema.Number,
   actual: Schema.Number
 }) {
+  /** The error as one line of text, for logs and operators. */
   override get message() {
     return `event ${JSON.stringify(this.eventId)} is at generation ${this.actual}, not ${this.expected}`
   }
@@ -69,6 +74,7 @@ export class GenerationMismatch extends Schema.TaggedError<GenerationMismatch>()
 export class MissingReason extends Schema.TaggedError<MissingReason>()("MissingReason", {
   eventId: Schema.String
 }) {
+  /** The error as one line of text, for logs and operators. */
   override get message() {
     return `redrive of ${JSON.stringify(this.eventId)} needs a non-blank reason`
   }
@@ -85,6 +91,7 @@ export class TargetNotFound extends Schema.TaggedError<TargetNotFound>()("Target
   kind: Schema.Literal("flow", "group"),
   id: Schema.String
 }) {
+  /** The error as one line of text, for logs and operators. */
   override get message() {
     return `no ${this.kind} with id ${JSON.stringify(this.id)}`
   }

@@ -50,13 +50,8 @@ import * as WebhookSignature from "./WebhookSignature.js"
 /** The header carrying the event id (checked against the body when present). */
 export const IdempotencyKeyHeader = Wire.IdempotencyKeyHeader
 
-/** Why the receiver could not take a request. */
-export type ErrorCode = Wire.ErrorCode
-
-/** The body of a 4xx/5xx answer. */
-export const ErrorDocument = Wire.ErrorDocument
-/** @see ErrorDocument */
-export type ErrorDocument = Wire.ErrorDocument
+export type { ErrorCode } from "./internal/wire.js"
+export { ErrorDocument } from "./internal/wire.js"
 
 /** Default request size limit: the queue's default `maxBodyBytes` (1 MiB) plus 16 KiB of envelope. */
 export const DefaultMaxRequestBytes: number = Wire.DefaultMaxRequestBytes

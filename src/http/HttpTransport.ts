@@ -108,8 +108,7 @@ export const MaxReasonExcerpt = 200
 /** Largest reply body read, in bytes; a longer one is a `Retry`, and the rest is not read. */
 export const MaxReplyBytes = 64 * 1024
 
-/** The JSON document a delivery is sent as (`HttpInbox` reads the same shape). */
-export type DeliveryDocument = Wire.DeliveryDocument
+export type { DeliveryDocument } from "./internal/wire.js"
 
 const decodeReply = Schema.decodeUnknownEither(Schema.parseJson(DeliveryReply))
 const decodeErrorDocument = Schema.decodeUnknownEither(Schema.parseJson(Wire.ErrorDocument))

@@ -12,6 +12,8 @@ import * as PgStore from "./internal/PgStore.js"
 import * as SqlInbox from "./internal/SqlInbox.js"
 import type * as Store from "./internal/Store.js"
 
+export type { OpenError } from "./internal/Store.js"
+
 /** Options of a PostgreSQL inbox. */
 export interface PgInboxOptions extends PgStore.PgStoreOptions {
   /** The business step run with each accepted delivery. */

@@ -146,8 +146,7 @@ export const layerClient = (
   options: PgRelayQueueClientOptions = {}
 ): Layer.Layer<RelayQueue.RelayQueue, OpenError, SqlClient.SqlClient> => Layer.effect(RelayQueue.RelayQueue, makeClient(options))
 
-/** Why a queue on the application's client refused to run (the cause of its `SqlError`). */
-export const TransactionMisuse = PgStore.TransactionMisuse
+export { TransactionMisuse } from "./internal/Store.js"
 
 /**
  * Opens an existing queue store read-only for the lifetime of the scope (every transaction is

@@ -12,6 +12,8 @@ import * as SqlInbox from "./internal/SqlInbox.js"
 import type * as Store from "./internal/Store.js"
 import * as SqliteStore from "./internal/SqliteStore.js"
 
+export type { OpenError } from "./internal/Store.js"
+
 /** Options of a SQLite inbox. */
 export interface SqliteInboxOptions extends SqliteStore.SqliteStoreOptions {
   /** The business step run with each accepted delivery. */

@@ -128,5 +128,4 @@ export const withImmediateTransaction: {
     ? Effect.flatMap(SqlClient.SqlClient, (sql) => SqliteStore.withImmediateTransaction(sql)(clientOrEffect))
     : SqliteStore.withImmediateTransaction(clientOrEffect)) as never
 
-/** Why a queue on the application's client refused to run (the cause of its `SqlError`). */
-export const TransactionMisuse = SqliteStore.TransactionMisuse
+export { TransactionMisuse } from "./internal/Store.js"

@@ -24,7 +24,10 @@ export const faultPoints: ReadonlyArray<FaultPoint> = [
 ]
 
 /** No fault injection: the service's default. */
-const none = { hit: (_point: FaultPoint): Effect.Effect<void> => Effect.void }
+const none = {
+  /** Called at each fault point; a test's service may end the process there. */
+  hit: (_point: FaultPoint): Effect.Effect<void> => Effect.void
+}
 
 /** The fault-injection service; its default reference does nothing. */
 export class Faults extends Context.Reference<Faults>()("fair-relay/Faults", { defaultValue: () => none }) {}
@@ -52,5 +55,6 @@ export const whenInstalled = <A, E, R>(
  * flush — as close to a power cut as a process can do to itself.
  */
 export const exitAt = (point: FaultPoint, code = 73): Context.Tag.Service<Faults> => ({
+  /** Ends the process when `reached` is the chosen point. */
   hit: (reached) => (reached === point ? Effect.sync(() => process.exit(code)) : Effect.void)
 })

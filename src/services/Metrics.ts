@@ -25,6 +25,7 @@ export const groupQuarantines = Metric.counter("fair_relay_group_quarantines_tot
 
 /** Claims that found nothing eligible. */
 export const idleClaims = Metric.counter("fair_relay_idle_claims_total", { description: "claims that found nothing eligible", incremental: true })
+/** Claims that found eligible heads all held by other writers (parallel claims) and tried again. */
 export const contendedClaims = Metric.counter("fair_relay_contended_claims_total", {
   description: "claims that found eligible heads, all held by other writers (parallel claims), and tried again",
   incremental: true

@@ -1,7 +1,7 @@
 /**
  * `fair-relay clock`: the store's persisted tick next to this machine's clock, and `clock reset`,
- * the audited way out when a process with a wrong clock pushed the tick into the future (issue 15,
- * defect 4): the tick goes back to now and next_at / lease_until values beyond it are pulled in.
+ * the audited way out when a process with a wrong clock pushed the tick into the future: the tick
+ * goes back to now and next_at / lease_until values beyond it are pulled in.
  * A dry run unless `--yes`.
  */
 import * as Command from "@effect/cli/Command"

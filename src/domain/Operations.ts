@@ -64,7 +64,7 @@ export interface Changes {
 
 /**
  * No changes. It has every field, `clock` included: V8 makes a new map each time a spread of an
- * object is followed by a field the object lacks (~2 µs and an old-generation object per call),
+ * object is followed by a field the object lacks (and the object outlives young collections),
  * where setting a field it has costs nothing of the kind (`bench/README.md`, "A generator function
  * made per call").
  */

@@ -15,8 +15,8 @@
  *
  * The delivery's log annotations and its duration come with it (`timed`): where the effect has a
  * fiber of its own, they are set on that fiber and read off the clock around it, where
- * `Effect.annotateLogs` and `Effect.timed` around it would cost the worker some thirty runtime
- * steps per delivery.
+ * `Effect.annotateLogs` and `Effect.timed` around it would add their own runtime steps to every
+ * delivery.
  */
 import { Cause, Clock, Duration, Effect, Exit, Fiber, FiberRef, HashMap, Runtime } from "effect"
 

@@ -44,7 +44,7 @@ export const whenInstalled = <A, E, R>(
   without: Effect.Effect<A, E, R>,
   withFaults: (faults: Context.Tag.Service<Faults>) => Effect.Effect<A, E, R>
 ): Effect.Effect<A, E, R> =>
-  // One runtime step (the service read off the fiber's context), where `Effect.flatMap(Faults, …)` takes three.
+  // The service read off the fiber's context in the same runtime step: `Effect.flatMap(Faults, …)` would add steps to every operation.
   Effect.withFiberRuntime((fiber) => {
     const faults = Context.get(fiber.currentContext as Context.Context<never>, Faults)
     return faults === none ? without : withFaults(faults)

@@ -96,15 +96,14 @@ export type Update = <In>(metric: Pick<Metric.Metric<unknown, In, unknown>, "uns
 
 /**
  * The updates `updates` makes, with the fiber's metric labels (`Effect.tagMetrics`), as
- * `Metric.update` makes them — in one runtime step where `Metric.update` takes three for each: a
- * hot-path operation updates several.
+ * `Metric.update` makes them — in one runtime step where `Metric.update` takes several for each:
+ * a hot-path operation updates several.
  */
 export const record = (updates: (update: Update) => void): Effect.Effect<void> => recordThen(updates, undefined)
 
 /**
- * `record`, then `value`: what `Effect.as(record(updates), value)` answers, in two runtime steps
- * fewer (an operation's result passes through, where `Effect.tap` and `Effect.map` would take six
- * more).
+ * `record`, then `value`: what `Effect.as(record(updates), value)` answers, in fewer runtime steps
+ * (an operation's result passes through, where `Effect.tap` and `Effect.map` would add steps).
  */
 export const recordThen = <A>(updates: (update: Update) => void, value: A): Effect.Effect<A> =>
   Effect.withFiberRuntime((fiber) => {

@@ -1,5 +1,5 @@
 /**
- * Claims and acks per minute, measured by this process: the store keeps no history, so the
+ * Claims and acks per minute, as this process sees them: the store keeps no history, so the
  * dashboard samples `stats` at an interval and derives rates from the deltas of `claims` (one per
  * claim; tickets would also count tail admissions) and of `byState.acked` between samples.
  */
@@ -20,7 +20,7 @@ export interface Sample {
 export interface Rates {
   readonly claimsPerMinute: number | undefined
   readonly acksPerMinute: number | undefined
-  /** The span the rates were measured over, in milliseconds (0: not enough samples yet). */
+  /** The span the rates cover, in milliseconds (0: not enough samples yet). */
   readonly spanMillis: number
   /** Per interval between consecutive samples, oldest first: claims and acks per minute. */
   readonly series: ReadonlyArray<{ readonly at: number; readonly claims: number; readonly acks: number }>

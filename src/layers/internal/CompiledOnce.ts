@@ -1,8 +1,8 @@
 /**
  * A PostgreSQL statement's text compiled once per shape where it is sent as a whole
  * (`compileWhole`): its placeholders are numbered by their place in the whole statement, so a
- * statement's text is known only once it is whole; a daemon step's client instructions fell 4–5 %
- * with it.
+ * statement's text is known only once it is whole; compiled once per shape, a call of a known
+ * shape skips that work on the client.
  */
 import type * as Statement from "@effect/sql/Statement"
 

@@ -2,9 +2,8 @@
  * The pool of a PostgreSQL store that owns its connections, and the `@effect/sql` client over it
  * (`PgClient.fromPool`). The store's transactions take their connection from the pool directly
  * (`Reserver`) and give it back by hand: `sql.reserve` hands a connection back through a `Scope`
- * (made, provided, closed — its finalizers gathered and run), which cost a transaction 29 runtime
- * steps (a daemon event with the PostgreSQL inbox, two transactions: 304.7 → 246.6); and the one a
- * transaction gives back is kept for the next (`reserverOf`). The
+ * (made, provided, closed — its finalizers gathered and run), work every transaction would pay
+ * for nothing; and the one a transaction gives back is kept for the next (`reserverOf`). The
  * connection is the client's own kind (what `sql.reserve` answers), so the statements a
  * receiver's business runs on it go through `@effect/sql` as before.
  */

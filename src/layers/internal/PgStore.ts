@@ -204,8 +204,8 @@ const openOn = (
     // The store's statements are prepared (`PgTransactions`) and every one of them is planned for
     // its indexes; with the server's default choice (`plan_cache_mode = auto`) the bulk writes
     // (rows as JSON, `LIMIT <count>`) were planned afresh on every call — their generic plan
-    // looked costlier than a custom one for one row: the server's CPU per single-step event went
-    // from 0.96 to 0.68 ms without it. A generic plan is made once per connection and made again
+    // looked costlier than a custom one for one row, and planning afresh was a large part of the
+    // server's CPU per single-step event. A generic plan is made once per connection and made again
     // when the tables' statistics change. `SET LOCAL`: only the store's own transactions, never
     // the application's (an outbox enqueue runs in the application's transaction as it is).
     // Both settings in one statement (`set_config(…, true)` is `SET LOCAL`), and the store's lock
@@ -221,8 +221,8 @@ const openOn = (
     const write = <A, E, R>(effect: Effect.Effect<A, E, R>) => statements(commitFailuresAsErrors(locked(effect)))
     // Without the store's lock: the statements lock the rows they change (parallel claims).
     const rowLocked = transactions(sql, ["BEGIN", settings], { holds: true, reserver })
-    // Retried from the start up to five times; `Effect.retry`'s schedule and driver (some fifteen
-    // runtime steps a call) only once a race was lost, as it rarely is.
+    // Retried from the start up to five times; `Effect.retry`'s schedule and driver (not free on
+    // every call) only once a race was lost, as it rarely is.
     const rowLockedWrite = <A, E, R>(effect: Effect.Effect<A, E, R>) => {
       const once = statements(commitFailuresAsErrors(rowLocked(effect)))
       return Effect.catchIf(once, isRetryable, () => Effect.retry(once, { times: 4, while: isRetryable }))

@@ -140,9 +140,8 @@ const Int8 = 20
  * A `bigint` column of the store's own rows as the number the rows' decoders make of it (`SqlInt`:
  * `Number` of its text), read digit by digit, where `pg`'s own reading tests each text against a
  * regular expression and hands it on for the decoders to convert: most of the store's columns are
- * `bigint`, and a `settleAndClaim` step ran 2.0 % fewer instructions (`bash bench/instructions.sh
- * 2000 --pg --exchange`: 1,035,652 → 1,014,749). Exact up to 15 digits (below 2^53); longer texts
- * go to `Number`, as before.
+ * `bigint`, so this parse is on every row of the hot path. Exact up to 15 digits (below 2^53);
+ * longer texts go to `Number`.
  */
 export const int8 = (text: string): number => {
   const length = text.length
@@ -291,7 +290,7 @@ class Batch {
     this.answered(undefined, this.tag)
   }
   /**
-   * Hands the answers over, and lets go of everything the batch held: measured, a batch `pg` has
+   * Hands the answers over, and lets go of everything the batch held: otherwise a batch `pg` has
    * finished with still kept its statements, rows and the caller's callback from the young
    * generation's collections (`bench/README.md`, "What a fresh Effect.async costs").
    */
@@ -329,7 +328,7 @@ interface Request<A> {
  * (fibers sharing one client — statements run side by side in one transaction — each find their
  * own; an entry whose fiber was interrupted before the effect started goes with the fiber).
  *
- * Not an `Effect.async` made afresh for each batch where the batch is in scope: measured on V8, a
+ * Not an `Effect.async` made afresh for each batch where the batch is in scope: on V8, a
  * fiber waiting in such a wait has what it holds outlive the young generation's collections
  * until a full one (`bench/README.md`, "What a fresh Effect.async costs"); made once, the wait
  * does not.
@@ -526,8 +525,8 @@ export const sendAll = <A = ReadonlyArray<ReadonlyArray<object>>>(
  * body's context, COMMIT or ROLLBACK at its end (a failed COMMIT or ROLLBACK is a `SqlError`, the
  * transaction's outcome), the connection back to the pool. What `sql.withTransaction` does, in
  * fewer runtime steps: the context is swapped by `exitProviding` rather than by `Effect.locally`,
- * and no span is made (the operation has its own) — 146 steps a transaction
- * before its first statement were measured with `@effect/sql`'s. The store's transactions are
+ * and no span is made (the operation has its own), work `@effect/sql`'s does before the
+ * transaction's first statement. The store's transactions are
  * never nested, so there are no savepoints: our `TransactionConnection` replaces any the caller's
  * context holds (the application's own transaction, on another client, is never borrowed — what
  * `Store.isolated` does for the SQLite store, without another runtime step or two). With `holds`,

@@ -52,7 +52,7 @@ const byGroupsFirst = (walk: (now: number, limit: number, perGroup: number) => E
  * `+eligible_at` keeps the planner on the turn indexes instead of the wake index (a range over
  * every eligible flow, then a sort). SQLite runs the two parts as two statements (the rows of
  * their `UNION ALL`, in the same order): as one compound statement it runs the first part as a
- * co-routine, which costs more than both statements apart (1.3 ms against 0.9 ms for 64 heads).
+ * co-routine, which costs more than both statements apart.
  * PostgreSQL runs them as one (one round trip).
  */
 export const selectCandidates = (store: Store) => {
@@ -71,8 +71,8 @@ export const selectCandidates = (store: Store) => {
           WHERE group_id = g.group_id AND eligible_at IS NOT NULL AND group_id IS NOT NULL AND +eligible_at <= ${now} AND paused = 0
           ORDER BY served, flow_id ${limitTo(sql, perGroup)})
         JOIN relay_event e ON e.flow_id = f.flow_id AND e.seq = f.head_seq`
-  // SQLite sets up the grouped part's subqueries even when it finds no group (~25 µs on a store
-  // with none, more than the rest of a claim's reads): it runs only when some group has an
+  // SQLite sets up the grouped part's subqueries even when it finds no group (on a store with
+  // none, more than the rest of a claim's reads): it runs only when some group has an
   // eligible head or waits for one (the first entry of the turn index, if any).
   const anyGroup = sql<{ readonly any: number }>`SELECT EXISTS (SELECT 1 FROM relay_group WHERE eligible_at IS NOT NULL) AS any`
   const apart = isSqlite(sql)
@@ -92,8 +92,8 @@ export const selectCandidates = (store: Store) => {
  * eligible at `now`, and the first `limit` groups with each group's first `perGroup` such flows.
  * The flows first, then their heads, each head by its key. Joined before the LIMIT, a planner that
  * expects few eligible flows (statistics not yet gathered on a store just filled) read every
- * eligible flow's head and sorted them all to keep one (~110 µs a claim with 64 flows; ~10 µs with
- * the statistics). The heads are read by a LATERAL subquery the planner cannot flatten (OFFSET 0),
+ * eligible flow's head and sorted them all to keep one, a claim's cost growing with the flows. The
+ * heads are read by a LATERAL subquery the planner cannot flatten (OFFSET 0),
  * so whatever it believes of the tables' sizes, it reads the heads of the flows it keeps, one index
  * search each, and never joins the whole event table. The groups first, then each group's flows,
  * then their heads: LATERAL subqueries, so the groups' walk drives the rest. Written as joins, with

@@ -2,7 +2,7 @@
  * One SQLite connection as an `@effect/sql` `SqlClient` (what migrations and a receiver's
  * business step use) that also keeps its better-sqlite3 handle, so the store's own statements can
  * run synchronously on it: a statement through `SqlClient` costs a span, a scope, a cache lookup
- * and a dozen fibers' worth of steps; on the handle it costs a `Map` lookup and the SQLite call.
+ * and a fiber's worth of effects; on the handle it costs a `Map` lookup and the SQLite call.
  * The same lock guards both, so they never interleave.
  */
 import * as Reactivity from "@effect/experimental/Reactivity"
@@ -27,8 +27,8 @@ export interface SqliteConnection {
 
 /**
  * The connection's one permit. Where it is free — nearly always, on a connection one store owns —
- * taking it is one step and giving it back is a plain call, where an `Effect.Semaphore` costs some
- * sixteen runtime steps for the pair; a transaction takes it once per operation.
+ * taking it is one step and giving it back is a plain call, where an `Effect.Semaphore` runs
+ * effects for both; a transaction takes it once per operation.
  */
 export interface ConnectionLock {
   /**

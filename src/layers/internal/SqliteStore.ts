@@ -140,8 +140,8 @@ const transaction = (client: SqlClient.SqlClient, begin: string, busyTimeoutMill
  * connection's lock, BEGIN, the body (with the connection as its `TransactionConnection`, as
  * above), COMMIT — no scope, no span and no effect per statement around the body; the context
  * swapped by `exitProviding` and the lock given back by hand rather than by `provideService` and
- * `ensuring` (which cost some 50 runtime steps a transaction between them; the queue runs three
- * transactions a step). Our `TransactionConnection` replaces any the caller's context holds, so the ambient
+ * `ensuring` (work paid on every transaction, and the queue runs three transactions a step). Our
+ * `TransactionConnection` replaces any the caller's context holds, so the ambient
  * transaction of another client is never borrowed. A BEGIN that finds another process's write
  * lock falls back to the same non-blocking retries; a COMMIT that fails is rolled back and fails
  * typed, a failed body rolled back, exactly as above.

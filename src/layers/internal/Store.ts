@@ -53,7 +53,7 @@ export interface Store {
   /**
    * Starts a read whose rows are needed later: a backend may hold it and send it with its
    * transaction's next statement (PostgreSQL does); answers `then` of the effect that answers its
-   * rows, in the same runtime step (an `Effect.map` of it would cost two). Absent: the read runs
+   * rows, in the same runtime step (an `Effect.map` of it would add steps). Absent: the read runs
    * when its rows are asked for.
    */
   readonly execLater?:
@@ -63,7 +63,7 @@ export interface Store {
 
 /**
  * One of the store's own statements, then `then` of its rows: a read and its decoding (an `Exit`,
- * `decodeRows`) are one runtime step on a backend that runs statements synchronously, four otherwise.
+ * `decodeRows`) are one runtime step on a backend that runs statements synchronously, a few otherwise.
  */
 export const query = <A extends object, B, E>(
   store: Store,
@@ -144,8 +144,8 @@ export const execOnConnection = <A extends object>(statement: Statement.Statemen
 
 /**
  * `Effect.locally(effect, ref, value)` for a hot path (a store runs it per transaction): `ref` set
- * for `effect` and put back on every way out of it, in some 15 runtime steps where
- * `Effect.locally`'s acquire/use/release takes 26.
+ * for `effect` and put back on every way out of it, in fewer runtime steps than
+ * `Effect.locally`'s acquire/use/release.
  */
 export const locally = <V>(ref: FiberRef.FiberRef<V>, value: V) => <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
   Effect.uninterruptibleMask((restore) =>
@@ -160,7 +160,7 @@ export const locally = <V>(ref: FiberRef.FiberRef<V>, value: V) => <A, E, R>(eff
  * The exit of `effect` run with `service` as `tag` on top of the fiber's context, the context put
  * back however it ends. For a transaction, inside its own `Effect.uninterruptibleMask`: `restore`
  * is the mask's (the identity keeps `effect` uninterruptible), and sharing the mask makes this a
- * few runtime steps where `Effect.provideService` takes 26.
+ * few runtime steps where `Effect.provideService` takes many.
  */
 export const exitProviding = <I, S>(tag: Context.Tag<I, S>, service: S) =>
 <A, E, R>(
@@ -211,8 +211,8 @@ export const idType = (sql: SqlClient.SqlClient) => sql.literal(isPostgres(sql) 
 /**
  * `LIMIT n`, with n bound. SQLite's planner reads the bound value of a LIMIT that is a bare
  * parameter (`sqlite3ExprIsInteger`), which marks the statement to be prepared again whenever that
- * parameter is bound — and better-sqlite3 binds on every run: a claim's grouped walk ran in 55 µs
- * where it runs in 9 µs with the LIMIT as an expression (`+?`, planned once). PostgreSQL keeps its
+ * parameter is bound — and better-sqlite3 binds on every run, so a claim's walk would be prepared
+ * again every time; the LIMIT as an expression (`+?`) is planned once. PostgreSQL keeps its
  * parameter.
  */
 export const limitTo = (sql: SqlClient.SqlClient, n: number): Fragment => (isSqlite(sql) ? sql`LIMIT +${n}` : sql`LIMIT ${n}`)
@@ -243,10 +243,8 @@ export const rowsTable = (
  * The rows an `INSERT INTO table (columns)` takes: one row as plain `VALUES`, more as `rowsTable`'s
  * table `v` (`WHERE true`: SQLite's parser then takes an `ON CONFLICT` after it as the INSERT's,
  * not a join's); with `select` (the stored expressions of `v`'s columns, where one is not the
- * column itself), always from the table. SQLite runs a `VALUES` table as a subquery: a receipt
- * inserted from a one-row table took a median 7.0 µs where the floor's plain insert takes 3.2
- * (`bench/sqlTimes.mjs`), and SQLite's own instructions per daemon event fell 1.9 % with plain
- * `VALUES` (`bench/instructions.sh`).
+ * column itself), always from the table. SQLite runs a `VALUES` table as a subquery, so one row
+ * inserted from it costs more than a plain `VALUES` insert (`bench/sqlTimes.mjs` compares them).
  */
 export const insertRows = (
   sql: SqlClient.SqlClient,
@@ -308,7 +306,7 @@ export const SqlInt = Schema.transform(Schema.Union(Schema.Number, Schema.String
 /**
  * Decodes rows this library wrote; a row that does not decode is a store we cannot trust (a
  * defect). The answer is an `Exit` — an effect that is already done: callers map and combine it
- * with `Exit`'s functions, at no runtime steps, where `Effect.map` costs four.
+ * with `Exit`'s functions, at no runtime steps, where `Effect.map` would add some.
  */
 export const decodeRows = <A, I>(schema: Schema.Schema<A, I>, check?: (row: unknown) => A | undefined) => {
   // Rows decode synchronously: the Effect-returning decoder costs a fiber's worth of steps per call.

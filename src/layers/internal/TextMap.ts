@@ -1,9 +1,9 @@
 /**
  * Values keyed by statement text, for the texts a store compiles afresh for every statement it
- * runs. A `Map` keyed by such a text hashes all of it on every lookup (a fresh 1 KB text: ~2.7 µs
- * on the bench VM); here a lookup goes by the text's length and compares the text with the few
- * others of that length (~0.35 µs): a comparison stops at the first character that differs, and
- * texts of one length are few.
+ * runs. A `Map` keyed by such a text hashes all of it on every lookup, since a fresh string has
+ * no cached hash; here a lookup goes by the text's length and compares the text with the few
+ * others of that length: a comparison stops at the first character that differs, and texts of one
+ * length are few.
  */
 export interface TextMap<V> {
   readonly get: (text: string) => V | undefined

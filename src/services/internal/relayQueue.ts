@@ -356,8 +356,8 @@ export const make = (
    * (`Operations.rotationComplete`). The claim then reads as usual. Without
    * `startClaimRead`, on the store's clock, or for a batch (more than `ClaimReadAhead` settles and
    * claims together), nothing is started: a batch's round trip is shared by its events, and its
-   * early walk reads as many flows more as it settles — a batch of 64 ran 5 % slower with it
-   * (`bench/pg/ab.ts`).
+   * early walk reads as many flows more as it settles, which costs a batch more than it saves
+   * (`bench/pg/ab.ts` compares them).
    */
   const startClaimRead = <B>(
     tx: QueueWrites,

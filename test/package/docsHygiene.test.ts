@@ -1,9 +1,9 @@
 /**
- * The docs a user reads (README.md, docs/) and the source comments (src/) carry no commit hashes,
- * no issue references and no pointers into the spec, and the source comments quote measured
- * figures at most `MaxFigureLines` times: a figure measured once goes stale where nobody re-runs
- * it, so comments say why and `bench/results/` keeps the numbers. The patterns and what they leave
- * out on purpose are documented in ./hygiene.ts, and checked on samples here.
+ * The docs a user reads (README.md, CHANGELOG.md, docs/) and the source comments (src/) carry no
+ * commit hashes, no issue references and no pointers into the spec, and the source comments quote
+ * measured figures at most `MaxFigureLines` times: a figure measured once goes stale where nobody
+ * re-runs it, so comments say why and `bench/results/` keeps the numbers. The patterns and what
+ * they leave out on purpose are documented in ./hygiene.ts, and checked on samples here.
  */
 import { describe, expect, it } from "vitest"
 import * as fs from "node:fs"
@@ -29,7 +29,7 @@ const read = (file: string) => fs.readFileSync(path.join(root, file), "utf8")
 const MaxFigureLines = 5
 
 const sourceComments: Array<ProseLine> = filesUnder(root, "src", ".ts").flatMap((file) => commentLines(file, read(file)))
-const userDocs: Array<ProseLine> = ["README.md", ...filesUnder(root, "docs", ".md")]
+const userDocs: Array<ProseLine> = ["README.md", "CHANGELOG.md", ...filesUnder(root, "docs", ".md")]
   .filter((file) => fs.existsSync(path.join(root, file)))
   .flatMap((file) => markdownLines(file, read(file)))
 
@@ -131,7 +131,7 @@ describe("docs and source comments", () => {
     expect(lines.length, where(lines)).toBeLessThanOrEqual(MaxFigureLines)
   })
 
-  it("README.md and docs/ name no commit, no issue and no spec section", () => {
+  it("README.md, CHANGELOG.md and docs/ name no commit, no issue and no spec section", () => {
     expect(where(matching(userDocs, commitHash))).toBe("")
     expect(where(matching(userDocs, issueReference))).toBe("")
     expect(where(matching(userDocs, specPointer))).toBe("")

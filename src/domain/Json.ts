@@ -8,8 +8,11 @@ export type Json = null | boolean | number | string | ReadonlyArray<Json> | { re
 
 /** A validated body together with its canonical text (sorted keys, no spaces). */
 export interface CanonicalBody {
+  /** The body as JSON. */
   readonly value: Json
+  /** Its canonical text: sorted keys, no spaces. */
   readonly text: string
+  /** The text's length in UTF-8 bytes (what `maxBodyBytes` limits). */
   readonly bytes: number
 }
 

@@ -74,8 +74,11 @@ export const compareTurn = (a: Pick<FlowRecord, "served" | "flowId">, b: Pick<Fl
 
 /** A flow's place in the rotation: its turn value, weight, and claims used of its current turn. */
 export interface Turn {
+  /** The turn value: claims are offered in ascending `(served, id)`. */
   readonly served: number
+  /** Claims in a row it keeps its place for. */
   readonly weight: number
+  /** Claims taken of its current turn. */
   readonly burst: number
 }
 
@@ -150,7 +153,9 @@ export const verdictOf: (reply: DeliveryReply) => Verdict = Match.type<DeliveryR
 
 /** A settle decision: the outcome, and the event to store when it changes. */
 export interface SettleDecision {
+  /** What the settle answers. */
   readonly outcome: SettleOutcome
+  /** The event as it is to be stored (undefined: unchanged). */
   readonly next: EventRecord | undefined
   /** When an ack happened (the settle's `now`): where the acked-event retention window starts. */
   readonly ackedAt?: number | undefined
@@ -204,9 +209,13 @@ const quarantine = (event: EventRecord, reply: string, now: number): SettleDecis
 
 /** An operator's request to release a quarantined head. */
 export interface RedriveRequest {
+  /** The quarantined head. */
   readonly eventId: EventId
+  /** The generation the operator saw. */
   readonly expectedGeneration: number
+  /** Why (required, recorded in the audit row). */
   readonly reason: string
+  /** Who decides (recorded in the audit row). */
   readonly actor?: string | undefined
 }
 
@@ -249,8 +258,11 @@ export const redriveEvent = (
  * for an acked event pruned by retention — only a hash of it (`bodyText` null) in its dedup record.
  */
 export interface StoredIdentity {
+  /** The stored event's flow. */
   readonly flowId: FlowId
+  /** Its seq in the flow. */
   readonly seq: number
+  /** Its canonical body text (null: pruned, only the hash is kept). */
   readonly bodyText: string | null
   /** Hash of the canonical body text (the dedup record of a pruned event). */
   readonly bodyHash?: string | null | undefined

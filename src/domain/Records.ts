@@ -51,10 +51,15 @@ export type Resume = typeof Resume.Type
  * never scans events; `eligibleAt` is null while the head is quarantined or the flow is drained.
  */
 export const FlowRecord = Schema.Struct({
+  /** The flow. */
   flowId: FlowId,
+  /** The last seq it allocated. */
   seq: Schema.Int,
+  /** Its turn value: the ticket of the claim that ended its last turn, or its admission value. */
   served: Schema.Int,
+  /** Its head's seq (null: drained). */
   headSeq: Schema.NullOr(Seq),
+  /** When its head becomes claimable (null: quarantined or drained). */
   eligibleAt: Schema.NullOr(Tick),
   /** Opportunities per round relative to a weight-1 flow. */
   weight: Schema.Int.pipe(Schema.positive()),
@@ -73,9 +78,13 @@ export type FlowRecord = typeof FlowRecord.Type
  * (`served`, `weight`, `burst`), charged by every claim of one of its flows.
  */
 export const GroupRecord = Schema.Struct({
+  /** The group. */
   groupId: GroupId,
+  /** Its turn value, as a flow's. */
   served: Schema.Int,
+  /** Opportunities per round relative to a weight-1 group. */
   weight: Schema.Int.pipe(Schema.positive()),
+  /** Claims already used of the group's current turn. */
   burst: Schema.Int.pipe(Schema.nonNegative())
 })
 /** @see GroupRecord */

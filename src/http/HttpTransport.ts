@@ -133,7 +133,9 @@ const isAck = (reply: DeliveryReply): boolean => reply._tag === "Accepted" || re
 
 /** What of a response the mapping reads, besides its status and body. */
 export interface ReplyHeaders {
+  /** The reply's media type: the protocol's reply type, or another. */
   readonly "content-type"?: string | undefined
+  /** When to retry (seconds or an HTTP date), for a `Retry`. */
   readonly "retry-after"?: string | undefined
 }
 

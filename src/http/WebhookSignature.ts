@@ -36,6 +36,7 @@ export type SecretsInput = string | Redacted.Redacted<string> | ReadonlyArray<st
 
 /** The decoded keys of a set of secrets; opaque, and redacted when printed. */
 export interface Keys {
+  /** The secrets' key bytes, one per secret. */
   readonly keys: ReadonlyArray<Redacted.Redacted<Buffer>>
 }
 
@@ -44,12 +45,14 @@ export interface Keys {
  * to start rather than send or accept deliveries anyone could forge.
  */
 export class MissingWebhookSecret extends Schema.TaggedError<MissingWebhookSecret>()("MissingWebhookSecret", {
+  /** What needed a secret. */
   operation: Schema.String,
   message: Schema.String
 }) {}
 
 /** A secret that is not `whsec_` followed by non-empty standard base64; the secret itself is not quoted. */
 export class InvalidWebhookSecret extends Schema.TaggedError<InvalidWebhookSecret>()("InvalidWebhookSecret", {
+  /** What was given the secret. */
   operation: Schema.String,
   message: Schema.String
 }) {}

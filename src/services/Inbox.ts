@@ -43,14 +43,19 @@ export interface InboxBusiness {
 
 /** A receipt as `receipts` lists it. */
 export interface ReceiptRecord {
+  /** The event applied. */
   readonly eventId: string
+  /** Its flow. */
   readonly flowId: string
+  /** Its seq in the flow. */
   readonly seq: number
+  /** Its body. */
   readonly body: unknown
 }
 
 /** How long an inbox keeps receipts, in milliseconds (`null` = forever). */
 export interface InboxRetention {
+  /** How long a receipt is kept, in milliseconds (null: forever). */
   readonly receipts: number | null
 }
 
@@ -59,7 +64,9 @@ export const defaultInboxRetention: InboxRetention = { receipts: 7 * 24 * 60 * 6
 
 /** What an inbox prune deleted (or, on a dry run, would delete). */
 export interface InboxPruneResult {
+  /** Receipts deleted (a dry run: that would be). */
   readonly receipts: number
+  /** Whether nothing was deleted. */
   readonly dryRun: boolean
 }
 

@@ -48,13 +48,17 @@ export interface GroupQuery {
 
 /** A group as operators see it: its turn, how many flows it has, how many of them have a head, and whether it is paused. */
 export interface GroupView extends GroupRecord {
+  /** How many flows it has. */
   readonly flows: number
+  /** How many of them have a head. */
   readonly waiting: number
+  /** Whether it is paused. */
   readonly paused: boolean
 }
 
 /** A flow as operators see it: its record, and whether it is paused (its own pause; its group's shows on the group). */
 export interface FlowView extends FlowRecord {
+  /** Whether the flow itself is paused. */
   readonly paused: boolean
 }
 

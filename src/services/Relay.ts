@@ -33,7 +33,9 @@ export type StepResult =
 
 /** What one batched step did: replies settled, and deliveries that got no reply (left to their lease). */
 export interface BatchResult {
+  /** The deliveries that got a reply, and what their settles did. */
   readonly delivered: ReadonlyArray<Extract<StepResult, { readonly _tag: "Delivered" }>>
+  /** The claims whose delivery got no reply (no settle written: their leases expire). */
   readonly failed: ReadonlyArray<{ readonly claimed: typeof Claimed.Type; readonly error: DeliveryFailed }>
 }
 

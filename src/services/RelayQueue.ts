@@ -20,8 +20,11 @@ export { make } from "./internal/relayQueue.js"
 
 /** A new event as a caller writes it. */
 export interface EnqueueInput {
+  /** The event's id, unique in the store: an enqueue of it again is `Existing` or `EnqueueConflict`. */
   readonly eventId: string
+  /** The flow the event is delivered in, in enqueue order. */
   readonly flowId: string
+  /** The event's body: plain JSON, compared canonically. */
   readonly body: unknown
   /** Sets the flow's weight (integer ≥ 1; a new flow defaults to 1). */
   readonly weight?: number | undefined
@@ -34,7 +37,9 @@ export interface EnqueueInput {
 
 /** A group's weight as a caller sets it. */
 export interface GroupWeightInput {
+  /** The group. */
   readonly groupId: string
+  /** Claims in a row the group keeps its place for (integer ≥ 1). */
   readonly weight: number
 }
 
@@ -50,26 +55,35 @@ export type { FlowView, GroupView } from "./QueueBackend.js"
 
 /** A flow's weight as a caller sets it. */
 export interface FlowWeightInput {
+  /** The flow. */
   readonly flowId: string
+  /** Claims in a row the flow keeps its place for (integer ≥ 1). */
   readonly weight: number
 }
 
 /** A claim token as a caller passes it back. */
 export interface TokenInput {
+  /** The claimed event. */
   readonly eventId: string
+  /** The generation its claim took: a settle of an older one is `Stale`. */
   readonly generation: number
 }
 
 /** One item of `settleBatch`. */
 export interface SettleInput {
+  /** The claim being settled. */
   readonly token: TokenInput
+  /** What the receiver answered. */
   readonly reply: DeliveryReply
 }
 
 /** An operator's redrive as a caller writes it. */
 export interface RedriveInput {
+  /** The quarantined head to release. */
   readonly eventId: string
+  /** The generation the operator saw: another one is `GenerationMismatch`, nothing changed. */
   readonly expectedGeneration: number
+  /** Why (required, recorded in the audit row). */
   readonly reason: string
   /** Who decides (recorded in the audit row with the reason). */
   readonly actor?: string | undefined
@@ -80,8 +94,11 @@ export interface RedriveInput {
  * saw leaves its flow for good, with an audited reason.
  */
 export interface DiscardInput {
+  /** The quarantined head to discard. */
   readonly eventId: string
+  /** The generation the operator saw: another one is `GenerationMismatch`, nothing changed. */
   readonly expectedGeneration: number
+  /** Why (required, recorded in the audit row). */
   readonly reason: string
   /** Who decides (recorded in the audit row with the reason). */
   readonly actor?: string | undefined
@@ -99,13 +116,17 @@ export type PauseInput =
 /** What a pause or resume did: the flow or group, and whether it changed (pausing a paused one changes nothing). */
 export interface PauseResult {
   readonly _tag: "Paused" | "Resumed"
+  /** The flow or group paused or resumed. */
   readonly target: { readonly kind: "flow" | "group"; readonly id: string }
+  /** Whether its state changed (false: it already was). */
   readonly changed: boolean
 }
 
 /** Which quarantined heads `redriveAll` releases: every field given must match (at least one, or `all`). */
 export interface RedriveFilterInput {
+  /** Heads of this group's flows. */
   readonly group?: string | undefined
+  /** The head of this flow. */
   readonly flowId?: string | undefined
   /** Flows whose id starts with this text. */
   readonly flowPrefix?: string | undefined
@@ -121,9 +142,11 @@ export interface RedriveFilterInput {
 
 /** A bulk redrive as a caller writes it. */
 export interface RedriveAllInput {
+  /** Which quarantined heads. */
   readonly filter: RedriveFilterInput
   /** One reason for every head (recorded in each head's audit row). */
   readonly reason: string
+  /** Who decides (recorded in each audit row). */
   readonly actor?: string | undefined
   /** Only list what would be redriven; write nothing. */
   readonly dryRun?: boolean | undefined
@@ -135,24 +158,33 @@ export interface RedriveAllInput {
 
 /** One head of a bulk redrive: its generation after it (a dry run: now). */
 export interface RedrivenHead {
+  /** The head's event. */
   readonly eventId: string
+  /** Its flow. */
   readonly flowId: string
+  /** Its flow's group (null: none). */
   readonly group: string | null
+  /** Why it was quarantined. */
   readonly reason: string | null
+  /** Its generation after the redrive (a dry run: now). */
   readonly generation: number
 }
 
 /** What a bulk redrive did (or, dry, would do). */
 export interface RedriveAllResult {
+  /** Whether nothing was written. */
   readonly dryRun: boolean
+  /** The heads redriven (a dry run: that would be). */
   readonly heads: ReadonlyArray<RedrivenHead>
   /** Heads that matched when read but had moved on when their page was written (not redriven). */
   readonly skipped: number
+  /** Transactions it took (a dry run: pages read). */
   readonly pages: number
 }
 
 /** An operator's change of a live store's protocol settings. */
 export interface SetPolicyInput {
+  /** New protocol settings (those left out are kept). */
   readonly policy?: {
     readonly leaseTicks?: Duration.DurationInput | undefined
     readonly retryBudget?: number | undefined
@@ -164,20 +196,27 @@ export interface SetPolicyInput {
    * `prune` then prunes by the store's retention instead of its layer's.
    */
   readonly retention?: Retention.RetentionInput | undefined
+  /** Why (required, recorded in the audit row). */
   readonly reason: string
+  /** Who decides (recorded in the audit row). */
   readonly actor?: string | undefined
 }
 
 /** What `setPolicy` did: the settings that changed (none: the store already ran them), and the policy and retention now run. */
 export interface PolicyChange {
+  /** The settings that changed (empty: the store already ran them). */
   readonly changed: ReadonlyArray<PolicyKey>
+  /** The policy now run. */
   readonly policy: RelayPolicy
+  /** The retention now run. */
   readonly retention: Retention.Retention
+  /** The version of the store's settings after the change. */
   readonly version: number
 }
 
 /** Counts for monitoring: events by state, eligible heads, and how long the oldest has waited. */
 export interface QueueStats {
+  /** Events by state. */
   readonly byState: Readonly<Record<EventState, number>>
   /**
    * Claims the stored events have taken (the sum of their lifetime attempts): it grows by one per
@@ -185,10 +224,13 @@ export interface QueueStats {
    * acked events.
    */
   readonly claims: number
+  /** Heads a claim could take now. */
   readonly eligibleHeads: number
+  /** How long the oldest eligible head has waited (0: none). */
   readonly oldestEligibleAgeMillis: number
   /** How many flows and groups are paused (their heads are not counted eligible). */
   readonly paused: { readonly flows: number; readonly groups: number }
+  /** The store's persisted clock (tick and ticket). */
   readonly clock: ClockRecord
 }
 
@@ -197,7 +239,9 @@ export interface QueueStats {
  * otherwise in event-id order (paged by `afterEventId`).
  */
 export interface EventFilter {
+  /** Only events in this state. */
   readonly state?: EventState | undefined
+  /** Only this flow's events, in seq order. */
   readonly flowId?: string | undefined
   /** Without `flowId`: list events whose id sorts after this one (the last id of the previous page). */
   readonly afterEventId?: string | undefined
@@ -213,17 +257,23 @@ export interface EventFilter {
  * the cursor is the last row's `served` and flow id).
  */
 export interface PageFilter {
+  /** `"id"` (default) or `"turn"`: who is offered the next claim first. */
   readonly order?: "id" | "turn" | undefined
+  /** The last flow id of the previous page. */
   readonly after?: string | undefined
+  /** In turn order: the last row's `served` on the previous page. */
   readonly afterServed?: number | undefined
   /** Only the flows of this group. */
   readonly group?: string | undefined
+  /** At most this many (default 100, at most 10000). */
   readonly limit?: number | undefined
 }
 
 /** An operator's request to put a store's clock back to the current time. */
 export interface ResetClockInput {
+  /** Why (required, recorded in the audit row). */
   readonly reason: string
+  /** Who decides (recorded in the audit row). */
   readonly actor?: string | undefined
 }
 
@@ -231,6 +281,7 @@ export interface ResetClockInput {
 export interface ClockReset {
   /** The persisted tick before and after. */
   readonly before: number
+  /** The persisted tick after (now). */
   readonly after: number
   /** Events whose backoff or lease reached further than the policy allows, now due at once. */
   readonly eventsAdjusted: number
@@ -238,18 +289,23 @@ export interface ClockReset {
 
 /** A batch of claims, and when idle, the earliest time a head becomes eligible. */
 export interface ClaimBatch {
+  /** The heads claimed. */
   readonly claims: ReadonlyArray<typeof Claimed.Type>
+  /** With no claim: when the earliest head becomes eligible (none waiting: undefined). */
   readonly wakeAt?: number | undefined
 }
 
 /** What `settleAndClaim` did: one outcome per reply, then the claims (and when idle, when to look again). */
 export interface SettledAndClaimed extends ClaimBatch {
+  /** One outcome per settle, in order. */
   readonly outcomes: ReadonlyArray<SettleOutcome>
 }
 
 /** Which audit rows `audit` lists. */
 export interface AuditFilter {
+  /** Only this event's audit rows. */
   readonly eventId?: string | undefined
+  /** At most this many, oldest first (default 100). */
   readonly limit?: number | undefined
 }
 

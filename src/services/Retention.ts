@@ -30,7 +30,9 @@ export interface RetentionInput {
 
 /** Retention in milliseconds (ticks); `null` = keep forever. */
 export interface Retention {
+  /** How long an acked event is kept after its ack (null: forever). */
   readonly acked: number | null
+  /** How long a pruned event's dedup record is kept (null: forever). */
   readonly dedup: number | null
 }
 
@@ -96,6 +98,7 @@ export interface PruneResult {
   readonly events: number
   /** Expired dedup records deleted. */
   readonly dedup: number
+  /** Whether nothing was deleted. */
   readonly dryRun: boolean
 }
 

@@ -8,6 +8,7 @@ import { sleepsInRealTime } from "./Deadline.js"
 
 /** A clock whose time is set explicitly. */
 export interface TickClock {
+  /** The Effect `Clock` that reads the current tick. */
   readonly clock: Clock.Clock
   /** Sets the current tick. */
   readonly set: (tick: number) => Effect.Effect<void>

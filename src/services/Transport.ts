@@ -8,8 +8,10 @@ import { Inbox } from "./Inbox.js"
 
 /** A delivery that got no reply: the receiver could not be reached or failed. The cause is kept. */
 export class DeliveryFailed extends Schema.TaggedError<DeliveryFailed>()("DeliveryFailed", {
+  /** The event whose delivery failed. */
   eventId: Schema.String,
   message: Schema.String,
+  /** What failed (the transport's error or defect). */
   cause: Schema.Defect
 }) {}
 

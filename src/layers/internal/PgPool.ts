@@ -3,7 +3,8 @@
  * (`PgClient.fromPool`). The store's transactions take their connection from the pool directly
  * (`Reserver`) and give it back by hand: `sql.reserve` hands a connection back through a `Scope`
  * (made, provided, closed — its finalizers gathered and run), work every transaction would pay
- * for nothing; and the one a transaction gives back is kept for the next (`reserverOf`). The
+ * for nothing on the hot path of every worker step; and the one a
+ * transaction gives back is kept for the next (`reserverOf`). The
  * connection is the client's own kind (what `sql.reserve` answers), so the statements a
  * receiver's business runs on it go through `@effect/sql` as before.
  */

@@ -140,7 +140,8 @@ const Int8 = 20
  * A `bigint` column of the store's own rows as the number the rows' decoders make of it (`SqlInt`:
  * `Number` of its text), read digit by digit, where `pg`'s own reading tests each text against a
  * regular expression and hands it on for the decoders to convert: most of the store's columns are
- * `bigint`, so this parse is on every row of the hot path. Exact up to 15 digits (below 2^53);
+ * `bigint`, so this parse runs for most values of the rows the store reads on its hot path.
+ * Exact up to 15 digits (below 2^53);
  * longer texts go to `Number`.
  */
 export const int8 = (text: string): number => {

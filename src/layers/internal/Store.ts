@@ -86,6 +86,7 @@ export const execWrite = (store: Store, statement: Statement.Statement<object>):
  * forever).
  */
 export class TransactionMisuse extends Schema.TaggedError<TransactionMisuse>()("TransactionMisuse", {
+  /** The operation refused. */
   operation: Schema.String,
   message: Schema.String
 }) {}

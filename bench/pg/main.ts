@@ -47,6 +47,7 @@ const kinds: ReadonlyArray<Kind> = [
   "fair-relay-parallel-batch",
   "floor-single",
   "floor-pipelined-single",
+  "floor-function-single",
   "pg-boss",
   "graphile-worker"
 ]
@@ -144,6 +145,8 @@ const describeKind = (kind: Kind, batchSize: number) =>
     ? "floor: our statements, raw pg, one round trip each (5)"
     : kind === "floor-pipelined-single"
     ? "floor: the same pipelined, 2 round trips (as ours)"
+    : kind === "floor-function-single"
+    ? "floor: the same as one server function, 1 round trip"
     : kind === "pg-boss"
     ? "pg-boss, key_strict_fifo queue + singletonKey"
     : "graphile-worker, queue_name per flow"

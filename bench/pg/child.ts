@@ -178,7 +178,7 @@ const fairRelay = async (spec: RunSpec, counters: Counters): Promise<Driver> => 
  * `concurrency` loops of `fetch(batchSize)` → handler → `complete` of the fetched jobs (as
  * `{ id, retryCount }`, the attempt-fenced settle its own `work()` uses). (Its `work()` loop waits
  * out its polling interval, at least 500 ms, after every fetch that does not fill a batch; see
- * bench/README.md.)
+ * bench/README.md, "How the peers are driven".)
  */
 const pgBoss = async (spec: RunSpec, counters: Counters): Promise<Driver> => {
   const boss = new PgBoss({

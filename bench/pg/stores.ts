@@ -4,7 +4,7 @@
  *
  * Every library gets the same jobs in the same order: job i belongs to flow `i mod flows` and is
  * that flow's `⌊i / flows⌋`-th job, so the global enqueue order is round robin over the flows (the
- * best case for the FIFO libraries; see bench/README.md).
+ * best case for the FIFO libraries; see bench/README.md, "How the peers are driven").
  */
 import { Effect } from "effect"
 import { Logger as GraphileLogger, makeWorkerUtils } from "graphile-worker"

@@ -1,5 +1,5 @@
 /**
- * Every ```ts block of README.md runs for real: each is written to its own fresh directory (so
+ * Every ```ts block of README.md and of docs/*.md runs for real: each is written to its own fresh directory (so
  * `queue.db` / `inbox.db` are new), with `fair-relay` pointed at src/, and run by node through
  * tsx (a complete program twice, on the files its first run left); they are also typechecked strictly. The worker snippet runs as a daemon with the Example's
  * layers until it has acked a few events, then is interrupted — the Example's lease must outlast
@@ -19,8 +19,14 @@ import type { Snippet } from "./snippets.js"
 const root = fileURLToPath(new URL("../../", import.meta.url))
 const srcIndex = path.join(root, "src", "index.ts")
 const readme = fs.readFileSync(path.join(root, "README.md"), "utf8")
-const snippets = extract(readme)
-const example = snippets.find((snippet) => snippet.name === "Example")
+const readmeSnippets = extract(readme, "README.md")
+const example = readmeSnippets.find((snippet) => snippet.name === "Example")
+// Whatever docs/*.md hold at test time, under the same markers (a docs fragment continues the README's Example).
+const docFiles = fs.readdirSync(path.join(root, "docs")).filter((name) => name.endsWith(".md")).sort().map((name) => `docs/${name}`)
+const snippets = [
+  ...readmeSnippets,
+  ...docFiles.flatMap((doc) => extract(fs.readFileSync(path.join(root, doc), "utf8"), doc))
+]
 
 // Inside the repository (.tmp/ is ignored by git) so `effect` and the other packages resolve
 // from its node_modules, the same copies src/ uses.
@@ -33,7 +39,7 @@ const write = (snippet: Snippet, index: number): string => {
   const dir = path.join(base, `snippet-${index + 1}`)
   fs.mkdirSync(dir, { recursive: true })
   const file = path.join(dir, "snippet.ts")
-  fs.writeFileSync(file, `// README.md:${snippet.line} (${snippet.name})\n${fromSource(program(snippet, example!), file, srcIndex)}\n`)
+  fs.writeFileSync(file, `// ${snippet.file}:${snippet.line} (${snippet.name})\n${fromSource(program(snippet, example!), file, srcIndex)}\n`)
   return file
 }
 
@@ -81,21 +87,21 @@ const inFreshSchema = async <A>(body: (url: string) => Promise<A>): Promise<A> =
   }
 }
 
-describe("README.md snippets", () => {
-  it("has an Example and marks every fragment", () => {
-    expect(example, "a ```ts block under \"## Example\"").toBeDefined()
-    expect(snippets.length).toBeGreaterThanOrEqual(3)
-    expect(snippets.map((snippet) => snippet.kind)).toContain("in-program")
+describe("README.md and docs/*.md snippets", () => {
+  it("the README has an Example and marks every fragment", () => {
+    expect(example, "a ```ts block under a heading \"Example\"").toBeDefined()
+    expect(readmeSnippets.length).toBeGreaterThanOrEqual(3)
+    expect(readmeSnippets.map((snippet) => snippet.kind)).toContain("in-program")
   })
 
   snippets.forEach((snippet, index) => {
     // A snippet on PostgreSQL reads DATABASE_URL: it runs in a fresh schema of FAIR_RELAY_PG_URL's database.
     const onPostgres = snippet.code.includes("DATABASE_URL")
     if (onPostgres && pgUrl === undefined) {
-      it.skip(`runs ${snippet.name} (README.md:${snippet.line}) [SKIPPED: FAIR_RELAY_PG_URL is not set]`, () => {})
+      it.skip(`runs ${snippet.name} (${snippet.file}:${snippet.line}) [SKIPPED: FAIR_RELAY_PG_URL is not set]`, () => {})
       return
     }
-    it(`runs ${snippet.name} (README.md:${snippet.line}, ${snippet.kind})${snippet.kind === "complete" ? ", and again on its own files" : ""}`, async () => {
+    it(`runs ${snippet.name} (${snippet.file}:${snippet.line}, ${snippet.kind})${snippet.kind === "complete" ? ", and again on its own files" : ""}`, async () => {
       // A complete program is run twice on the same files (or schema): a reader runs it again,
       // and the second run must not fail on what the first one stored.
       const twice = (env: Record<string, string>) =>

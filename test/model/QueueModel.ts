@@ -36,7 +36,7 @@
  *   generation, tick }`.
  * - outcomes and typed errors of enqueue, enqueueBatch, setFlowWeight, claim, claimBatch, settle,
  *   settleBatch, redrive, discard, pause/resume and redriveAll.
- * - operators' actions (docs/operator.md): `discard` takes a quarantined head out of its flow for
+ * - operators' actions (docs/operations.md): `discard` takes a quarantined head out of its flow for
  *   good (state discarded, a new generation; the flow goes on from its next event, as after an
  *   ack). `pause`/`resume` of a flow or a group (every flow of it): a claim passes over a paused
  *   flow's head and every head of a paused group's flows, and so does the wake-up time; the flow

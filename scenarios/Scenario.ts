@@ -1,7 +1,7 @@
 /**
  * The shape of a demo scenario: it runs against real files in its own directory, narrates what
- * happened, checks the numbers SPEC §5 fixes, and records facts that `--check` compares with the
- * frozen results.
+ * happened, checks the numbers docs/protocol.md states, and records facts that `--check` compares
+ * with the frozen results.
  */
 import { Effect } from "effect"
 import type { Scope } from "effect"
@@ -10,7 +10,7 @@ import * as Counter from "../src/sample/Counter.js"
 import { makeWorld } from "./World.js"
 import type { World, WorldOptions } from "./World.js"
 
-/** One comparison of an observed value with the value SPEC §5 gives. */
+/** One comparison of an observed value with the value docs/protocol.md gives. */
 export interface Check {
   readonly what: string
   readonly expected: unknown

@@ -1,5 +1,6 @@
 /**
- * `npm run demo`: every SPEC §5 scenario on real SQLite files in a fresh temporary directory.
+ * `npm run demo`: every scenario of docs/protocol.md on real SQLite files in a fresh temporary
+ * directory.
  *
  *   npm run demo                      run all, print an account of each, exit 1 if any diverges
  *   npm run demo -- --only NAME       run one scenario

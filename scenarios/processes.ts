@@ -31,7 +31,10 @@ const describeState = (o: CrashObservation) =>
 
 const describeStep = (s: StepSummary) => (s._tag === "Idle" ? "Idle" : `gen ${s.generation} ${s.reply} → ${s.outcome}`)
 
-/** What SPEC §5's table says is visible after each exit, and what recovery at tick 5 does. */
+/**
+ * What docs/protocol.md's table (Crash points) says is visible after each exit, and what recovery
+ * at tick 5 does.
+ */
 const crashTable: ReadonlyArray<{
   readonly number: number
   readonly name: string
@@ -76,7 +79,7 @@ const crashScenario = (row: (typeof crashTable)[number]): Scenario => ({
     })
 })
 
-/** The real-process scenarios, by SPEC §5 number. */
+/** The real-process scenarios, by their number in docs/protocol.md, Scenarios. */
 export const processScenarios: ReadonlyArray<readonly [number, Scenario]> = [
   [3, claimRace],
   ...crashTable.map((row) => [row.number, crashScenario(row)] as const)

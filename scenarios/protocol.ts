@@ -1,6 +1,6 @@
 /**
- * The in-process scenarios of SPEC §5 (1, 2, 4–12, 19–21), on real SQLite files, and those of
- * the features beyond the seed (22: tail admission, 23: tenant fairness).
+ * The in-process scenarios of docs/protocol.md (1, 2, 4–12, 19–21), on real SQLite files, and those
+ * of the features beyond the seed (22: tail admission, 23: tenant fairness).
  */
 import Database from "better-sqlite3"
 import { Effect, Ref } from "effect"
@@ -413,7 +413,7 @@ const atomicRedrive = atomic("atomic_redrive", "a trigger rejects the audit inse
     ctx.fact("stores", end)
   }))
 
-/** Scenarios that need no extra process, by SPEC §5 number. */
+/** Scenarios that need no extra process, by their number in docs/protocol.md. */
 export const protocolScenarios: ReadonlyArray<readonly [number, Scenario]> = [
   [1, roundRobin],
   [2, starvation],

@@ -18,7 +18,7 @@ import type { RelayQueueService } from "../../src/services/RelayQueue.js"
 import { Transport } from "../../src/services/Transport.js"
 import type { TransportService } from "../../src/services/Transport.js"
 import { commands, emit, runMain } from "../../scenarios/processes/io.js"
-import { floorWorker } from "./floor.js"
+import { floorWorker, installStep } from "./floor.js"
 import { GraphileTask, PgBossQueue } from "./protocol.js"
 import type { ChildStats, RunSpec } from "./protocol.js"
 import { claimsOf, libraryOf } from "./stores.js"
@@ -178,7 +178,7 @@ const fairRelay = async (spec: RunSpec, counters: Counters): Promise<Driver> => 
  * `concurrency` loops of `fetch(batchSize)` → handler → `complete` of the fetched jobs (as
  * `{ id, retryCount }`, the attempt-fenced settle its own `work()` uses). (Its `work()` loop waits
  * out its polling interval, at least 500 ms, after every fetch that does not fill a batch; see
- * bench/README.md.)
+ * bench/README.md, "How the peers are driven".)
  */
 const pgBoss = async (spec: RunSpec, counters: Counters): Promise<Driver> => {
   const boss = new PgBoss({
@@ -257,7 +257,7 @@ const graphileWorker = async (spec: RunSpec, counters: Counters): Promise<Driver
  * `concurrency` above 1, that many loops, each on a client of its own (no group commit), at most
  * `maxConnections`.
  */
-const floor = (rounds: 2 | 5) => async (spec: RunSpec, counters: Counters): Promise<Driver> => {
+const floor = (rounds: 1 | 2 | 5) => async (spec: RunSpec, counters: Counters): Promise<Driver> => {
   const url = new URL(spec.url)
   url.searchParams.set("options", `-c search_path=${spec.schema}`)
   const clients = await Promise.all(Array.from({ length: Math.min(spec.concurrency, spec.maxConnections) }, async () => {
@@ -267,6 +267,7 @@ const floor = (rounds: 2 | 5) => async (spec: RunSpec, counters: Counters): Prom
     await client.connect()
     return client
   }))
+  if (rounds === 1) await installStep(clients[0]!)
   const works = clients.map((client) => {
     const worker = floorWorker(client, { rounds, leaseMs: 60_000 })
     return async () => {
@@ -286,6 +287,7 @@ const drivers = {
   "fair-relay-parallel-batch": fairRelay,
   "floor-single": floor(5),
   "floor-pipelined-single": floor(2),
+  "floor-function-single": floor(1),
   "pg-boss": pgBoss,
   "graphile-worker": graphileWorker
 } as const

@@ -79,8 +79,65 @@ const text = {
       claimed AS (UPDATE relay_event SET state = 'inflight', lease_until = $3, generation = $4, attempts = $5,
         lifetime_attempts = $6 WHERE event_id = $7)
     UPDATE relay_flow SET served = $8, burst = $9, eligible_at = $3 WHERE flow_id = $10`,
-  tick: "UPDATE relay_clock SET tick = $1 WHERE id = 1"
+  tick: "UPDATE relay_clock SET tick = $1 WHERE id = 1",
+  step: "SELECT * FROM floor_step($1, $2, $3, $4)"
 } as const
+
+/**
+ * `rounds: 1`: the same statements as one server function — the store's lock, the clock, the held
+ * event checked and acked, the walk and the claim — so the step is one call, one round trip, and
+ * the lock is held only while the server runs it (not across a client round trip). Made once per
+ * schema by the first worker (`installStep`).
+ */
+const stepFunction = `CREATE OR REPLACE FUNCTION floor_step(p_event TEXT, p_generation BIGINT, p_time BIGINT, p_lease BIGINT)
+RETURNS TABLE (c_event TEXT, c_flow TEXT, c_seq BIGINT, c_generation BIGINT) LANGUAGE plpgsql AS $fn$
+DECLARE
+  v_tick BIGINT; v_ticket BIGINT; v_now BIGINT; v_fresh BOOLEAN;
+  e relay_event%ROWTYPE; n relay_event%ROWTYPE; h RECORD;
+BEGIN
+  SET LOCAL lock_timeout = 30000;
+  PERFORM pg_advisory_xact_lock(hashtext(current_schema() || '/relay_queue'));
+  SELECT c.tick, c.ticket INTO v_tick, v_ticket FROM relay_clock c WHERE c.id = 1;
+  v_now := GREATEST(v_tick, p_time);
+  IF p_event IS NOT NULL THEN
+    SELECT * INTO e FROM relay_event x WHERE x.event_id = p_event;
+    IF NOT FOUND OR e.state <> 'inflight' OR e.generation <> p_generation THEN RAISE EXCEPTION 'floor: % is stale', p_event; END IF;
+    IF e.lease_until IS NULL OR v_now >= e.lease_until THEN RAISE EXCEPTION 'floor: % expired', p_event; END IF;
+    SELECT * INTO n FROM relay_event x WHERE x.flow_id = e.flow_id AND x.seq = e.seq + 1;
+    UPDATE relay_event x SET state = 'acked', lease_until = NULL, acked_at = v_now WHERE x.event_id = p_event;
+    UPDATE relay_flow f SET head_seq = n.seq,
+      eligible_at = CASE n.state WHEN 'ready' THEN n.next_at WHEN 'inflight' THEN n.lease_until END
+      WHERE f.flow_id = e.flow_id;
+  END IF;
+  SELECT f.served, f.weight, f.burst, x.event_id, x.flow_id, x.seq, x.generation, x.attempts, x.lifetime_attempts INTO h
+    FROM (SELECT * FROM relay_flow WHERE eligible_at IS NOT NULL AND group_id IS NULL AND +eligible_at <= v_now ORDER BY served, flow_id
+      LIMIT CASE WHEN (SELECT MIN(eligible_at) FROM relay_flow WHERE eligible_at IS NOT NULL) <= v_now THEN 1 ELSE 0 END) AS f
+    JOIN relay_event x ON x.flow_id = f.flow_id AND x.seq = f.head_seq;
+  IF NOT FOUND THEN
+    UPDATE relay_clock SET tick = v_now WHERE id = 1;
+    RETURN;
+  END IF;
+  v_ticket := v_ticket + 1;
+  v_fresh := h.burst + 1 >= h.weight;
+  UPDATE relay_clock SET tick = v_now, ticket = v_ticket WHERE id = 1;
+  UPDATE relay_event x SET state = 'inflight', lease_until = v_now + p_lease, generation = h.generation + 1,
+    attempts = h.attempts + 1, lifetime_attempts = h.lifetime_attempts + 1 WHERE x.event_id = h.event_id;
+  UPDATE relay_flow f SET served = CASE WHEN v_fresh THEN v_ticket ELSE h.served END,
+    burst = CASE WHEN v_fresh THEN 0 ELSE h.burst + 1 END, eligible_at = v_now + p_lease WHERE f.flow_id = h.flow_id;
+  RETURN QUERY SELECT h.event_id::TEXT, h.flow_id::TEXT, h.seq, h.generation + 1;
+END
+$fn$`
+
+/** Makes `floor_step` in the client's schema, once across the worker processes that share it. */
+export const installStep = async (client: pg.Client): Promise<void> => {
+  await client.query("SELECT pg_advisory_lock(hashtext(current_schema() || '/floor_step'))")
+  try {
+    const { rows } = await client.query("SELECT 1 FROM pg_proc p JOIN pg_namespace s ON s.oid = p.pronamespace WHERE p.proname = 'floor_step' AND s.nspname = current_schema()")
+    if (rows.length === 0) await client.query(stepFunction)
+  } finally {
+    await client.query("SELECT pg_advisory_unlock(hashtext(current_schema() || '/floor_step'))")
+  }
+}
 
 const named = (name: keyof typeof text, values: ReadonlyArray<unknown>) => ({ name: `floor_${name}`, text: text[name], values: [...values] })
 
@@ -88,7 +145,7 @@ const eligibleAt = (row: EventRow | undefined): number | null =>
   row === undefined ? null : row.state === "ready" ? Number(row.next_at) : row.state === "inflight" ? Number(row.lease_until) : null
 
 /** A floor worker on `client` (made with `pipeline: true`): `step` settles what it holds and claims the next head. */
-export const floorWorker = (client: pg.Client, options: { readonly rounds: 2 | 3 | 5; readonly leaseMs: number }) => {
+export const floorWorker = (client: pg.Client, options: { readonly rounds: 1 | 2 | 3 | 5; readonly leaseMs: number }) => {
   let held: Claimed | undefined
   const pipelined = options.rounds !== 5
 
@@ -188,7 +245,20 @@ export const floorWorker = (client: pg.Client, options: { readonly rounds: 2 | 3
     })
   }
 
+  /** `rounds: 1`: the whole step in one call of `floor_step` (autocommit: one transaction). */
+  const stepOnServer = async (): Promise<Claimed | undefined> => {
+    const token = held
+    held = undefined
+    const { rows } = await client.query<{ c_event: string; c_flow: string; c_seq: string; c_generation: string }>(
+      named("step", [token?.eventId ?? null, token?.generation ?? null, Date.now(), options.leaseMs])
+    )
+    const row = rows[0]
+    held = row === undefined ? undefined : { eventId: row.c_event, flowId: row.c_flow, seq: Number(row.c_seq), generation: Number(row.c_generation) }
+    return held
+  }
+
   const step = async (): Promise<Claimed | undefined> => {
+    if (options.rounds === 1) return stepOnServer()
     if (options.rounds === 2) return stepAhead()
     const token = held
     // Round trip 1: BEGIN … lock and the clock read (one query); with 3 rounds, the held event too.

@@ -1,7 +1,7 @@
 /**
  * `npm run bench -- --pg`: drain throughput on PostgreSQL with 1, 4 and 16 worker processes —
  * fair-relay (single-step and batched) and, in the same run on the same server, pg-boss and
- * graphile-worker in their per-key modes (see bench/README.md, "PostgreSQL").
+ * graphile-worker in their per-key modes (see bench/README.md, "PostgreSQL: `npm run bench -- --pg`").
  *
  *   npm run bench -- --pg                  full run: 64 flows × 320 = 20,480 jobs per run
  *   npm run bench -- --pg --quick          64 flows × 48 = 3,072 jobs per run
@@ -47,6 +47,7 @@ const kinds: ReadonlyArray<Kind> = [
   "fair-relay-parallel-batch",
   "floor-single",
   "floor-pipelined-single",
+  "floor-function-single",
   "pg-boss",
   "graphile-worker"
 ]
@@ -144,6 +145,8 @@ const describeKind = (kind: Kind, batchSize: number) =>
     ? "floor: our statements, raw pg, one round trip each (5)"
     : kind === "floor-pipelined-single"
     ? "floor: the same pipelined, 2 round trips (as ours)"
+    : kind === "floor-function-single"
+    ? "floor: the same as one server function, 1 round trip"
     : kind === "pg-boss"
     ? "pg-boss, key_strict_fifo queue + singletonKey"
     : "graphile-worker, queue_name per flow"
@@ -330,7 +333,7 @@ export const runPgBench = async (args: ReadonlyArray<string>): Promise<number> =
     // taking turns in one set of processes, our single-step drains ran at up to twice the CPU per
     // event from one drain to the next (suspects: V8 flushing the bytecode and
     // optimized code of functions idle over a few collections, and the type feedback of the
-    // modules they share, `pg`; bench/README.md, "Worker processes per library").
+    // modules they share, `pg`; bench/README.md, "PostgreSQL", worker processes per library).
     const most = Math.max(...plan.workers)
     const codes = [...new Set(plan.kinds.map(codeOf))]
     log(`starting ${most} worker processes for each of ${codes.join(", ")}`)

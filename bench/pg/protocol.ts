@@ -24,6 +24,8 @@ export type Kind =
    */
   | "floor-single"
   | "floor-pipelined-single"
+  /** The same step as one server function (`floor_step`): one call, one round trip. */
+  | "floor-function-single"
   /** pg-boss, `fetch(queue, { batchSize: 1 })` → no-op → `complete`, in a loop. */
   | "pg-boss"
   /** graphile-worker, `run({ concurrency: 1, taskList })`, jobs with `queueName` = flow. */

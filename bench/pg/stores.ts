@@ -4,7 +4,7 @@
  *
  * Every library gets the same jobs in the same order: job i belongs to flow `i mod flows` and is
  * that flow's `⌊i / flows⌋`-th job, so the global enqueue order is round robin over the flows (the
- * best case for the FIFO libraries; see bench/README.md).
+ * best case for the FIFO libraries; see bench/README.md, "How the peers are driven").
  */
 import { Effect } from "effect"
 import { Logger as GraphileLogger, makeWorkerUtils } from "graphile-worker"
@@ -24,7 +24,8 @@ export interface Workload {
 export type Library = "fair-relay" | "fair-relay-parallel" | "pg-boss" | "graphile-worker"
 
 export const libraryOf = (kind: Kind): Library =>
-  kind === "fair-relay-single" || kind === "fair-relay-batch" || kind === "floor-single" || kind === "floor-pipelined-single"
+  kind === "fair-relay-single" || kind === "fair-relay-batch" || kind === "floor-single" || kind === "floor-pipelined-single" ||
+    kind === "floor-function-single"
     ? "fair-relay"
     : kind === "fair-relay-parallel-single" || kind === "fair-relay-parallel-batch"
     ? "fair-relay-parallel"
@@ -32,7 +33,7 @@ export const libraryOf = (kind: Kind): Library =>
 
 /** The code a kind runs in its worker processes: fair-relay (either claim mode), the floor (raw `pg`), or a peer. */
 export const codeOf = (kind: Kind): string =>
-  kind === "floor-single" || kind === "floor-pipelined-single" ? "floor" : libraryOf(kind) === "fair-relay-parallel" ? "fair-relay" : libraryOf(kind)
+  kind === "floor-single" || kind === "floor-pipelined-single" || kind === "floor-function-single" ? "floor" : libraryOf(kind) === "fair-relay-parallel" ? "fair-relay" : libraryOf(kind)
 
 /** Whether a kind claims in batches (the others take one job per transaction). */
 export const isBatched = (kind: Kind): boolean => kind === "fair-relay-batch" || kind === "fair-relay-parallel-batch"

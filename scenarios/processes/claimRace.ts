@@ -1,8 +1,8 @@
 /**
- * SPEC §5 scenario 3, with real OS processes: N children open one queue store holding flows A, B
- * and C (two events each, all ready at tick 0), wait at a barrier, then each claims once. The
- * store is a SQLite file or a PostgreSQL schema (each child then has its own connection pool);
- * the messages and the result are the same on both.
+ * Scenario 3 of docs/protocol.md, with real OS processes: N children open one queue store holding
+ * flows A, B and C (two events each, all ready at tick 0), wait at a barrier, then each claims
+ * once. The store is a SQLite file or a PostgreSQL schema (each child then has its own connection
+ * pool); the messages and the result are the same on both.
  */
 import type { EnqueueInput, Snapshot } from "../../src/index.js"
 import type { RaceClaim } from "./claimRaceChild.js"
@@ -108,7 +108,7 @@ export const runClaimRaces = async (options: ClaimRaceOptions & { readonly round
   })
 }
 
-/** One race (SPEC §5 scenario 3): fresh processes claim once each, then exit. */
+/** One race (scenario 3 of docs/protocol.md): fresh processes claim once each, then exit. */
 export const runClaimRace = async (options: ClaimRaceOptions): Promise<ClaimRaceResult> => {
   const { exitCodes, rounds } = await runClaimRaces({ ...options, rounds: 1 })
   return { ...rounds[0]!, exitCodes }

@@ -1,5 +1,5 @@
 /**
- * Child of the claim race (SPEC §5 scenario 3), on either backend. For each
+ * Child of the claim race (scenario 3 of docs/protocol.md), on either backend. For each
  * `{cmd: "race", store, round}` on stdin: open the queue store (a SQLite file, or a PostgreSQL
  * URL with a pool of its own), say `ready`, wait for `{cmd: "go"}` (the barrier), claim once at
  * tick 0, report the outcome, close the store. Exits 0 when stdin closes.

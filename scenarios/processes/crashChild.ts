@@ -1,8 +1,8 @@
 /**
- * Child of the crash scenarios (SPEC §5 scenarios 13–18), on either backend. A worker with the
- * queue store and the inbox store (the counter business) in one process, delivering through
- * `Transport.layerInbox`. A store is a SQLite file or a PostgreSQL URL (each store then has a
- * pool of its own).
+ * Child of the crash scenarios (scenarios 13–18 of docs/protocol.md), on either backend. A worker
+ * with the queue store and the inbox store (the counter business) in one process, delivering
+ * through `Transport.layerInbox`. A store is a SQLite file or a PostgreSQL URL (each store then has
+ * a pool of its own).
  *
  *   crashChild crash   <queue> <inbox> <point> <tick>
  *     one worker step at `tick` with `Faults.exitAt(point)`: the process exits 73 at `point`

@@ -1,5 +1,5 @@
 /**
- * SPEC §5 scenarios 13–18: a worker process dies abruptly (`process.exit(73)` from
+ * Scenarios 13–18 of docs/protocol.md: a worker process dies abruptly (`process.exit(73)` from
  * `Faults.exitAt`) at one of the six fault points of a step; the parent inspects both stores
  * after the death, recovers with a fresh process at tick 5, and inspects again. The stores are
  * SQLite files or PostgreSQL schemas (each store then with its own pool in the worker); the

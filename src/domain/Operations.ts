@@ -63,10 +63,8 @@ export interface Changes {
 }
 
 /**
- * No changes. It has every field, `clock` included: V8 makes a new map each time a spread of an
- * object is followed by a field the object lacks (and the object outlives young collections),
- * where setting a field it has costs nothing of the kind (`bench/README.md`, "A generator function
- * made per call").
+ * No changes. It has every field, `clock` included: a spread of it followed by a field it lacked
+ * would make V8 build a new map on every call.
  */
 export const noChanges: Changes = { inserted: [], events: [], acked: [], flows: [], groups: [], heads: [], clock: undefined }
 

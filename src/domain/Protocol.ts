@@ -138,7 +138,7 @@ export type Verdict =
   | { readonly _tag: "Quarantine"; readonly reason: string }
   | { readonly _tag: "Retry"; readonly reason: string; readonly retryAfter?: number | undefined }
 
-/** Classifies a receiver reply (SPEC §3 table). */
+/** Classifies a receiver reply (docs/protocol.md, Replies). */
 export const verdictOf: (reply: DeliveryReply) => Verdict = Match.type<DeliveryReply>().pipe(
   Match.tagsExhaustive({
     Accepted: (): Verdict => ({ _tag: "Ack" }),

@@ -34,7 +34,8 @@ export interface PgRelayQueueOptions extends PgStore.PgStoreOptions {
    * process that gives it must agree with the store, one that omits it adopts the store's):
    *
    * - `"exact"` (default): one writer at a time under a store-wide lock. The turn order is global
-   *   and exact, and every outcome is the one SQLite gives (the SPEC's numbers).
+   *   and exact, and every outcome is the one SQLite gives (the numbers of docs/protocol.md,
+   *   Scenarios).
    * - `"parallel"`: claims, settles and enqueues of different flows run at the same time under
    *   per-flow row locks (`FOR UPDATE SKIP LOCKED` for claims); turns come from a sequence. Per-flow
    *   order, fencing and no double claim hold as in `"exact"`; the turn order is exact up to the

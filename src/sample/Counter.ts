@@ -23,8 +23,8 @@ const deltaOf = (body: unknown): number | undefined => {
 /**
  * The counter business, refusing deltas above the current value of `maxDelta`. Its steps are
  * generators made once (`Effect.fnUntraced`), as a receiver's hot path should be: a `function*`
- * made afresh for every delivery costs the collector far more than the step (README.md,
- * "Performance").
+ * made afresh for every delivery costs the collector far more than the step
+ * (`node bench/generatorMaps.mjs`).
  */
 export const business = (maxDelta: Ref.Ref<number>): Inbox.InboxBusiness => ({
   setup: (sql) =>

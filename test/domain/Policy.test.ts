@@ -4,7 +4,7 @@ import { DefaultMaxBodyBytes } from "../../src/domain/Json.js"
 import { adoptStored, backoff, defaultPolicy, makePolicy, protocolOf, RelayPolicy, retryDelay, retryDelayAtLeast, seedPolicy } from "../../src/domain/Policy.js"
 import { rightOf } from "./fixtures.js"
 
-/** SPEC §3: next_at = now + min(cap, base · 2^(attempts−1)). */
+/** docs/protocol.md, Settle: nextAt = now + min(cap, base · 2^(attempts−1)). */
 const specBackoff = (base: number, cap: number, attempts: number) => Math.min(cap, base * 2 ** (attempts - 1))
 
 /** Policies with realistic numbers (base/cap up to 10^4, budget up to 64). */
@@ -103,7 +103,8 @@ describe("backoff", () => {
   // KNOWN BUG (reported, not fixed): with backoffBase = 0, 2 ** (attempts - 1) overflows to
   // Infinity once attempts > 1024, and 0 * Infinity is NaN, so Math.min(cap, NaN) is NaN.
   // The schema allows base 0 with any positive retryBudget, so settleEvent can compute
-  // nextAt = now + NaN. Expected (SPEC §3): min(cap, 0 · 2^1099) = 0. Flip to `it` once fixed.
+  // nextAt = now + NaN. Expected (docs/protocol.md, Settle): min(cap, 0 · 2^1099) = 0. Flip to `it`
+  // once fixed.
   it("a zero base gives a zero delay even after more than 1024 attempts", () => {
     const policy = rightOf(makePolicy({ backoffBase: 0, retryBudget: 2_000 }))
     expect(backoff(policy, 1_100)).toBe(0)

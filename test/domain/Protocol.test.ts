@@ -23,7 +23,10 @@ const tick = fc.integer({ min: 0, max: 1_000_000 })
 const replyArb = Arbitrary.make(DeliveryReply)
 const eventArb = Arbitrary.make(EventRecord)
 
-/** SPEC §3: a head is eligible when ready with next_at <= now, or inflight with lease_until <= now. */
+/**
+ * docs/protocol.md, Claims: a head is eligible when ready with next_at <= now, or inflight with
+ * lease_until <= now.
+ */
 const specEligible = (e: EventRecord, now: number): boolean =>
   (e.state === "ready" && e.nextAt <= now) || (e.state === "inflight" && e.leaseUntil !== null && e.leaseUntil <= now)
 
@@ -103,7 +106,7 @@ describe("eligibility", () => {
     }
   })
 
-  it.prop("isEligible agrees with SPEC §3 for every head and time", [eventArb, tick], ([e, now]) => {
+  it.prop("isEligible agrees with docs/protocol.md (Claims) at every head and time", [eventArb, tick], ([e, now]) => {
     expect(isEligible(e, now)).toBe(specEligible(e, now))
   })
 })
@@ -125,7 +128,7 @@ describe("claimEvent", () => {
   })
 
   it("re-claiming an expired lease issues a newer generation", () => {
-    // SPEC §5 scenario 5: claimed at 0 (generation 1), re-claimed at 5 (generation 2).
+    // Scenario 5 of docs/protocol.md: claimed at 0 (generation 1), re-claimed at 5 (generation 2).
     const first = claimedAt(0)
     expect(first.generation).toBe(1)
     expect(isEligible(first, 5)).toBe(true)
@@ -183,7 +186,7 @@ describe("settleEvent", () => {
     })
 
     it("expired_lease: a settle at or after lease_until is Expired", () => {
-      // SPEC §5 scenario 6: claimed at 0, settled by the same worker at 5.
+      // Scenario 6 of docs/protocol.md: claimed at 0, settled by the same worker at 5.
       const e = claimedAt(0)
       for (const now of [5, 6, 100]) {
         const d = settleEvent(e, tokenOf(e), { _tag: "Accepted" }, now, seedPolicy)
@@ -194,7 +197,7 @@ describe("settleEvent", () => {
     })
 
     it("stale_after_reclaim: the old worker's settle is Stale, the new worker's counts", () => {
-      // SPEC §5 scenario 5.
+      // Scenario 5 of docs/protocol.md.
       const first = claimedAt(0)
       const oldToken = tokenOf(first)
       const second = claimEvent(first, 5, seedPolicy)
@@ -362,7 +365,7 @@ describe("settleEvent", () => {
     )
 
     it.prop(
-      "every reply maps to the outcome of the SPEC §3 table",
+      "every reply maps to the outcome of docs/protocol.md's table (Replies)",
       [replyArb, fc.integer({ min: 0, max: 5 }), tick],
       ([reply, spent, claimTick]) => {
         const e = claimEvent(readyEvent({ attempts: spent }), claimTick, seedPolicy)
@@ -410,8 +413,9 @@ describe("settleEvent", () => {
   })
 
   it("retry_backoff: nextAt 2, then 6, then Quarantined, with B1 dispatched at tick 0", () => {
-    // SPEC §5 scenario 4, replayed purely on A1's record (the turn order is the claim's, tested
-    // with the stores): when A1 is eligible, and what each transient failure does to it.
+    // Scenario 4 of docs/protocol.md, replayed purely on A1's record (the turn order is the
+    // claim's, tested with the stores): when A1 is eligible, and what each transient failure does
+    // to it.
     const policy = seedPolicy
     const retry = { _tag: "Retry", reason: "unavailable" } as const
     let a1 = readyEvent({ body: { delta: 1 } })
@@ -517,7 +521,7 @@ describe("redriveEvent", () => {
   })
 
   it("redrive_after_fix: a rejected head, redriven, is claimed again with lifetime attempts 2", () => {
-    // SPEC §5 scenario 8 (queue side).
+    // Scenario 8 of docs/protocol.md (queue side).
     let a1 = claimEvent(readyEvent({ body: { delta: 10 } }), 0, seedPolicy)
     const d = settleEvent(a1, tokenOf(a1), { _tag: "Rejected", code: "unsupported_delta" }, 0, seedPolicy)
     expect(d.outcome).toEqual({ _tag: "Quarantined", reason: "unsupported_delta" })

@@ -120,7 +120,7 @@ describe("decideReceive", () => {
     })
 
   it.prop(
-    "agrees with the SPEC §3 reply table",
+    "agrees with the table of docs/protocol.md, Receiving",
     [receiptArb(fc.constant("E")), fc.option(receiptArb(fc.constant("E")), { nil: undefined }), fc.integer({ min: 0, max: 6 })],
     ([d, stored, last]) => {
       const decision = decideReceive(d, stored, last)

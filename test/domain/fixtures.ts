@@ -8,7 +8,7 @@ import type { EventRecord, FlowRecord } from "../../src/domain/Records.js"
 export const eid = (s: string): EventId => EventId.make(s)
 export const fid = (s: string): FlowId => FlowId.make(s)
 
-/** A freshly enqueued event (SPEC §3 enqueue: ready, next_at = now, generation 0, no attempts). */
+/** A freshly enqueued event (docs/protocol.md, Enqueue: ready at now, generation 0, no attempts). */
 export const readyEvent = (overrides: Partial<EventRecord> = {}): EventRecord => ({
   eventId: eid("A1"),
   flowId: fid("A"),

@@ -1,8 +1,9 @@
 /**
  * `Operations.headAfter` and `settleChanges`: the flow row's cached head after its head event
- * changed. SPEC §3: the head is the flow's lowest non-acked seq; it is eligible at `next_at` when
- * ready and at `lease_until` when in flight; a quarantined head is never eligible and blocks its
- * flow (its later events are never considered). These are the values the claim's index reads.
+ * changed. docs/protocol.md, Claims: the head is the flow's lowest non-acked seq; it is eligible at
+ * `next_at` when ready and at `lease_until` when in flight; a quarantined head is never eligible
+ * and blocks its flow (its later events are never considered). These are the values the claim's
+ * index reads.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { headAfter, settleChanges, successorKey } from "../../src/domain/Operations.js"

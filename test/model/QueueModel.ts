@@ -1,6 +1,6 @@
 /**
- * A pure reference model of the relay queue, written from SPEC §3 (and the README's fairness
- * section for weights and tail admission). It shares no code with `src/`: ids are plain strings,
+ * A pure reference model of the relay queue, written from docs/protocol.md (its operations,
+ * turn order, weights, groups and admission). It shares no code with `src/`: ids are plain strings,
  * bodies are compared by a canonical text computed here, and every decision below is re-derived
  * from the specification text, not from `src/domain/Protocol.ts`.
  *
@@ -14,11 +14,11 @@
  *   whose every item is one of these, and any operation that fails — leaves the clock (tick and
  *   ticket) as it was: a no-op does not write.
  *   "strict" clock: a write operation whose `now` is below the persisted tick fails with
- *   `ClockRegressed` and changes nothing (SPEC §3) — checked first, even when the operation would
- *   have been a no-op. "clamp" clock: nothing is refused; every decision (eligibility, lease
- *   expiry, `nextAt = now + delay`, `leaseUntil = now + lease`, a redrive's `nextAt`) uses the
- *   caller's own `now`; the persisted tick only ever grows, and an audit row records it (the
- *   tick as the redrive stores it, max(tick, now)).
+ *   `ClockRegressed` and changes nothing (docs/protocol.md, Clock) — checked first, even when the
+ *   operation would have been a no-op. "clamp" clock: nothing is refused; every decision
+ *   (eligibility, lease expiry, `nextAt = now + delay`, `leaseUntil = now + lease`, a redrive's
+ *   `nextAt`) uses the caller's own `now`; the persisted tick only ever grows, and an audit row
+ *   records it (the tick as the redrive stores it, max(tick, now)).
  * - flows `{ flowId, seq, served, weight, burst, group }`; `headSeq` (lowest non-acked seq) and
  *   `eligibleAt` (ready → nextAt, inflight → leaseUntil, quarantined or no head → null) are
  *   derived from the events.
@@ -32,10 +32,11 @@
  *   unacked event while none of its flows has one (new: served 0, weight 1): tail takes the next
  *   ticket — before the flow's own — and starts a new turn, seed keeps its place and turn.
  *   `setGroupWeight` of an unknown group creates it with served 0 (admitted with its first event).
- * - events with every field of SPEC §7, audit rows `{ eventId, reason, generation, tick }`.
+ * - events with every field of docs/protocol.md, Records; audit rows `{ eventId, reason,
+ *   generation, tick }`.
  * - outcomes and typed errors of enqueue, enqueueBatch, setFlowWeight, claim, claimBatch, settle,
  *   settleBatch, redrive, discard, pause/resume and redriveAll.
- * - operators' actions (docs/operator.md): `discard` takes a quarantined head out of its flow for
+ * - operators' actions (docs/operations.md): `discard` takes a quarantined head out of its flow for
  *   good (state discarded, a new generation; the flow goes on from its next event, as after an
  *   ack). `pause`/`resume` of a flow or a group (every flow of it): a claim passes over a paused
  *   flow's head and every head of a paused group's flows, and so does the wake-up time; the flow
@@ -229,8 +230,8 @@ const isHighSurrogate = (code: number) => code >= 0xd800 && code <= 0xdbff
 const isLowSurrogate = (code: number) => code >= 0xdc00 && code <= 0xdfff
 
 /**
- * SPEC/README: ids are 1–200 characters (UTF-16 units), not blank, without control characters —
- * and well-formed Unicode (a lone surrogate has no byte form in the store).
+ * docs/protocol.md, Records: ids are 1–200 characters (UTF-16 units), not blank, without control
+ * characters — and well-formed Unicode (a lone surrogate has no byte form in the store).
  */
 export const validId = (value: unknown): value is string => {
   if (typeof value !== "string") return false
@@ -485,7 +486,8 @@ export class QueueModel {
       }
     }
     if (flow === undefined) {
-      // SPEC §3: a new flow starts at served = 0 (seed); README: "tail" takes the next ticket.
+      // docs/protocol.md, Enqueue: a new flow starts at served = 0 (seed); "tail" takes the next
+      // ticket.
       flow = { flowId: cmd.flowId, seq: 0, served: 0, weight: cmd.weight ?? 1, burst: 0, group: cmd.group ?? null }
       m.flows.set(cmd.flowId, flow)
       m.byFlow.set(cmd.flowId, [])
@@ -620,8 +622,8 @@ export class QueueModel {
     }
     if (best === undefined) return undefined
     m.ticket += 1
-    // SPEC §3 (weight 1): served = ticket. README: weight w keeps its place for w claims in a row —
-    // for the flow, and for its group.
+    // docs/protocol.md, Turn order: at weight 1, served = ticket; weight w keeps its place for w
+    // claims in a row — for the flow, and for its group.
     for (const turn of best.flow.group === null ? [best.flow] : [best.flow, m.groups.get(best.flow.group)!]) {
       if (turn.burst + 1 >= turn.weight) {
         turn.served = m.ticket

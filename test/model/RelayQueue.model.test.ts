@@ -4,8 +4,8 @@
  * / settleAndClaim / redrive (right and wrong generations, blank reasons, unknown ids) / setFlowWeight / time
  * advances / clock regressions / malformed calls, under random policies ("strict" and "clamp"
  * clocks, "seed" and "tail" admission), run against a fresh queue and the pure reference model
- * (`QueueModel.ts`, written from SPEC §3). Every outcome and the whole snapshot after every
- * command must match. This file runs it on SQLite (a `:memory:` store per sequence);
+ * (`QueueModel.ts`, written from docs/protocol.md). Every outcome and the whole snapshot after
+ * every command must match. This file runs it on SQLite (a `:memory:` store per sequence);
  * `RelayQueue.model.pg.test.ts` runs the same suite on PostgreSQL.
  *
  *   npm run test:long                                          # the long run, both backends
@@ -31,8 +31,8 @@ import { articlePolicy, modelSuite, options, runs } from "./suite.js"
 modelSuite(sqlite, runs)
 
 describe("the harness itself", () => {
-  // SPEC §5 scenario 4 as commands: A1 claimed at 0, Retry → RetryScheduled{nextAt: 2} under the
-  // seed policy (lease 5, budget 3, base 2, cap 8); at 2 it is claimed again and acked.
+  // Scenario 4 of docs/protocol.md as commands: A1 claimed at 0, Retry → RetryScheduled{nextAt: 2}
+  // under the seed policy (lease 5, budget 3, base 2, cap 8); at 2 it is claimed again and acked.
   const policy = articlePolicy
   const commands = [
     { t: "enqueue" as const, spec: { flow: 0, reuse: null, delta: 1, weight: null, idStyle: 0, group: "omit" as const } },
@@ -45,7 +45,7 @@ describe("the harness itself", () => {
     { t: "settle" as const, spec: { target: "live" as const, pick: 0, forge: "none" as const, reply: { _tag: "Accepted" as const } } }
   ]
 
-  it("a hand-written sequence (SPEC scenario 4) agrees with the model", () =>
+  it("a hand-written sequence (scenario 4 of docs/protocol.md) agrees with the model", () =>
     Effect.runPromise(runSequence(policy, commands, options)))
 
   it("a queue that differs from the model (another backoff) is caught", async () => {

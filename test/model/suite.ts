@@ -38,8 +38,8 @@ const maxCommands = envInt("FAIR_RELAY_MODEL_MAX_COMMANDS") ?? 40
 export const options = { sameWeightResetsBurst: false, seedReadmissionResetsBurst: false }
 
 /**
- * The article's numbers (SPEC §3) as a model policy — the model's own copy, as it shares no code
- * with src (src's preset is `seedPolicy` in src/domain/Policy.ts).
+ * The seed policy (docs/protocol.md, Policy) as a model policy — the model's own copy, as it shares
+ * no code with src (src's preset is `seedPolicy` in src/domain/Policy.ts).
  */
 export const articlePolicy = {
   leaseTicks: 5,

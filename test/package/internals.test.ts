@@ -3,7 +3,7 @@
  * run by `.ci/run` on `src/`): each kind of reach planted in a file of its own is found, public
  * uses of the same packages pass, and `src/` has none beyond its allow-list.
  */
-import { execFileSync } from "node:child_process"
+import { execFile } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
@@ -12,26 +12,31 @@ import { describe, expect, it } from "vitest"
 const root = fileURLToPath(new URL("../../", import.meta.url))
 const script = path.join(root, "scripts", "check-internals.mjs")
 
+/**
+ * Runs the guard (on `dir`, else on `src/`) without blocking the test worker: its exit code, and
+ * what it printed (stdout when it passed, stderr when it failed).
+ */
+const guard = (dir?: string) =>
+  new Promise<{ readonly code: number; readonly output: string }>((resolve) => {
+    execFile(process.execPath, dir === undefined ? [script] : [script, dir], { cwd: root, encoding: "utf8" }, (error, stdout, stderr) =>
+      resolve(error === null ? { code: 0, output: stdout } : { code: typeof error.code === "number" ? error.code : -1, output: stderr }))
+  })
+
 /** Runs the guard on a folder of the given files (inside the repository, so that packages resolve): its exit code and output. */
-const check = (files: Record<string, string>) => {
+const check = async (files: Record<string, string>) => {
   fs.mkdirSync(path.join(root, ".tmp"), { recursive: true })
   const dir = fs.mkdtempSync(path.join(root, ".tmp", "internals-"))
   try {
     for (const [name, text] of Object.entries(files)) fs.writeFileSync(path.join(dir, name), text)
-    try {
-      return { code: 0, output: execFileSync(process.execPath, [script, dir], { encoding: "utf8", stdio: "pipe" }) }
-    } catch (error) {
-      const failed = error as { readonly status: number; readonly stderr: string }
-      return { code: failed.status, output: failed.stderr }
-    }
+    return await guard(dir)
   } finally {
     fs.rmSync(dir, { recursive: true, force: true })
   }
 }
 
 describe("the private-internals guard", () => {
-  it("finds an inner module path, a private member, another package's globalValue key and an undeclared shape", () => {
-    const { code, output } = check({
+  it("finds an inner module path, a private member, another package's globalValue key and an undeclared shape", async () => {
+    const { code, output } = await check({
       "inner.ts": `import { createRequire } from "node:module"\nexport const utils = createRequire(import.meta.url)("pg/lib/utils.js")\n`,
       "member.ts": `import pg from "pg"\nexport const types = (client: pg.Client) => (client as unknown as { _types: unknown })._types\n`,
       "global.ts": `import { globalValue } from "effect/GlobalValue"\nexport const ref = globalValue("@effect/sql/Statement/currentTransformer", () => 1)\n`,
@@ -47,8 +52,8 @@ describe("the private-internals guard", () => {
     expect(output).toMatch(/forged\.ts:2: a value forced into a dependency's type through unknown/)
   }, 60_000)
 
-  it("passes public uses: exported paths, _tag, our own globalValue keys, an error's code", () => {
-    const { code, output } = check({
+  it("passes public uses: exported paths, _tag, our own globalValue keys, an error's code", async () => {
+    const { code, output } = await check({
       "public.ts": [
         `import * as SqlClient from "@effect/sql/SqlClient"`,
         `import { globalValue } from "effect/GlobalValue"`,
@@ -64,16 +69,8 @@ describe("the private-internals guard", () => {
     expect(code).toBe(0)
   }, 60_000)
 
-  it("finds none in src/ beyond the allow-list", () => {
-    const run = () => {
-      try {
-        return { code: 0, output: execFileSync(process.execPath, [script], { cwd: root, encoding: "utf8", stdio: "pipe" }) }
-      } catch (error) {
-        const failed = error as { readonly status: number; readonly stderr: string }
-        return { code: failed.status, output: failed.stderr }
-      }
-    }
-    const { code, output } = run()
+  it("finds none in src/ beyond the allow-list", async () => {
+    const { code, output } = await guard()
     expect(output).toMatch(/no reaches/)
     expect(code).toBe(0)
   }, 60_000)

@@ -60,9 +60,9 @@ for pkg in @effect/cluster @effect/rpc @effect/workflow; do
 done
 
 step "the README's Example, typechecked strictly and run compiled"
-awk '/^## Example/ { inside = 1 } inside && /^```ts/ { code = 1; next } code && /^```/ { exit } code' \
+awk '/^#+ Example$/ { inside = 1 } inside && /^```ts/ { code = 1; next } code && /^```/ { exit } code' \
   "$repo/README.md" >example.ts
-[ -s example.ts ] || fail "no \`\`\`ts block under '## Example' in README.md"
+[ -s example.ts ] || fail "no \`\`\`ts block under the heading 'Example' in README.md"
 cat >tsconfig.json <<'EOF'
 {
   "compilerOptions": {

@@ -52,7 +52,7 @@ describePg("PostgreSQL: an idle claim", (url) => {
   // store without groups — its flow and event tables analyzed, its group table (never written)
   // not, so that the planner guesses the group table's size; and every table analyzed, on a store
   // whose flows are in groups. With none yet, a claim of either mode reads the flows due to sort
-  // them, but only the head it takes (docs/postgres.md, "Claims whatever the statistics").
+  // them, but only the head it takes (docs/postgres.md, "Known limits").
   const cases = [
     { claims: "exact", state: "not gathered yet", analyze: [], flowsRead: Infinity, groups: 0 },
     { claims: "parallel", state: "not gathered yet", analyze: [], flowsRead: Infinity, groups: 0 },

@@ -1,7 +1,7 @@
 /**
- * SPEC §5 scenario 3 with real OS processes, on each backend: 8 processes released by a stdin
- * barrier each claim once against one queue store holding A1 A2 B1 B2 C1 C2 (all ready at tick
- * 0). On SQLite the store is a file; on PostgreSQL a fresh schema, each process with its own
+ * Scenario 3 of docs/protocol.md with real OS processes, on each backend: 8 processes released by a
+ * stdin barrier each claim once against one queue store holding A1 A2 B1 B2 C1 C2 (all ready at
+ * tick 0). On SQLite the store is a file; on PostgreSQL a fresh schema, each process with its own
  * connection pool, the store's advisory lock serializing the claims.
  *
  * The race is repeated (20 rounds on SQLite, 5 on PostgreSQL). Starting a tsx child costs about

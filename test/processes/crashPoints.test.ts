@@ -1,16 +1,16 @@
 /**
- * SPEC §5 scenarios 13–18, on each backend: a worker process dies with `process.exit(73)`
- * (Faults.exitAt) at each of the six fault points of one step (claim A1 {delta: 7} at tick 0 →
- * deliver to the inbox in the same process → settle). The parent inspects both stores after the
- * death, recovers with a fresh process at tick 5 (the seed lease is 5, so a claim made at 0 has
- * expired), and inspects again. On PostgreSQL each store is a fresh schema with its own pool, and
- * at the "before commit" points the process dies with its transaction open (the server rolls it
- * back when the socket closes).
+ * Scenarios 13–18 of docs/protocol.md, on each backend: a worker process dies with
+ * `process.exit(73)` (Faults.exitAt) at each of the six fault points of one step (claim A1
+ * {delta: 7} at tick 0 → deliver to the inbox in the same process → settle). The parent inspects both
+ * stores after the death, recovers with a fresh process at tick 5 (the seed lease is 5, so a claim
+ * made at 0 has expired), and inspects again. On PostgreSQL each store is a fresh schema with its
+ * own pool, and at the "before commit" points the process dies with its transaction open (the
+ * server rolls it back when the socket closes).
  *
  * The six crashing workers run concurrently (own stores); one fresh recovery process then
  * recovers the six pairs of stores in turn, which saves five process starts (about a second of
- * CPU each). The expectations are SPEC §5's table (`crashExpectations` in ./support.ts), the
- * same for both backends.
+ * CPU each). The expectations are docs/protocol.md's table (Crash points) (`crashExpectations` in
+ * ./support.ts), the same for both backends.
  */
 import { beforeAll, expect, it } from "vitest"
 import { Faults } from "../../src/index.js"

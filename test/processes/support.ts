@@ -1,8 +1,9 @@
 /**
  * Shared by the real-process tests: the backends they run on (SQLite files always; PostgreSQL
  * schemas when FAIR_RELAY_PG_URL is set, otherwise reported as skipped by name), and the checks
- * of the claim race (SPEC §5 scenario 3) and of the crash points (scenarios 13–18), written once
- * for both backends. The expectations come from the SPEC's table, not from running the code.
+ * of the claim race (docs/protocol.md, Scenarios, 3) and of the crash points (scenarios 13–18),
+ * written once for both backends. The expectations come from docs/protocol.md's table, not from
+ * running the code.
  */
 import { Effect, Exit, Scope } from "effect"
 import * as fs from "node:fs"
@@ -135,7 +136,7 @@ const delivered = (generation: number, reply: "Accepted" | "Duplicate"): StepSum
   outcome: "Acked"
 })
 
-/** SPEC §5's table of scenarios 13–18, per fault point. */
+/** The table of docs/protocol.md, Crash points (scenarios 13–18), per fault point. */
 export const crashExpectations: {
   /** What the stores must show right after the death at each point. */
   readonly before: Record<Faults.FaultPoint, Expected>
@@ -192,7 +193,7 @@ export const crashExpectations: {
   }
 }
 
-/** One crash scenario against the SPEC's table: the death, the stores after it, the recovery, the end. */
+/** One crash scenario against that table: the death, the stores after it, the recovery, the end. */
 export const checkCrashPoint = (result: CrashPointResult, point: Faults.FaultPoint) => {
   const { before, recovery, ticketsAfter } = crashExpectations
   expect(result.point).toBe(point)

@@ -318,7 +318,7 @@ const cases: ReadonlyArray<Case> = [
     error: "InvalidInput",
     mentions: /reason/
   })),
-  // redrive: the operator's mistakes (typed errors of SPEC §3)
+  // redrive: the operator's mistakes (typed errors of docs/protocol.md, Redrive)
   ...["", " ", "\t\n", "\u00a0", "\u3000"].map((reason): Case => ({
     what: `redrive with the blank reason ${JSON.stringify(reason)}`,
     call: (s) => s.queue.redrive({ eventId: "B1", expectedGeneration: 1, reason }),
@@ -466,9 +466,9 @@ const badOptions: ReadonlyArray<readonly [string, Record<string, unknown>]> = [
   ["a retention window that is not a duration", { retention: { acked: "sundial", receipts: "sundial" } }]
 ]
 
-// A file that is not a SQLite database is a storage failure (SqlError, SPEC §7); a SQLite
-// database that is not this kind of store, or is newer than this library, is IncompatibleStore;
-// bad options are InvalidInput — each before anything is written.
+// A file that is not a SQLite database is a storage failure (SqlError: docs/protocol.md,
+// Transactions and errors); a SQLite database that is not this kind of store, or is newer than this
+// library, is IncompatibleStore; bad options are InvalidInput — each before anything is written.
 const pathCases: ReadonlyArray<PathCase> = [
   {
     what: "a queue path that is a text file",

@@ -553,10 +553,10 @@ describe("SQLITE_BUSY under normal contention is waited out", () => {
     expect(reply).toEqual({ _tag: "Accepted" })
   }, 90_000)
 
-  // SPEC §3: a write "takes the write lock at its start, reads now from the Clock, and fails with
-  // ClockRegressed if now is below the persisted tick". With real time, a write that waited for
-  // another process which committed a later tick must therefore not be ClockRegressed: its `now`
-  // is read after the wait. (Found as a gap by this test and fixed in src by commit 384c738.)
+  // docs/protocol.md, Clock: a write takes the write lock at the start of its transaction, then
+  // reads the time, and fails with ClockRegressed if it is below the persisted tick. With real
+  // time, a write that waited for another process which committed a later tick must therefore not
+  // be ClockRegressed: its `now` is read after the wait.
   it("with real time, a write that waited for a concurrent writer's later tick is not ClockRegressed", async () => {
     const files = fresh("contention-clock")
     const outcome = await withHolder(files.queue, (holder) =>

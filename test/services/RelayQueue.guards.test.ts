@@ -1,6 +1,6 @@
 /**
- * Guards: typed errors that change nothing (SPEC §5 scenarios 9–11), bad input, and atomicity
- * under injected database failures (scenarios 19–21).
+ * Guards: typed errors that change nothing (docs/protocol.md, Scenarios 9–11), bad input, and
+ * atomicity under injected database failures (scenarios 19–21).
  */
 import { describe, expect, it } from "@effect/vitest"
 import Database from "better-sqlite3"

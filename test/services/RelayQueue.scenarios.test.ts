@@ -1,6 +1,6 @@
 /**
- * SPEC §5 scenarios at the service level, against the SQLite queue and inbox (":memory:"), with
- * time driven by TestClock. Expected values are the SPEC's numbers.
+ * The scenarios of docs/protocol.md at the service level, against the SQLite queue and inbox
+ * (":memory:"), with time driven by TestClock. Expected values are the numbers stated there.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Ref } from "effect"

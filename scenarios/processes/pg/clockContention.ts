@@ -9,9 +9,9 @@
  * A write used to read `now` from the Clock before it took the store's lock (SqlRelayQueue's
  * `writeOp` then): a worker that read `now = t` and then waited for the lock found the tick `t + 1`
  * persisted by the worker that went first, and failed with ClockRegressed although every clock is
- * monotonic. SPEC §3 has the lock taken first, then `now` read, as the queue's `write` now does
- * (`services/internal/relayQueue.ts`): every result is then `ok:Acked` (docs/postgres.md, "Time
- * under contention"). Prints the counts of each result.
+ * monotonic. docs/protocol.md (Clock) has the lock taken first, then `now` read, as the queue's
+ * `write` now does (`services/internal/relayQueue.ts`): every result is then `ok:Acked`. Prints
+ * the counts of each result.
  */
 import { Effect } from "effect"
 import { PgRelayQueue } from "../../../src/index.js"

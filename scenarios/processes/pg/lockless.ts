@@ -3,7 +3,8 @@
  * `SqlRelayQueue`) over a store whose write transactions are plain READ COMMITTED, without the
  * lock, drained by 6 concurrent workers (each its own connection) at one tick. Counts the claims
  * handed out twice under the same generation, the claims that died on a head another worker had
- * just taken, and the ticket (lost updates of the clock row). Quoted in docs/postgres.md:
+ * just taken, and the ticket (lost updates of the clock row): why exact claims take the store-wide
+ * lock (docs/postgres.md, "Two claim modes").
  *
  *   FAIR_RELAY_PG_URL=postgres://postgres@127.0.0.1:5432/fair_relay_test npx tsx scenarios/processes/pg/lockless.ts
  *

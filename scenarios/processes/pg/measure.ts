@@ -1,6 +1,6 @@
 /**
  * Measures claim/settle latency and drain throughput of PgRelayQueue on the database named by
- * FAIR_RELAY_PG_URL (figures quoted in docs/postgres.md):
+ * FAIR_RELAY_PG_URL:
  *
  *   FAIR_RELAY_PG_URL=postgres://postgres@127.0.0.1:5432/fair_relay_test npx tsx scenarios/processes/pg/measure.ts
  *

@@ -1,7 +1,6 @@
 /**
- * Shared by the measurement scripts of this folder (figures quoted in docs/postgres.md): the
- * database they use (FAIR_RELAY_PG_URL, or exit 2), scratch schemas dropped afterwards, and how a
- * script runs.
+ * Shared by the measurement scripts of this folder: the database they use (FAIR_RELAY_PG_URL, or
+ * exit 2), scratch schemas dropped afterwards, and how a script runs.
  */
 import * as Reactivity from "@effect/experimental/Reactivity"
 import * as PgClient from "@effect/sql-pg/PgClient"

@@ -166,8 +166,8 @@ const transactionWrites = (
       (rows) => Exit.map(Rows.decode.flows(rows), (decoded) => decoded.filter((row) => row.served >= 0).map(Rows.toFlow))
     )
   // What this transaction replaces, over `base` as its prototype: a spread of `base` followed by
-  // the fields it lacks (`lockStore`) made V8 a new map for every transaction (bench/README.md, "A
-  // generator function made per call"); an object made on a prototype it already has makes none.
+  // fields it lacks (`lockStore`) would make V8 build a new map for every transaction; an object
+  // made on a prototype it already has makes none.
   const own: Partial<QueueWrites> = {
     // The ticket handed to the decision is far above every ticket drawn so far (or while it runs):
     // the turns it decides (`Decided` + 1, …) cannot be mistaken for one another transaction drew

@@ -291,9 +291,9 @@ class Batch {
     this.answered(undefined, this.tag)
   }
   /**
-   * Hands the answers over, and lets go of everything the batch held: otherwise a batch `pg` has
-   * finished with still kept its statements, rows and the caller's callback from the young
-   * generation's collections (`bench/README.md`, "What a fresh Effect.async costs").
+   * Hands the answers over, and lets go of everything the batch held: `pg` keeps a finished batch
+   * referenced, which would keep its statements, rows and the caller's callback alive past the
+   * young generation's collections.
    */
   private answered(failure: Failure | undefined, tag: string) {
     const { answers, done } = this
@@ -329,10 +329,9 @@ interface Request<A> {
  * (fibers sharing one client — statements run side by side in one transaction — each find their
  * own; an entry whose fiber was interrupted before the effect started goes with the fiber).
  *
- * Not an `Effect.async` made afresh for each batch where the batch is in scope: on V8, a
- * fiber waiting in such a wait has what it holds outlive the young generation's collections
- * until a full one (`bench/README.md`, "What a fresh Effect.async costs"); made once, the wait
- * does not.
+ * Not an `Effect.async` made afresh for each batch where the batch is in scope: a fiber waiting in
+ * such a wait keeps what it holds alive past the young generation's collections until a full
+ * one; a wait made once does not.
  */
 interface RoundTrip {
   readonly pending: WeakMap<Fiber.RuntimeFiber<unknown, unknown>, Request<unknown>>

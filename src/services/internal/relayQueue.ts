@@ -5,9 +5,8 @@
  *
  * The generators an operation runs are made once (`Effect.fnUntraced`, at module load or in
  * `make`) and take what they use as arguments, never a `function*` made afresh in each call: V8
- * gives every new generator function, once called, a new initial map in the old generation, which
- * holds the function and all it captures past the young generation's collections until the next
- * full one (`bench/README.md`, "A generator function made per call").
+ * gives every new generator function an old-generation map that keeps all it captures alive
+ * until the next full collection.
  */
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Either, Metric, PubSub, Random, Stream } from "effect"

@@ -1,5 +1,5 @@
 /**
- * `compileWhole`: a PostgreSQL statement compiled whole (each shape's text compiled once) is what
+ * `CompiledOnce.make`: a PostgreSQL statement compiled whole (each shape's text compiled once) is what
  * `compile` answers, whatever the call site met before (other values, lists of other lengths,
  * other fragments). (The PostgreSQL stores' statements run through it in every test of
  * `test/postgres`.)
@@ -9,7 +9,7 @@ import { describe, expect, it } from "@effect/vitest"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as Statement from "@effect/sql/Statement"
 import { Effect } from "effect"
-import { compileWhole } from "../../src/layers/internal/CompiledOnce.js"
+import * as CompiledOnce from "../../src/layers/internal/CompiledOnce.js"
 
 /** One call site: the same template each call, the arguments as given. */
 const site = (sql: SqlClient.SqlClient, ids: ReadonlyArray<string>, floor: unknown, order: string) =>
@@ -29,10 +29,16 @@ const calls: ReadonlyArray<readonly [ReadonlyArray<string>, unknown, string]> = 
   [["b"], 5, "ORDER BY id"]
 ]
 
-describe("compileWhole", () => {
-  // A PostgreSQL statement constructor (its compiler numbers placeholders across the whole
-  // statement); compiling needs no server.
-  const sql = Statement.make(Effect.dieMessage("no connection"), PgClient.makeCompiler(), [], undefined) as unknown as SqlClient.SqlClient
+/**
+ * A PostgreSQL statement constructor (its compiler numbers placeholders across the whole
+ * statement), its identifiers transformed by `transform`; compiling needs no server.
+ */
+const constructor = (transform?: (name: string) => string) =>
+  Statement.make(Effect.dieMessage("no connection"), PgClient.makeCompiler(transform), [], undefined) as unknown as SqlClient.SqlClient
+
+describe("CompiledOnce.make", () => {
+  const sql = constructor()
+  const compileWhole = CompiledOnce.make()
   const rows = (table: string, json: string, n: number) =>
     sql`INSERT INTO ${sql(table)} SELECT * FROM ${sql`(SELECT * FROM json_populate_recordset(NULL::${sql(table)}, ${json}::json) LIMIT ${n}) AS v`} WHERE v.n > ${n}`
 
@@ -62,5 +68,17 @@ describe("compileWhole", () => {
     // Another list length or fragment is another shape.
     expect(compileWhole(site(sql, ["y", "z"], 8, "ORDER BY n DESC"))[0]).not.toBe(first[0])
     expect(compileWhole(site(sql, ["y"], 8, "ORDER BY n"))[0]).toBe(site(sql, ["y"], 8, "ORDER BY n").compile()[0])
+  })
+
+  it("keeps each client's texts apart: a call site of two clients whose identifiers differ is compiled by each", () => {
+    const plain = constructor()
+    const upper = constructor((name) => name.toUpperCase())
+    const table = (sql: SqlClient.SqlClient, n: number) => sql`SELECT * FROM ${sql("events")} WHERE n > ${n}`
+    const ofPlain = CompiledOnce.make()
+    const ofUpper = CompiledOnce.make()
+    for (const n of [1, 2]) {
+      expect(ofPlain(table(plain, n))).toEqual(['SELECT * FROM "events" WHERE n > $1', [n]])
+      expect(ofUpper(table(upper, n))).toEqual(['SELECT * FROM "EVENTS" WHERE n > $1', [n]])
+    }
   })
 })

@@ -5,7 +5,7 @@
  * goes back to the pool, which closes it, as the store's scope closes.
  */
 import { it } from "@effect/vitest"
-import { Duration, Effect, Exit, Redacted, Scope } from "effect"
+import { Duration, Effect, Exit, Fiber, Redacted, Scope } from "effect"
 import pg from "pg"
 import { expect } from "vitest"
 import * as PgPool from "../../src/layers/internal/PgPool.js"
@@ -75,5 +75,24 @@ describePg("PostgreSQL: the connection kept between a store's transactions", (ur
       reserver!.release(next)
       expect(rows[0]!.pid).not.toBe(pid)
       expect(yield* sql<{ one: number }>`SELECT 1 AS one`).toEqual([{ one: 1 }])
+    }))
+
+  it.scopedLive("a statement on a transaction's connection whose fiber is interrupted is cancelled at the server", () =>
+    Effect.gen(function*() {
+      const { reserver } = yield* PgPool.make({
+        url: Redacted.make(url),
+        maxConnections: 2,
+        connectTimeout: Duration.seconds(5),
+        applicationName: `fr-spare-${process.pid}-c`
+      })
+      const connection = yield* Effect.uninterruptible(reserver!.acquire)
+      const sleeping = yield* Effect.fork(connection.execute("SELECT pg_sleep(30)", [], undefined))
+      yield* Effect.sleep("300 millis")
+      yield* Fiber.interrupt(sleeping)
+      // Cancelled, the sleep no longer holds the connection: its next statement answers at once.
+      const started = Date.now()
+      expect(yield* connection.execute("SELECT 1 AS one", [], undefined).pipe(Effect.timeout("10 seconds"))).toEqual([{ one: 1 }])
+      expect(Date.now() - started).toBeLessThan(5_000)
+      reserver!.release(connection)
     }))
 })

@@ -1,6 +1,6 @@
 /**
  * A PostgreSQL statement's text compiled once per shape where it is sent as a whole
- * (`compileWhole`): its placeholders are numbered by their place in the whole statement, so a
+ * (`make`): its placeholders are numbered by their place in the whole statement, so a
  * statement's text is known only once it is whole; compiled once per shape, a call of a known
  * shape skips that work on the client.
  */
@@ -88,46 +88,51 @@ const segmentValues = (parts: ReadonlyArray<SegmentPart>, segments: ReadonlyArra
   return values
 }
 
-/** Compiled shapes by compiler (its placeholders and quoting), then by the text of the statement's first literal. */
-const shapes = new WeakMap<object, Map<string, Array<CompiledShape>>>()
-
-/** The most first literals kept per compiler (a store has some hundred call sites). */
+/** The most first literals kept (a store has some hundred call sites). */
 const MaxFirstTexts = 1_000
 
+/** `statement.compile()`, each shape's text compiled once (`make`). */
+export type CompileWhole = (statement: Statement.Statement<unknown>) => readonly [string, ReadonlyArray<unknown>]
+
 /**
- * `statement.compile()` for a statement sent as a whole (PostgreSQL, whose placeholders are
- * numbered across the whole statement, so a statement's text is known only once it is whole).
- * The first statement of a shape — its segments' literal texts, list lengths, identifiers and
- * where its parameters go — is compiled, and its text kept; a later one of that shape is that
- * text (the same string: the prepared statements' names are looked up by it) and its values,
- * gathered from its segments as `compile` gathers them. `sql` builds the segments of a call
- * site's template from the same literal strings every time, so a shape is matched by their
+ * `statement.compile()` for the statements of one client, sent as a whole (PostgreSQL, whose
+ * placeholders are numbered across the whole statement, so a statement's text is known only once
+ * it is whole). The first statement of a shape — its segments' literal texts, list lengths,
+ * identifiers and where its parameters go — is compiled, and its text kept; a later one of that
+ * shape is that text (the same string: the prepared statements' names are looked up by it) and its
+ * values, gathered from its segments as `compile` gathers them. `sql` builds the segments of a
+ * call site's template from the same literal strings every time, so a shape is matched by their
  * identity, segment by segment, without building the text.
+ *
+ * The texts kept are one client's (its compiler's placeholders and quoting, its identifiers'
+ * transform): a store makes its own (`PgHeldWrites.make`), since all its statements are built by
+ * its one client.
  */
-export const compileWhole = (statement: Statement.Statement<unknown>): readonly [string, ReadonlyArray<unknown>] => {
-  const segments = statement.segments
-  const first = segments[0]
-  const compiler = (statement as { readonly compiler?: object }).compiler
-  // One literal (a template without values, or `sql.unsafe`) compiles to its own text.
-  if (segments.length < 2 || first?._tag !== "Literal" || compiler === undefined) return statement.compile()
-  let byText = shapes.get(compiler)
-  const known = byText?.get(first.value)
-  if (known !== undefined) {
-    for (const shape of known) {
-      const values = segmentValues(shape.parts, segments)
-      if (values !== undefined) return [shape.text, values]
+export const make = (): CompileWhole => {
+  // Compiled shapes by the text of the statement's first literal.
+  const byText = new Map<string, Array<CompiledShape>>()
+  return (statement) => {
+    const segments = statement.segments
+    const first = segments[0]
+    // One literal (a template without values, or `sql.unsafe`) compiles to its own text.
+    if (segments.length < 2 || first?._tag !== "Literal") return statement.compile()
+    const known = byText.get(first.value)
+    if (known !== undefined) {
+      for (const shape of known) {
+        const values = segmentValues(shape.parts, segments)
+        if (values !== undefined) return [shape.text, values]
+      }
     }
+    const compiled = statement.compile()
+    const [text, values] = compiled
+    const parts = segmentParts(segments)
+    // What the text binds must be what its shape reads from the segments: otherwise not kept.
+    if (parts === undefined || text.length > MaxTextLength || (known?.length ?? 0) >= MaxShapes) return compiled
+    if (known === undefined && byText.size >= MaxFirstTexts) return compiled
+    const fitting = segmentValues(parts, segments)
+    if (fitting === undefined || !sameValues(values, fitting)) return compiled
+    if (known === undefined) byText.set(first.value, [{ parts, text }])
+    else known.push({ parts, text })
+    return compiled
   }
-  const compiled = statement.compile()
-  const [text, values] = compiled
-  const parts = segmentParts(segments)
-  // What the text binds must be what its shape reads from the segments: otherwise not kept.
-  if (parts === undefined || text.length > MaxTextLength || (known?.length ?? 0) >= MaxShapes) return compiled
-  if (known === undefined && (byText?.size ?? 0) >= MaxFirstTexts) return compiled
-  const fitting = segmentValues(parts, segments)
-  if (fitting === undefined || !sameValues(values, fitting)) return compiled
-  if (byText === undefined) shapes.set(compiler, byText = new Map())
-  if (known === undefined) byText.set(first.value, [{ parts, text }])
-  else known.push({ parts, text })
-  return compiled
 }

@@ -12,6 +12,7 @@
 import type { SqlError } from "@effect/sql/SqlError"
 import type * as Statement from "@effect/sql/Statement"
 import { Effect, FiberRef } from "effect"
+import * as CompiledOnce from "./CompiledOnce.js"
 import { heldIn, sendAll, wired } from "./PgTransactions.js"
 import { locally } from "./Store.js"
 import type { AnyFiber, Held, Wired } from "./PgTransactions.js"
@@ -55,37 +56,50 @@ export const holding = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<
     return locally(heldStatements, held)(Effect.zipLeft(effect, sendHeld))
   })
 
-/** Runs `statement` with what is held in front of it (one round trip): its rows. */
-export const exec = <A extends object>(statement: Statement.Statement<A>): Effect.Effect<ReadonlyArray<A>, SqlError> =>
-  withHeld((held, fiber) => sendWith(fiber, held, wired(statement, true)) as Effect.Effect<ReadonlyArray<A>, SqlError>)
+/** A store's statements run with what is held (`make`). */
+export interface HeldWrites {
+  /** Runs `statement` with what is held in front of it (one round trip): its rows. */
+  readonly exec: <A extends object>(statement: Statement.Statement<A>) => Effect.Effect<ReadonlyArray<A>, SqlError>
+  /** Holds a write whose result nobody reads until the transaction's next statement; outside a holding transaction it runs at once. */
+  readonly execWrite: (statement: Statement.Statement<object>) => Effect.Effect<void, SqlError>
+  /**
+   * Holds a read until the transaction's next statement, and answers `then` of the effect that
+   * answers its rows (sending it, with what is held before it, if nothing sent it yet). Outside a
+   * holding transaction it runs at once.
+   */
+  readonly execLater: <A extends object, B>(
+    statement: Statement.Statement<A>,
+    then: (rows: Effect.Effect<ReadonlyArray<A>, SqlError>) => B
+  ) => Effect.Effect<B>
+}
 
-/** Holds a write whose result nobody reads until the transaction's next statement; outside a holding transaction it runs at once. */
-export const execWrite = (statement: Statement.Statement<object>): Effect.Effect<void, SqlError> =>
-  withHeld((held, fiber) => {
-    if (held === undefined) return Effect.asVoid(sendWith(fiber, undefined, wired(statement, false)))
-    held.push({ statement: wired(statement, false) })
-    return Effect.void
-  })
-
-/**
- * Holds a read until the transaction's next statement, and answers `then` of the effect that
- * answers its rows (sending it, with what is held before it, if nothing sent it yet). Outside a
- * holding transaction it runs at once.
- */
-export const execLater = <A extends object, B>(
-  statement: Statement.Statement<A>,
-  then: (rows: Effect.Effect<ReadonlyArray<A>, SqlError>) => B
-): Effect.Effect<B> =>
-  withHeld((held) => {
-    if (held === undefined) return Effect.succeed(then(exec(statement)))
-    const entry: Held = { statement: wired(statement, true) }
-    held.push(entry)
-    const answer = Effect.withFiberRuntime((fiber): Effect.Effect<ReadonlyArray<A>, SqlError> =>
-      entry.failure !== undefined
-        ? Effect.fail(entry.failure)
-        : entry.answer !== undefined
-        ? Effect.succeed(entry.answer as ReadonlyArray<A>)
-        : Effect.zipRight(sendWith(fiber as AnyFiber, held), answer)
-    )
-    return Effect.succeed(then(answer))
-  })
+/** The held writes of one store: its statements, all built by its one client, compiled by it (`CompiledOnce`). */
+export const make = (): HeldWrites => {
+  const compile = CompiledOnce.make()
+  const exec = <A extends object>(statement: Statement.Statement<A>): Effect.Effect<ReadonlyArray<A>, SqlError> =>
+    withHeld((held, fiber) => sendWith(fiber, held, wired(compile, statement, true)) as Effect.Effect<ReadonlyArray<A>, SqlError>)
+  const execWrite = (statement: Statement.Statement<object>): Effect.Effect<void, SqlError> =>
+    withHeld((held, fiber) => {
+      if (held === undefined) return Effect.asVoid(sendWith(fiber, undefined, wired(compile, statement, false)))
+      held.push({ statement: wired(compile, statement, false) })
+      return Effect.void
+    })
+  const execLater = <A extends object, B>(
+    statement: Statement.Statement<A>,
+    then: (rows: Effect.Effect<ReadonlyArray<A>, SqlError>) => B
+  ): Effect.Effect<B> =>
+    withHeld((held) => {
+      if (held === undefined) return Effect.succeed(then(exec(statement)))
+      const entry: Held = { statement: wired(compile, statement, true) }
+      held.push(entry)
+      const answer = Effect.withFiberRuntime((fiber): Effect.Effect<ReadonlyArray<A>, SqlError> =>
+        entry.failure !== undefined
+          ? Effect.fail(entry.failure)
+          : entry.answer !== undefined
+          ? Effect.succeed(entry.answer as ReadonlyArray<A>)
+          : Effect.zipRight(sendWith(fiber as AnyFiber, held), answer)
+      )
+      return Effect.succeed(then(answer))
+    })
+  return { exec, execWrite, execLater }
+}

@@ -3,22 +3,52 @@
  * (`PgClient.fromPool`). The store's transactions take their connection from the pool directly
  * (`Reserver`) and give it back by hand: `sql.reserve` hands a connection back through a `Scope`
  * (made, provided, closed — its finalizers gathered and run), work every transaction would pay
- * for nothing on the hot path of every worker step; and the one a
- * transaction gives back is kept for the next (`reserverOf`). The
- * connection is the client's own kind (what `sql.reserve` answers), so the statements a
- * receiver's business runs on it go through `@effect/sql` as before.
+ * for nothing on the hot path of every worker step; and the one a transaction gives back is kept
+ * for the next (`reserverOf`). The statements a receiver's business runs on the transaction's
+ * connection go through `@effect/sql` as on one `sql.reserve` answers (`PooledConnection`).
  */
 import * as Reactivity from "@effect/experimental/Reactivity"
 import type * as SqlClient from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
 import { SqlError } from "@effect/sql/SqlError"
 import * as PgClient from "@effect/sql-pg/PgClient"
-import { Duration, Effect, Redacted } from "effect"
+import { Duration, Effect, Redacted, Stream } from "effect"
 import type { Scope } from "effect"
 import pg from "pg"
 
-/** A connection of the pool as `@effect/sql-pg` makes it: its `pg` client, and statements run on it. */
-export type PooledConnection = Connection & { readonly pg: pg.PoolClient }
+/**
+ * A connection of the pool for one transaction: its `pg` client, and statements run on it through
+ * `@effect/sql` (`Connection`) as `@effect/sql-pg`'s own reserved connections run them — each a
+ * `client.query`, cancelled at the server (`pg_cancel_backend`) if its fiber is interrupted.
+ */
+export class PooledConnection implements Connection {
+  constructor(
+    readonly pg: pg.PoolClient,
+    private readonly cancels: WeakMap<pg.PoolClient, Effect.Effect<void>>
+  ) {}
+  private run<A>(text: string, params: ReadonlyArray<unknown>, rowMode: "array" | undefined, answer: (result: pg.QueryResult) => A) {
+    return Effect.async<A, SqlError>((resume) => {
+      const done = (error: Error | undefined, result: pg.QueryResult) =>
+        resume(error ? Effect.fail(new SqlError({ cause: error, message: "Failed to execute statement" })) : Effect.succeed(answer(result)))
+      if (rowMode === undefined) this.pg.query({ text, values: [...params] }, done)
+      else this.pg.query({ text, values: [...params], rowMode }, done)
+      return this.cancels.get(this.pg)
+    })
+  }
+  private rows(sql: string, params: ReadonlyArray<unknown>): Effect.Effect<ReadonlyArray<any>, SqlError> {
+    // Several statements in one text answer one result each.
+    return this.run(sql, params, undefined, (result) => Array.isArray(result) ? result.map((r: pg.QueryResult) => r.rows ?? []) : result.rows ?? [])
+  }
+  readonly execute: Connection["execute"] = (sql, params, transformRows) =>
+    transformRows ? Effect.map(this.rows(sql, params), transformRows) : this.rows(sql, params)
+  readonly executeRaw: Connection["executeRaw"] = (sql, params) => this.run(sql, params, undefined, (result): unknown => result)
+  readonly executeValues: Connection["executeValues"] = (sql, params) =>
+    this.run(sql, params, "array", (result): ReadonlyArray<ReadonlyArray<unknown>> => result.rows)
+  readonly executeUnprepared: Connection["executeUnprepared"] = (sql, params, transformRows) => this.execute(sql, params, transformRows)
+  /** The rows as a stream, read in one answer (the transaction's connection holds them all anyway until it ends). */
+  readonly executeStream: Connection["executeStream"] = (sql, params, transformRows) =>
+    Stream.fromIterableEffect(this.execute(sql, params, transformRows))
+}
 
 /** Takes a connection of the pool for one transaction, and gives it back. */
 export interface Reserver {
@@ -48,8 +78,7 @@ export interface PoolOptions {
 /**
  * Opens a pool as `PgClient.make` does (one connection tried at once: a server that does not
  * answer within `connectTimeout` is a `SqlError`), ended with the scope — its client, and the
- * `Reserver` of its connections. The reserver is undefined if this `@effect/sql-pg` makes its
- * connections otherwise than the reserver expects; the store then reserves through `sql.reserve`.
+ * `Reserver` of its connections.
  */
 export const make = (options: PoolOptions): Effect.Effect<Pool, SqlError, Scope.Scope> =>
   Effect.gen(function*() {
@@ -67,6 +96,7 @@ export const make = (options: PoolOptions): Effect.Effect<Pool, SqlError, Scope.
       }),
       (pool) => Effect.promise(() => pool.end()).pipe(Effect.interruptible, Effect.timeoutOption(1000))
     )
+    const reserver = yield* reserverOf(pool)
     yield* Effect.tryPromise({
       try: () => pool.query("SELECT 1"),
       catch: (cause) => new SqlError({ cause, message: "PgClient: Failed to connect" })
@@ -75,16 +105,16 @@ export const make = (options: PoolOptions): Effect.Effect<Pool, SqlError, Scope.
       onTimeout: () => new SqlError({ cause: new Error("Connection timed out"), message: "PgClient: Connection timed out" })
     }))
     const sql = yield* PgClient.fromPool({ acquire: Effect.succeed(pool) }).pipe(Effect.provide(Reactivity.layer))
-    return { sql, reserver: yield* reserverOf(pool, sql) }
+    return { sql, reserver }
   })
 
 /** What `pg.Pool.connect` answers a caller that passes a callback. */
 type Connected = (error: Error | undefined, client?: pg.PoolClient, done?: pg.PoolClient["release"]) => void
 
 /**
- * The reserver of `pool`'s connections, made like those `sql.reserve` answers (their class, taken
- * from one it answers). A client that reports an error while it is out of the pool (its server
- * connection lost) is given back with it, and the pool discards it, as `sql.reserve` does.
+ * The reserver of `pool`'s connections. A client that reports an error or ends while it is out of
+ * the pool (its server connection lost: `pg` reports both as the client's events) is given back
+ * with the error, and the pool discards it, as `sql.reserve` does.
  *
  * A connection a transaction gives back is kept for the next one (`spare`) while nobody waits for
  * one: taking it is one step, where the pool answers a taker on a later tick through a timer of
@@ -92,72 +122,89 @@ type Connected = (error: Error | undefined, client?: pg.PoolClient, done?: pg.Po
  * the pool's connections takes the spare first (`pool.connect` is wrapped: the client's own
  * statements, `sql.reserve`), so it is never out of reach of one; one that is no longer usable is
  * discarded as it is taken; it goes back to the pool as the scope closes, before the pool ends.
+ *
+ * Each client's server process is asked for once, as the reserver first takes it
+ * (`pg_backend_pid()`): a statement of a transaction whose fiber is interrupted is cancelled there,
+ * as `@effect/sql-pg` cancels its own.
  */
-const reserverOf = (pool: pg.Pool, sql: PgClient.PgClient): Effect.Effect<Reserver | undefined, SqlError, Scope.Scope> =>
-  Effect.flatMap(Effect.scoped(sql.reserve), (sample) => {
-    const Made = (sample as unknown as { readonly constructor: new(client: pg.PoolClient) => PooledConnection }).constructor
-    const client = (sample as Partial<PooledConnection>).pg
-    if (client === undefined || new Made(client).pg !== client) return Effect.succeed(undefined)
-    const errors = new WeakMap<pg.PoolClient, Error>()
-    // One listener for every client (it is called with the client as `this`).
-    function onError(this: pg.PoolClient, error: Error) {
-      errors.set(this, error)
-    }
-    /** Gives `client` back to the pool, with the error it reported (the pool then discards it). */
-    const giveBack = (client: pg.PoolClient, error?: Error) => {
-      client.off("error", onError)
-      const reported = errors.get(client)
-      errors.delete(client)
-      client.release(reported ?? error)
-    }
-    const usable = (client: pg.PoolClient) => {
-      const state = client as unknown as { readonly _queryable?: boolean; readonly _ending?: boolean }
-      return !errors.has(client) && state._queryable !== false && state._ending !== true
-    }
-    let spare: pg.PoolClient | undefined
-    /** The spare, if it is still usable (one that is not is discarded). */
-    const takeSpare = (): pg.PoolClient | undefined => {
-      const client = spare
-      spare = undefined
-      if (client === undefined || usable(client)) return client
-      giveBack(client, new Error("the connection closed while it was kept for the next transaction"))
-      return undefined
-    }
-    const connect = pool.connect.bind(pool) as (callback?: Connected) => Promise<pg.PoolClient> | void
-    pool.connect = ((callback?: Connected) => {
-      const client = takeSpare()
-      if (client === undefined) return connect(callback)
-      client.off("error", onError)
-      // Answered on a later tick, as the pool answers.
-      if (callback === undefined) return Promise.resolve(client)
-      process.nextTick(() => callback(undefined, client, client.release))
-    }) as typeof pool.connect
-    const fresh = Effect.async<PooledConnection, SqlError>((resume) => {
-      connect((error, client) => {
-        if (error != null || client === undefined) {
-          const cause = error ?? new Error("No client returned")
-          return resume(Effect.fail(new SqlError({ cause, message: "Failed to acquire connection for transaction" })))
-        }
-        client.on("error", onError)
-        resume(Effect.succeed(new Made(client)))
+const reserverOf = (pool: pg.Pool): Effect.Effect<Reserver, never, Scope.Scope> => {
+  const cancels = new WeakMap<pg.PoolClient, Effect.Effect<void>>()
+  // What a client reported while out of the pool: an error, or its end.
+  const lost = new WeakMap<pg.PoolClient, Error>()
+  // One listener of each for every client (called with the client as `this`).
+  function onError(this: pg.PoolClient, error: Error) {
+    lost.set(this, error)
+  }
+  function onEnd(this: pg.PoolClient) {
+    if (!lost.has(this)) lost.set(this, new Error("the connection ended"))
+  }
+  const listen = (client: pg.PoolClient) => client.on("error", onError).on("end", onEnd)
+  const unlisten = (client: pg.PoolClient) => client.off("error", onError).off("end", onEnd)
+  /** Gives `client` back to the pool, with what it reported (the pool then discards it). */
+  const giveBack = (client: pg.PoolClient, error?: Error) => {
+    unlisten(client)
+    const reported = lost.get(client)
+    lost.delete(client)
+    client.release(reported ?? error)
+  }
+  let spare: pg.PoolClient | undefined
+  /** The spare, if it is still usable (one that is not is discarded). */
+  const takeSpare = (): pg.PoolClient | undefined => {
+    const client = spare
+    spare = undefined
+    if (client === undefined || !lost.has(client)) return client
+    giveBack(client)
+    return undefined
+  }
+  const connect = pool.connect.bind(pool) as (callback?: Connected) => Promise<pg.PoolClient> | void
+  pool.connect = ((callback?: Connected) => {
+    const client = takeSpare()
+    if (client === undefined) return connect(callback)
+    unlisten(client)
+    // Answered on a later tick, as the pool answers.
+    if (callback === undefined) return Promise.resolve(client)
+    process.nextTick(() => callback(undefined, client, client.release))
+  }) as typeof pool.connect
+  const connection = (client: pg.PoolClient) => new PooledConnection(client, cancels)
+  const fresh = Effect.async<PooledConnection, SqlError>((resume) => {
+    connect((error, client) => {
+      if (error != null || client === undefined) {
+        const cause = error ?? new Error("No client returned")
+        return resume(Effect.fail(new SqlError({ cause, message: "Failed to acquire connection for transaction" })))
+      }
+      listen(client)
+      if (cancels.has(client)) return resume(Effect.succeed(connection(client)))
+      client.query<{ readonly pid: number }>("SELECT pg_backend_pid() AS pid", (error, result) => {
+        const pid = result?.rows[0]?.pid
+        if (error == null && typeof pid === "number") cancels.set(client, cancelOf(pool, pid))
+        // A failure is the connection's: its first statement meets it.
+        resume(Effect.succeed(connection(client)))
       })
     })
-    const acquire = Effect.suspend(() => {
-      const client = takeSpare()
-      return client === undefined ? fresh : Effect.succeed(new Made(client))
-    })
-    const release = (connection: PooledConnection) => {
-      const client = connection.pg
-      if (spare === undefined && pool.waitingCount === 0 && !pool.ending && usable(client)) spare = client
-      else giveBack(client)
-    }
-    return Effect.as(
-      Effect.addFinalizer(() =>
-        Effect.sync(() => {
-          const client = takeSpare()
-          if (client !== undefined) giveBack(client)
-        })
-      ),
-      { acquire, release }
-    )
   })
+  const acquire = Effect.suspend(() => {
+    const client = takeSpare()
+    return client === undefined ? fresh : Effect.succeed(connection(client))
+  })
+  const release = (connection: PooledConnection) => {
+    const client = connection.pg
+    if (spare === undefined && pool.waitingCount === 0 && !pool.ending && !lost.has(client)) spare = client
+    else giveBack(client)
+  }
+  return Effect.as(
+    Effect.addFinalizer(() =>
+      Effect.sync(() => {
+        const client = takeSpare()
+        if (client !== undefined) giveBack(client)
+      })
+    ),
+    { acquire, release }
+  )
+}
+
+/** Cancels what the server process `pid` runs, at best: through another connection of `pool`, within 5 seconds. */
+const cancelOf = (pool: pg.Pool, pid: number): Effect.Effect<void> =>
+  Effect.async<void>((resume) => {
+    if (pool.ending) return resume(Effect.void)
+    pool.query("SELECT pg_cancel_backend($1)", [pid], () => resume(Effect.void))
+  }).pipe(Effect.interruptible, Effect.timeoutOption(5000), Effect.asVoid)

@@ -71,9 +71,9 @@ const isRetryable = (error: unknown): boolean => {
 }
 
 /** The server's clock in epoch milliseconds (`clock_timestamp()`: the time of the call, not of the transaction's start). */
-const serverTime = (sql: SqlClient.SqlClient): Effect.Effect<number, SqlError> =>
+const serverTime = (sql: SqlClient.SqlClient, exec: PgHeldWrites.HeldWrites["exec"]): Effect.Effect<number, SqlError> =>
   Effect.map(
-    PgHeldWrites.exec(sql<{ readonly now: unknown }>`SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint AS now`),
+    exec(sql<{ readonly now: unknown }>`SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint AS now`),
     (rows) => Number(rows[0]!.now)
   )
 
@@ -228,6 +228,7 @@ const openOn = (
       return Effect.catchIf(once, isRetryable, () => Effect.retry(once, { times: 4, while: isRetryable }))
     }
     const read = readTransaction(pooled, statements)
+    const { exec, execLater, execWrite } = PgHeldWrites.make()
     const store: PgStore = {
       sql,
       client: sql,
@@ -235,10 +236,10 @@ const openOn = (
       rowLockedWrite,
       statements,
       read,
-      exec: PgHeldWrites.exec,
-      execWrite: PgHeldWrites.execWrite,
-      execLater: PgHeldWrites.execLater,
-      now: onServerTime ? serverTime(sql) : undefined
+      exec,
+      execWrite,
+      execLater,
+      now: onServerTime ? serverTime(sql, exec) : undefined
     }
     yield* write(
       Effect.gen(function*() {
@@ -334,12 +335,13 @@ export const openReadonly = (
           : `${label} does not exist in this database's current schema (no ${migrationsTable} table)`
       })
     }
+    const { exec } = PgHeldWrites.make()
     return {
       sql,
       client: sql,
       read: readTransaction(pooled, statements),
       write: StoreCheck.refuseWrite(label),
-      exec: PgHeldWrites.exec,
-      now: checked.serverTime ? serverTime(sql) : undefined
+      exec,
+      now: checked.serverTime ? serverTime(sql, exec) : undefined
     } satisfies Store
   })

@@ -22,16 +22,70 @@ import type { Connection } from "@effect/sql/SqlConnection"
 import type * as Statement from "@effect/sql/Statement"
 import { Context, Effect, Exit, Fiber, Option, Scope, Stream } from "effect"
 import { createHash } from "node:crypto"
-import { createRequire } from "node:module"
 import pg from "pg"
 import type * as Pg from "pg"
-import { compileWhole } from "./CompiledOnce.js"
+import type { CompileWhole } from "./CompiledOnce.js"
 import { execOnConnection, exitProviding, StatementLog } from "./Store.js"
 import type { PooledConnection, Reserver } from "./PgPool.js"
 import * as TextMap from "./TextMap.js"
 
-/** `pg`'s own mapping of a value to what it sends (arrays, dates, buffers, JSON), as its queries use. */
-const { prepareValue } = createRequire(import.meta.url)("pg/lib/utils.js") as { readonly prepareValue: (value: unknown) => unknown }
+/** A statement's parameter as it is sent: its text, its bytes, or null. */
+export type Parameter = string | Buffer | null
+
+/**
+ * `value` as a parameter, as `pg` sends it with its own queries: text of a string, number, bigint
+ * or boolean; null of null and undefined; the bytes of a `Buffer` or typed array; a date in ISO
+ * form with its offset (local time, or UTC with `pg.defaults.parseInputDatesAsUTC`); an array as a
+ * PostgreSQL array literal; any other object as JSON.
+ */
+export const toParameter = (value: unknown): Parameter => {
+  switch (typeof value) {
+    case "string":
+      return value
+    case "undefined":
+      return null
+    case "object": {
+      if (value === null) return null
+      if (Buffer.isBuffer(value)) return value
+      if (ArrayBuffer.isView(value)) return Buffer.from(value.buffer, value.byteOffset, value.byteLength)
+      if (value instanceof Date) return dateText(value)
+      if (Array.isArray(value)) return arrayText(value)
+      return JSON.stringify(value)
+    }
+    default:
+      return String(value)
+  }
+}
+
+const pad = (n: number, width = 2) => String(n).padStart(width, "0")
+
+/** A date as `pg` writes it: year (a year before 1 as BC), time to the millisecond, offset. */
+const dateText = (date: Date): string => {
+  const utc = pg.defaults.parseInputDatesAsUTC === true
+  let year = utc ? date.getUTCFullYear() : date.getFullYear()
+  const bc = year < 1
+  if (bc) year = Math.abs(year) + 1
+  const [month, day, hours, minutes, seconds, millis] = utc
+    ? [date.getUTCMonth(), date.getUTCDate(), date.getUTCHours(), date.getUTCMinutes(), date.getUTCSeconds(), date.getUTCMilliseconds()]
+    : [date.getMonth(), date.getDate(), date.getHours(), date.getMinutes(), date.getSeconds(), date.getMilliseconds()]
+  const offset = utc ? 0 : -date.getTimezoneOffset()
+  const zone = `${offset < 0 ? "-" : "+"}${pad(Math.floor(Math.abs(offset) / 60))}:${pad(Math.abs(offset) % 60)}`
+  return `${pad(year, 4)}-${pad(month + 1)}-${pad(day)}T${pad(hours)}:${pad(minutes)}:${pad(seconds)}.${pad(millis, 3)}${zone}${bc ? " BC" : ""}`
+}
+
+/** An array as a PostgreSQL array literal: each element quoted (a nested array as an array, bytes as `\x` hex, null as NULL). */
+const arrayText = (values: ReadonlyArray<unknown>): string => {
+  let text = "{"
+  for (let i = 0; i < values.length; i++) {
+    if (i > 0) text += ","
+    const value = values[i]
+    if (value === null || value === undefined) text += "NULL"
+    else if (Array.isArray(value)) text += arrayText(value)
+    else if (ArrayBuffer.isView(value)) text += "\\\\x" + Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString("hex")
+    else text += `"${String(toParameter(value)).replace(/\\/g, "\\\\").replace(/"/g, '\\"')}"`
+  }
+  return text + "}"
+}
 
 /**
  * The name `text` is prepared under, the same in every process: a digest of the text (and of how
@@ -75,46 +129,30 @@ export interface Wired {
   /** Its prepared statement's name; none beyond the first 500 texts (run unnamed). */
   readonly name: string | undefined
   readonly text: string
-  readonly values: ReadonlyArray<unknown>
+  readonly values: Array<Parameter>
   /** Whether its rows are wanted (a write nobody reads is executed without describing them). */
   readonly rows: boolean
   /** The statement, to run it as `@effect/sql` does outside a transaction. */
   readonly statement?: Statement.Statement<object> | undefined
 }
 
-/** `statement` ready to send; `rows`: its rows are wanted. */
-export const wired = (statement: Statement.Statement<object>, rows: boolean): Wired => {
-  const [text, values] = compileWhole(statement)
-  return { name: nameOf(text), text, values, rows, statement }
+/** `statement` ready to send, compiled by `compile` (its client's: `CompiledOnce.make`); `rows`: its rows are wanted. */
+export const wired = (compile: CompileWhole, statement: Statement.Statement<object>, rows: boolean): Wired => {
+  const [text, values] = compile(statement)
+  return { name: nameOf(text), text, values: values.map(toParameter), rows, statement }
 }
 
 const control = (text: string): Wired => ({ name: nameOf(text), text, values: [], rows: false })
 
 const Commit = control("COMMIT")
 
-/** The part of `pg`'s connection a batch uses (the extended protocol's messages). */
-interface Wire {
-  readonly stream: { readonly cork?: () => void; readonly uncork?: () => void }
-  readonly parsedStatements: Record<string, string | undefined>
-  parse(message: { readonly text: string; readonly name?: string | undefined; readonly types?: ReadonlyArray<number> }): void
-  bind(message: { readonly statement?: string | undefined; readonly values?: ReadonlyArray<unknown>; readonly valueMapper?: (value: unknown) => unknown }): void
-  describe(message: { readonly type: "P"; readonly name: string }): void
-  execute(message: { readonly portal?: string }): void
-  sync(): void
-  sendCopyFail(message: string): void
-  on(event: "parseComplete", listener: () => void): void
-  off(event: "parseComplete", listener: () => void): void
-}
-
 interface Field {
   readonly name: string
   readonly dataTypeID: number
-  readonly format?: string
 }
 
-interface TypeParsers {
-  getTypeParser(oid: number, format: string): (value: string) => unknown
-}
+/** How a client reads a column of a type (`pg`'s `client.getTypeParser`: the pool's `types`, or `pg.types`). */
+type TypeParsers = Pick<Pg.ClientBase, "getTypeParser">
 
 /** The columns of a prepared statement's rows: their names and how each is read. */
 interface Description {
@@ -161,12 +199,18 @@ export const int8 = (text: string): number => {
 const undescribed = descriptionOf([], [])
 
 /**
- * Each connection's descriptions of the rows of the statements it prepared, by name: a named
- * statement's rows are described once per connection (its first Describe), not in every batch.
- * A statement whose result would change (a migrated table) fails at the server (0A000) and is
- * prepared afresh under a new name, described again.
+ * What a connection has prepared: the names of its prepared statements (recorded as the server
+ * confirms each, ParseComplete), and the descriptions of their rows, by name — a named statement
+ * is parsed once per connection, and its rows described once (its first Describe), not in every
+ * batch. A statement whose result would change (a migrated table) fails at the server (0A000) and
+ * is prepared afresh under a new name, described again.
  */
-const descriptions = new WeakMap<object, Map<string, Description>>()
+interface Prepared {
+  readonly parsed: Set<string>
+  readonly described: Map<string, Description>
+}
+
+const preparedOn = new WeakMap<Pg.Connection, Prepared>()
 
 /** Why a batch failed: the server's error, and the index of the statement it failed at. */
 interface Failure {
@@ -180,12 +224,13 @@ interface Failure {
  * rows (empty for one whose rows were not wanted) and the last command tag, or the server's error
  * and the statement it failed at. It is a `Submittable`, the object `pg`'s `Client.query` takes
  * besides a query (as pg-cursor does): `pg` hands it the connection when its turn comes and the
- * server's answers until ReadyForQuery. `pg` records nothing for it (it has no name): the batch
- * records each statement it prepared when the server confirms it (ParseComplete), so a batch that
- * fails leaves the connection's record exact. A statement's rows are described (Describe, its
+ * server's answers until ReadyForQuery; the batch writes its messages with the connection's
+ * public methods (`parse`, `bind`, `describe`, `execute`, `sync`: those pg-cursor writes with).
+ * The batch records each statement it prepared when the server confirms it (ParseComplete), so a
+ * batch that fails leaves the connection's record (`Prepared`) exact. A statement's rows are described (Describe, its
  * RowDescription) only where the connection has no description of its name yet.
  */
-class Batch {
+class Batch implements Pg.Submittable {
   private answers: Array<ReadonlyArray<object>> = []
   private description: Description = undescribed
   // The statement whose rows `description` describes (-1: none yet).
@@ -196,40 +241,40 @@ class Batch {
   private failed = false
   private parsing: Array<Wired> = []
   private parsed = 0
-  private connection: Wire | undefined
+  private connection: Pg.Connection | undefined
+  private prepared: Prepared | undefined
   constructor(
     private statements: ReadonlyArray<Wired>,
     readonly types: TypeParsers,
     private done: (failure: Failure | undefined, answers: ReadonlyArray<ReadonlyArray<object>>, tag: string) => void
   ) {}
-  // No name: `pg` must not record a prepared statement for the batch as a whole.
-  readonly name = undefined
   private readonly onParsed = () => {
     const statement = this.parsing[this.parsed++]
-    if (statement?.name !== undefined && this.connection !== undefined) this.connection.parsedStatements[statement.name] = statement.text
+    if (statement?.name !== undefined) this.prepared?.parsed.add(statement.name)
   }
-  submit(connection: Wire) {
+  submit(connection: Pg.Connection) {
     this.connection = connection
-    let known = descriptions.get(connection)
-    if (known === undefined) descriptions.set(connection, known = new Map())
-    this.known = known
+    let prepared = preparedOn.get(connection)
+    if (prepared === undefined) preparedOn.set(connection, prepared = { parsed: new Set(), described: new Map() })
+    this.prepared = prepared
+    const known = this.known = prepared.described
     const parsing = new Set<string>()
-    connection.stream.cork?.()
+    connection.stream.cork()
     try {
       for (const statement of this.statements) {
         const { name, text, values } = statement
-        if (name === undefined || (connection.parsedStatements[name] === undefined && !parsing.has(name))) {
-          connection.parse({ text, name, types: [] })
+        if (name === undefined || (!prepared.parsed.has(name) && !parsing.has(name))) {
+          connection.parse({ text, name: name ?? "", types: [] }, true)
           this.parsing.push(statement)
           if (name !== undefined) parsing.add(name)
         }
-        connection.bind({ statement: name, values, valueMapper: prepareValue })
-        if (statement.rows && (name === undefined || !known.has(name))) connection.describe({ type: "P", name: "" })
-        connection.execute({})
+        connection.bind({ statement: name ?? "", values }, true)
+        if (statement.rows && (name === undefined || !known.has(name))) connection.describe({ type: "P", name: "" }, true)
+        connection.execute({}, true)
       }
       connection.sync()
     } finally {
-      connection.stream.uncork?.()
+      connection.stream.uncork()
     }
     if (this.parsing.length > 0) connection.on("parseComplete", this.onParsed)
   }
@@ -239,10 +284,8 @@ class Batch {
   handleRowDescription(message: { readonly fields: ReadonlyArray<Field> }) {
     this.description = descriptionOf(
       message.fields.map((field) => field.name),
-      message.fields.map((field) => {
-        const format = field.format ?? "text"
-        return field.dataTypeID === Int8 && format === "text" ? int8 : this.types.getTypeParser(field.dataTypeID, format)
-      })
+      // Every column comes as text (a batch asks for no binary results).
+      message.fields.map((field) => (field.dataTypeID === Int8 ? int8 : this.types.getTypeParser(field.dataTypeID, "text")))
     )
     this.described = this.answers.length
     const name = this.statements[this.described]?.name
@@ -276,8 +319,12 @@ class Batch {
   }
   handlePortalSuspended() {}
   handleCopyData() {}
-  handleCopyInResponse(connection: Wire) {
-    connection.sendCopyFail("no COPY here")
+  /**
+   * A store's statements never copy from the client; should one, the connection is ended (the
+   * server waits for the copy's data), which fails the batch, and the pool discards the client.
+   */
+  handleCopyInResponse(connection: Pg.Connection) {
+    connection.end()
   }
   // `pg` leaves the query on its first error: the ReadyForQuery that follows is not ours.
   handleError(error: unknown) {
@@ -302,6 +349,7 @@ class Batch {
     this.rows = []
     this.parsing = []
     this.known = undefined
+    this.prepared = undefined
     this.connection = undefined
     this.done = ignoreAnswers
     done(failure, answers, tag)
@@ -350,9 +398,8 @@ const roundTripOf = (client: Pg.ClientBase): RoundTrip => {
     pending.delete(fiber)
     const log = Context.get(context, StatementLog)
     if (log.roundTrip !== undefined) log.roundTrip(statements.map((s) => s.text))
-    const types = (client as unknown as { readonly _types?: TypeParsers })._types ?? (pg.types as unknown as TypeParsers)
     client.query(
-      new Batch(Context.get(context, PreparedStatements) ? statements : statements.map(unnamed), types, (failure, answers, tag) => {
+      new Batch(Context.get(context, PreparedStatements) ? statements : statements.map(unnamed), client, (failure, answers, tag) => {
         if (failure === undefined) {
           sent?.(answers, undefined)
           return resume(Effect.succeed(answer(answers, tag)))
@@ -369,7 +416,7 @@ const roundTripOf = (client: Pg.ClientBase): RoundTrip => {
         const error = failed(failure.error)
         sent?.(undefined, error)
         resume(Effect.fail(error))
-      }) as unknown as Pg.QueryConfig
+      })
     )
   })
   const trip: RoundTrip = { pending, effect }

@@ -92,6 +92,8 @@ const innerPath = (specifier) => {
 const platform = [`${path.sep}node_modules${path.sep}typescript${path.sep}`, `${path.sep}node_modules${path.sep}@types${path.sep}node${path.sep}`]
 
 const fromDependency = (type) => {
+  // `Connection | undefined`: a dependency's type among others is still one.
+  if (type.isUnion()) return type.types.some(fromDependency)
   // A row-like type (`{ [column: string]: unknown }`) declares every key.
   if (type.getStringIndexType() !== undefined) return false
   const declarations = [...(type.getSymbol()?.getDeclarations() ?? []), ...(type.aliasSymbol?.getDeclarations() ?? [])]

@@ -26,7 +26,8 @@ import pg from "pg"
 import type * as Pg from "pg"
 import type { CompileWhole } from "./CompiledOnce.js"
 import { execOnConnection, exitProviding, StatementLog } from "./Store.js"
-import type { PooledConnection, Reserver } from "./PgPool.js"
+import { PooledConnection } from "./PgPool.js"
+import type { Reserver } from "./PgPool.js"
 import * as TextMap from "./TextMap.js"
 
 /** A statement's parameter as it is sent: its text, its bytes, or null. */
@@ -531,7 +532,7 @@ export const heldIn = (context: Context.Context<never>): Array<Held> | undefined
  * Sends `statements` in one round trip on the transaction's connection of `fiber` — with BEGIN in
  * front of them if it was not sent yet — and answers each one's rows (`sent` hears them first);
  * called in a runtime step of `fiber` (see `send`). Outside a transaction (or on a connection that
- * is not `pg`'s) each runs as usual, one after the other. Succeeds with `pick` of those rows
+ * is not the store's own) each runs as usual, one after the other. Succeeds with `pick` of those rows
  * (default: all of them), taken as the answer arrives.
  */
 export const sendAll = <A = ReadonlyArray<ReadonlyArray<object>>>(
@@ -543,7 +544,9 @@ export const sendAll = <A = ReadonlyArray<ReadonlyArray<object>>>(
   const context = fiber.currentContext
   const transaction = Context.getOption(context, SqlClient.TransactionConnection)
   const connection = Option.isSome(transaction) ? transaction.value[0] : undefined
-  const client = (connection as { readonly pg?: Pg.PoolClient } | undefined)?.pg
+  // Only the store's own connections are sent batches: the application's transaction (an enqueue
+  // in its outbox) runs on its client's connection, whose `pg` client is not public.
+  const client = connection instanceof LazyBegin || connection instanceof PooledConnection ? connection.pg : undefined
   if (connection === undefined || client === undefined) {
     return Effect.forEach(statements, (s) => (s.statement === undefined ? Effect.succeed([]) : execOnConnection(s.statement))).pipe(
       Effect.tap((answers) => Effect.sync(() => sent?.(answers, undefined))),

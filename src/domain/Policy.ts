@@ -154,8 +154,15 @@ const PolicyOptions = record("policy", {
 
 const checkPolicy = checker(PolicyOptions, "policy")
 
-const given = <A extends object>(record: A): Partial<A> =>
-  Object.fromEntries(Object.entries(record).filter(([, value]) => value !== undefined)) as Partial<A>
+const given = <A extends object>(record: A): Partial<A> => {
+  const out: Partial<A> = {}
+  for (const key in record) {
+    if (!Object.hasOwn(record, key)) continue
+    const value = record[key]
+    if (value !== undefined) out[key] = value
+  }
+  return out
+}
 
 /**
  * Fills in `base` (the defaults unless given) and validates a partial policy given by a user: a
@@ -178,7 +185,7 @@ export const adoptStored = (
   requested: RelayPolicy,
   overrides: PolicyInput | undefined
 ): Either.Either<RelayPolicy, ReadonlyArray<ProtocolKey>> => {
-  const given = new Set(Object.keys(overrides ?? {}).filter((key) => (overrides as Record<string, unknown>)[key] !== undefined))
+  const given = new Set(Object.entries(overrides ?? {}).flatMap(([key, value]) => (value === undefined ? [] : [key])))
   const differing = protocolKeys.filter((key) => given.has(key) && requested[key] !== stored[key])
   return differing.length > 0 ? Either.left(differing) : Either.right({ ...requested, ...stored })
 }

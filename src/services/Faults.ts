@@ -43,7 +43,7 @@ export const whenInstalled = <A, E, R>(
 ): Effect.Effect<A, E, R> =>
   // One runtime step (the service read off the fiber's context), where `Effect.flatMap(Faults, …)` takes three.
   Effect.withFiberRuntime((fiber) => {
-    const faults = Context.get(fiber.currentContext as Context.Context<never>, Faults)
+    const faults = Context.get(fiber.currentContext, Faults)
     return faults === none ? without : withFaults(faults)
   })
 

@@ -154,8 +154,11 @@ const PolicyOptions = record("policy", {
 
 const checkPolicy = checker(PolicyOptions, "policy")
 
-const given = <A extends object>(record: A): Partial<A> => {
-  const out: Partial<A> = {}
+/** `A` without the settings it leaves undefined. */
+type Given<A> = { [K in keyof A]?: A[K] & ({} | null) }
+
+const given = <A extends object>(record: A): Given<A> => {
+  const out: Given<A> = {}
   for (const key in record) {
     if (!Object.hasOwn(record, key)) continue
     const value = record[key]
@@ -163,6 +166,12 @@ const given = <A extends object>(record: A): Partial<A> => {
   }
   return out
 }
+
+/**
+ * Checks a partial policy as a user writes it (unknown settings and values of the wrong kind
+ * refused, as `makePolicy` does): the settings it gives, decoded.
+ */
+export const decodePolicyInput = (input: unknown): Either.Either<PolicyInput, string> => Either.map(checkPolicy(input), given)
 
 /**
  * Fills in `base` (the defaults unless given) and validates a partial policy given by a user: a

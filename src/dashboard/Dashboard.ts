@@ -760,6 +760,9 @@ const pauseNotice = (params: URLSearchParams, kind: "flow" | "group", id: string
     : html`<div class="ok" role="status" data-testid="pause-notice">${kind === "flow" ? "Flow" : "Group"} ${id} ${state}. The audit log has the decision.</div>`
 }
 
+// The labels by any key a request may name (those it may not have are checked with `Object.hasOwn`).
+const policyLabels: Readonly<Record<string, string>> = Pages.policyLabels
+
 /** The notice after a policy change: the settings it changed, or that the store already ran them. */
 const policyNotice = (params: URLSearchParams): Html | undefined => {
   if (params.get("done") !== "policy") return undefined
@@ -771,9 +774,6 @@ const policyNotice = (params: URLSearchParams): Html | undefined => {
     ? html`<div class="ok" role="status" data-testid="policy-notice">Nothing changed: the store already runs this policy.</div>`
     : html`<div class="ok" role="status" data-testid="policy-notice">Policy changed: ${changed.join(", ")}. Running relays take it up at their next policy refresh; the audit log has the decision.</div>`
 }
-
-// The labels by any key a request may name (those it may not have are checked with `Object.hasOwn`).
-const policyLabels: Readonly<Record<string, string>> = Pages.policyLabels
 
 const durationUnits: Record<string, string> = { ms: "millis", s: "seconds", m: "minutes", h: "hours" }
 

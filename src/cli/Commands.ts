@@ -84,8 +84,8 @@ const allInState = (queue: RelayQueueService, state: EventState) =>
 /** A flow's head state: quarantined and in-flight heads are listed; a flow without a head is drained. */
 const headStates = (queue: RelayQueueService) =>
   Effect.gen(function*() {
-    const inflight = new Set((yield* allInState(queue, "inflight")).map((e) => e.flowId as string))
-    const quarantined = new Set((yield* allInState(queue, "quarantined")).map((e) => e.flowId as string))
+    const inflight = new Set<string>((yield* allInState(queue, "inflight")).map((e) => e.flowId))
+    const quarantined = new Set<string>((yield* allInState(queue, "quarantined")).map((e) => e.flowId))
     return (flow: FlowRecord): EventState | null =>
       flow.headSeq === null
         ? null
@@ -271,7 +271,8 @@ const audit = Command.make("audit", {
 
 const parseJson = (text: string): { readonly value: unknown } | string => {
   try {
-    return { value: JSON.parse(text) as unknown }
+    const value: unknown = JSON.parse(text)
+    return { value }
   } catch (error) {
     return `not valid JSON (${error instanceof Error ? error.message : String(error)})`
   }

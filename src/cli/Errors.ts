@@ -36,10 +36,10 @@ export const oneLine = (text: string): string =>
   text.replace(/\s*\n\s*/g, "; ").replace(controlCharacters, " ").replace(/\s+/g, " ").trim()
 
 const messageOf = (error: unknown): string => {
-  if (error instanceof Error || (typeof error === "object" && error !== null && "message" in error)) {
-    const message = String((error as { readonly message: unknown }).message)
+  if (typeof error === "object" && error !== null && "message" in error) {
+    const message = String(error.message)
     // A database error's own message is generic ("Failed to execute statement"): add the driver's.
-    const cause = (error as { readonly cause?: unknown }).cause
+    const cause = "cause" in error ? error.cause : undefined
     return cause instanceof Error && !message.includes(cause.message) ? `${message}: ${cause.message}` : message
   }
   return String(error)

@@ -4,7 +4,7 @@
  */
 import * as CliConfig from "@effect/cli/CliConfig"
 import * as Command from "@effect/cli/Command"
-import { Cause, Console, Effect, Exit } from "effect"
+import { Cause, Console, Effect, Exit, Predicate } from "effect"
 import * as fs from "node:fs"
 import { clock, clockReset } from "./Clock.js"
 import { storeCommands } from "./Commands.js"
@@ -55,8 +55,8 @@ const footer = [
 
 const version = (): string => {
   try {
-    const manifest = JSON.parse(fs.readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version?: unknown }
-    return typeof manifest.version === "string" ? manifest.version : "unknown"
+    const manifest: unknown = JSON.parse(fs.readFileSync(new URL("../../package.json", import.meta.url), "utf8"))
+    return Predicate.hasProperty(manifest, "version") && typeof manifest.version === "string" ? manifest.version : "unknown"
   } catch {
     return "unknown"
   }

@@ -6,7 +6,7 @@ import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { SqlError } from "@effect/sql/SqlError"
-import { Config, Deferred, Duration, Effect, Layer, Option, ParseResult, Redacted, Ref, Schema } from "effect"
+import { Config, Deferred, Duration, Effect, Layer, Option, ParseResult, Predicate, Redacted, Ref, Schema } from "effect"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -75,15 +75,16 @@ export const isFatal = (error: unknown): boolean => {
   if (typeof error !== "object" || error === null || !("_tag" in error)) return false
   if (error._tag === "ClockRegressed") return true
   if (!(error instanceof SqlError)) return false
-  const cause = error.cause as { readonly _tag?: unknown; readonly code?: unknown } | undefined
-  return cause?._tag === "ReadonlyStore" || (typeof cause?.code === "string" && fatalCodes.has(cause.code))
+  const cause = error.cause
+  return (Predicate.hasProperty(cause, "_tag") && cause._tag === "ReadonlyStore") ||
+    (Predicate.hasProperty(cause, "code") && typeof cause.code === "string" && fatalCodes.has(cause.code))
 }
 
 /** How `run` reports the failure that stopped it: one line, the store named, the driver's reason kept. */
 const fatalFailure = (db: string, error: unknown): CliFailure => {
-  const tag = (error as { readonly _tag?: unknown })._tag
-  const message = String((error as { readonly message?: unknown }).message ?? error)
-  const cause = (error as { readonly cause?: unknown }).cause
+  const tag = Predicate.hasProperty(error, "_tag") ? error._tag : undefined
+  const message = String((Predicate.hasProperty(error, "message") ? error.message : undefined) ?? error)
+  const cause = Predicate.hasProperty(error, "cause") ? error.cause : undefined
   const reason = cause instanceof Error && !message.includes(cause.message) ? `${message}: ${cause.message}` : message
   return tag === "ClockRegressed"
     ? failure("ClockRegressed", `the worker stopped: ${reason} (see fair-relay clock)`)

@@ -5,7 +5,7 @@
  * store check (`SqliteStore.inspectFile`) what the file holds. Read commands open the store
  * read-only (`SqliteRelayQueue.makeReadonly`): no migration, no write lock, no way to change it.
  */
-import { Config, Effect } from "effect"
+import { Config, Effect, Predicate } from "effect"
 import type { Scope } from "effect"
 import * as fs from "node:fs"
 import type { PolicyInput } from "../domain/Policy.js"
@@ -118,7 +118,7 @@ export type SchemaCheck = "current" | "older"
 const inspectQueueFile = (file: string): Effect.Effect<SchemaCheck, CliFailure> =>
   SqliteStore.inspectFile(file, StoreCheck.MigrationsTables.queue).pipe(
     Effect.mapError((error) => {
-      const code = (error.cause as { readonly code?: unknown } | undefined)?.code
+      const code = Predicate.hasProperty(error.cause, "code") ? error.cause.code : undefined
       return code === "SQLITE_NOTADB" || code === "SQLITE_CORRUPT"
         ? failure("NotAQueueStore", `${display(file)} is not a readable SQLite database, so not a fair-relay queue store`)
         : failure("StoreUnreadable", `cannot read ${display(file)}: ${error.cause instanceof Error ? error.cause.message : error.message}`)
@@ -160,9 +160,9 @@ const openFailure = (db: string) => (error: SqliteRelayQueue.OpenError): CliFail
     : failure(error._tag, `cannot open ${display(db)}: ${error.message}${causeText(error)}`)
 
 const causeText = (error: unknown): string => {
-  const cause = (error as { readonly cause?: unknown }).cause
+  const cause = Predicate.hasProperty(error, "cause") ? error.cause : undefined
   const message = cause instanceof Error ? cause.message : undefined
-  return message === undefined || String((error as { readonly message?: unknown }).message).includes(message) ? "" : `: ${message}`
+  return message === undefined || String(Predicate.hasProperty(error, "message") ? error.message : undefined).includes(message) ? "" : `: ${message}`
 }
 
 /** Opens an existing queue store read-only for the lifetime of the scope. */

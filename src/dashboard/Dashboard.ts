@@ -33,7 +33,7 @@ import type { Scope } from "effect"
 import { createHash } from "node:crypto"
 import { createServer } from "node:http"
 import { InvalidInput } from "../domain/Errors.js"
-import type { AuditRecord, EventRecord, EventState, FlowRecord } from "../domain/Records.js"
+import type { EventState, FlowRecord } from "../domain/Records.js"
 import { RelayQueue } from "../services/RelayQueue.js"
 import type { RelayQueueService } from "../services/RelayQueue.js"
 import * as Assets from "./internal/Assets.js"
@@ -81,7 +81,7 @@ export class DashboardConfigError extends Schema.TaggedError<DashboardConfigErro
 export const MinTokenLength = 12
 
 interface Config {
-  readonly base: string
+  readonly base: "" | BasePath
   readonly token: string | undefined
   readonly refreshSeconds: number
   readonly sampleInterval: Duration.Duration
@@ -97,11 +97,15 @@ const isHostName = (value: unknown): boolean => {
   return /^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$/.test(name) || (/^[0-9a-f:.]+$/.test(name) && (name.match(/:/g) ?? []).length >= 2)
 }
 
+/** A path the dashboard may be mounted at: segments of letters, digits, `.`, `_`, `~` and `-`, no trailing slash. */
+type BasePath = `/${string}`
+const isBasePath = (path: string): path is BasePath => /^(\/[A-Za-z0-9._~-]+)+$/.test(path)
+
 const configure = (options: DashboardOptions, defaultBase: string): Effect.Effect<Config, DashboardConfigError> =>
   Effect.suspend(() => {
     const refuse = (message: string) => Effect.fail(new DashboardConfigError({ message }))
     const base = options.basePath ?? defaultBase
-    if (base !== "" && !/^(\/[A-Za-z0-9._~-]+)+$/.test(base)) {
+    if (base !== "" && !isBasePath(base)) {
       return refuse(`basePath must be "" or like "/ops" (segments of letters, digits, . _ ~ -; no trailing slash), got ${JSON.stringify(base)}`)
     }
     const token = options.redriveToken === undefined
@@ -405,7 +409,7 @@ export const makeRouter = (
       Effect.gen(function*() {
         const found = yield* Effect.either(queue.inspect(eventId))
         if (found._tag === "Right") {
-          const { audit, event } = found.right as { readonly event: EventRecord; readonly audit: ReadonlyArray<AuditRecord> }
+          const { audit, event } = found.right
           return yield* page(Pages.event(frame, { event, audit, now, notice, form }), status)
         }
         const error = found.left
@@ -468,7 +472,7 @@ export const makeRouter = (
     const operatorForm = (frame: Pages.Frame, request: HttpServerRequest.HttpServerRequest, who: Auth.Principal, what: string) =>
       Effect.gen(function*() {
         const refused = refusePost(frame, request)
-        if (refused !== undefined) return { refused: yield* refused, form: [] as UrlParams.UrlParams }
+        if (refused !== undefined) return { refused: yield* refused, form: UrlParams.empty }
         const form = yield* readForm(request)
         if (!Auth.mayPost(who, formField(form, "csrf"))) {
           const message = who._tag === "Anonymous" ? `log in with the operator token to ${what}` : "the form's CSRF token is missing or stale: reload the page"
@@ -726,7 +730,7 @@ export const makeRouter = (
         const host = Auth.hostName(request.headers["host"])
         return host !== undefined && config.allowedHosts.has(host) ? app : misdirected
       }))
-    return config.base === "" ? guarded : HttpRouter.prefixAll(guarded, config.base as `/${string}`)
+    return config.base === "" ? guarded : HttpRouter.prefixAll(guarded, config.base)
   })
 
 /** The answer to a request naming a host the dashboard does not serve: short, and nothing of the store. */
@@ -756,12 +760,16 @@ const pauseNotice = (params: URLSearchParams, kind: "flow" | "group", id: string
     : html`<div class="ok" role="status" data-testid="pause-notice">${kind === "flow" ? "Flow" : "Group"} ${id} ${state}. The audit log has the decision.</div>`
 }
 
+// The labels by any key a request may name (those it may not have are checked with `Object.hasOwn`).
+const policyLabels: Readonly<Record<string, string>> = Pages.policyLabels
+
 /** The notice after a policy change: the settings it changed, or that the store already ran them. */
 const policyNotice = (params: URLSearchParams): Html | undefined => {
   if (params.get("done") !== "policy") return undefined
-  const changed = (params.get("changed") ?? "").split(",").flatMap((key) =>
-    Object.hasOwn(Pages.policyLabels, key) ? [Pages.policyLabels[key as keyof typeof Pages.policyLabels]] : []
-  )
+  const changed = (params.get("changed") ?? "").split(",").flatMap((key) => {
+    const label = Object.hasOwn(policyLabels, key) ? policyLabels[key] : undefined
+    return label === undefined ? [] : [label]
+  })
   return changed.length === 0
     ? html`<div class="ok" role="status" data-testid="policy-notice">Nothing changed: the store already runs this policy.</div>`
     : html`<div class="ok" role="status" data-testid="policy-notice">Policy changed: ${changed.join(", ")}. Running relays take it up at their next policy refresh; the audit log has the decision.</div>`

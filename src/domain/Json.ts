@@ -1,7 +1,7 @@
 /**
  * Event bodies: JSON values, immutable once enqueued, compared canonically.
  */
-import { Either } from "effect"
+import { Either, Predicate } from "effect"
 
 /** A JSON value as it is stored and delivered. */
 export type Json = null | boolean | number | string | ReadonlyArray<Json> | { readonly [key: string]: Json }
@@ -61,13 +61,12 @@ export const canonicalize = (value: unknown, maxBytes: number = DefaultMaxBodyBy
             return `[${items.join(",")}]`
           }
           const proto = Object.getPrototypeOf(v)
-          if (proto !== Object.prototype && proto !== null) {
+          if ((proto !== Object.prototype && proto !== null) || !Predicate.isRecord(v)) {
             throw new BodyError(`${path} is ${describe(v)}, not a plain JSON object`)
           }
           if (Object.getOwnPropertySymbols(v).length > 0) throw new BodyError(`${path} has symbol keys`)
-          const record = v as Record<string, unknown>
-          const keys = Object.keys(record).sort()
-          return `{${keys.map((k) => `${JSON.stringify(k)}:${render(record[k], `${path}.${k}`, depth + 1)}`).join(",")}}`
+          const keys = Object.keys(v).sort()
+          return `{${keys.map((k) => `${JSON.stringify(k)}:${render(v[k], `${path}.${k}`, depth + 1)}`).join(",")}}`
         } finally {
           ancestors.delete(v)
         }
@@ -80,7 +79,7 @@ export const canonicalize = (value: unknown, maxBytes: number = DefaultMaxBodyBy
     const text = render(value, "body", 0)
     const bytes = utf8.encode(text).length
     if (bytes > maxBytes) return Either.left(`body is ${bytes} bytes, above the limit of ${maxBytes}`)
-    return Either.right({ value: JSON.parse(text) as Json, text, bytes })
+    return Either.right({ value: parseStored(text), text, bytes })
   } catch (error) {
     if (error instanceof BodyError) return Either.left(error.message)
     if (error instanceof RangeError) return Either.left(`body nests too deeply`)

@@ -154,8 +154,24 @@ const PolicyOptions = record("policy", {
 
 const checkPolicy = checker(PolicyOptions, "policy")
 
-const given = <A extends object>(record: A): Partial<A> =>
-  Object.fromEntries(Object.entries(record).filter(([, value]) => value !== undefined)) as Partial<A>
+/** `A` without the settings it leaves undefined. */
+type Given<A> = { [K in keyof A]?: A[K] & ({} | null) }
+
+const given = <A extends object>(record: A): Given<A> => {
+  const out: Given<A> = {}
+  for (const key in record) {
+    if (!Object.hasOwn(record, key)) continue
+    const value = record[key]
+    if (value !== undefined) out[key] = value
+  }
+  return out
+}
+
+/**
+ * Checks a partial policy as a user writes it (unknown settings and values of the wrong kind
+ * refused, as `makePolicy` does): the settings it gives, decoded.
+ */
+export const decodePolicyInput = (input: unknown): Either.Either<PolicyInput, string> => Either.map(checkPolicy(input), given)
 
 /**
  * Fills in `base` (the defaults unless given) and validates a partial policy given by a user: a
@@ -178,7 +194,7 @@ export const adoptStored = (
   requested: RelayPolicy,
   overrides: PolicyInput | undefined
 ): Either.Either<RelayPolicy, ReadonlyArray<ProtocolKey>> => {
-  const given = new Set(Object.keys(overrides ?? {}).filter((key) => (overrides as Record<string, unknown>)[key] !== undefined))
+  const given = new Set(Object.entries(overrides ?? {}).flatMap(([key, value]) => (value === undefined ? [] : [key])))
   const differing = protocolKeys.filter((key) => given.has(key) && requested[key] !== stored[key])
   return differing.length > 0 ? Either.left(differing) : Either.right({ ...requested, ...stored })
 }

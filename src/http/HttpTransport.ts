@@ -199,8 +199,8 @@ const statusReason = (status: number, body: string): string => {
 
 const causeText = (cause: unknown): string => {
   if (cause instanceof Error) {
-    const code = (cause as { readonly code?: unknown }).code
-    const nested = (cause as { readonly cause?: unknown }).cause
+    const code = "code" in cause ? cause.code : undefined
+    const nested = cause.cause
     const own = typeof code === "string" && !cause.message.includes(code) ? `${code} ${cause.message}` : cause.message
     // undici wraps the socket error ("fetch failed" / "other side closed") around the real one.
     return nested instanceof Error ? `${own} (${causeText(nested)})` : own
@@ -240,9 +240,10 @@ const readBounded = (response: HttpClientResponse.HttpClientResponse): Effect.Ef
     return Effect.succeed({ _tag: "Complete", text: "" })
   }
   const tooLarge = declared !== undefined && /^\d+$/.test(declared) && Number(declared) > MaxReplyBytes
+  const start: { read: number; readonly chunks: Array<Uint8Array> } = { read: 0, chunks: [] }
   return Stream.runFoldWhile(
     response.stream,
-    { read: 0, chunks: [] as Array<Uint8Array> },
+    start,
     (state) => !tooLarge && state.read <= MaxReplyBytes,
     (state, chunk) => {
       state.chunks.push(chunk)

@@ -120,12 +120,19 @@ export const layerClient = (
  * requirements, so a service that holds its client keeps the type of its own interface (as with
  * PostgreSQL's `sql.withTransaction`). Given the effect alone, it reads the client from the context.
  */
-export const withImmediateTransaction: {
-  (sql: SqlClient.SqlClient): <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | SqlError, R>
-  <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R | SqlClient.SqlClient>
-} = ((clientOrEffect: SqlClient.SqlClient | Effect.Effect<unknown, unknown, unknown>) =>
-  Effect.isEffect(clientOrEffect)
+export function withImmediateTransaction(
+  sql: SqlClient.SqlClient
+): <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | SqlError, R>
+export function withImmediateTransaction<A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R | SqlClient.SqlClient>
+export function withImmediateTransaction<A, E, R>(
+  clientOrEffect: SqlClient.SqlClient | Effect.Effect<A, E, R>
+):
+  | (<A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | SqlError, R>)
+  | Effect.Effect<A, E | SqlError, R | SqlClient.SqlClient>
+{
+  return Effect.isEffect(clientOrEffect)
     ? Effect.flatMap(SqlClient.SqlClient, (sql) => SqliteStore.withImmediateTransaction(sql)(clientOrEffect))
-    : SqliteStore.withImmediateTransaction(clientOrEffect)) as never
+    : SqliteStore.withImmediateTransaction(clientOrEffect)
+}
 
 export { TransactionMisuse } from "./internal/Store.js"

@@ -16,7 +16,7 @@ export const InvalidDelta = "invalid_delta"
 
 const deltaOf = (body: unknown): number | undefined => {
   if (typeof body !== "object" || body === null || Array.isArray(body)) return undefined
-  const delta = (body as { readonly delta?: unknown }).delta
+  const delta = "delta" in body ? body.delta : undefined
   return typeof delta === "number" && Number.isSafeInteger(delta) && delta > 0 ? delta : undefined
 }
 

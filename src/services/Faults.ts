@@ -46,7 +46,7 @@ export const whenInstalled = <A, E, R>(
 ): Effect.Effect<A, E, R> =>
   // The service read off the fiber's context in the same runtime step: `Effect.flatMap(Faults, …)` would add steps to every operation.
   Effect.withFiberRuntime((fiber) => {
-    const faults = Context.get(fiber.currentContext as Context.Context<never>, Faults)
+    const faults = Context.get(fiber.currentContext, Faults)
     return faults === none ? without : withFaults(faults)
   })
 

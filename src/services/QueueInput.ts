@@ -13,8 +13,8 @@ import type { DiscardRequest } from "../domain/Operator.js"
 import { DeliveryReply } from "../domain/Outcomes.js"
 import { isBlankReason, MaxReasonLength } from "../domain/Protocol.js"
 import type { RedriveRequest } from "../domain/Protocol.js"
-import { makePolicy } from "../domain/Policy.js"
-import type { PolicyInput, RelayPolicy } from "../domain/Policy.js"
+import { decodePolicyInput, makePolicy } from "../domain/Policy.js"
+import type { RelayPolicy } from "../domain/Policy.js"
 import { EventState } from "../domain/Records.js"
 import type { Token } from "../domain/Records.js"
 import type { FlowQuery, GroupQuery } from "./QueueBackend.js"
@@ -276,16 +276,17 @@ export const decodeSetPolicy = (input: unknown, current: RelayPolicy) =>
           : "name at least one of leaseTicks, retryBudget, backoffBase, backoffCap, retention"
       }))
     }
-    return Either.match(makePolicy(given as PolicyInput, current), {
+    const named = Either.flatMap(decodePolicyInput(given), (named) => Either.map(makePolicy(named, current), () => named))
+    return Either.match(named, {
       onLeft: (message) => Effect.fail(new InvalidInput({ operation: "setPolicy", message: shorten(message) })),
-      onRight: () =>
+      onRight: (named) =>
         Effect.map(
           retention === undefined
             ? Effect.succeed(undefined)
             : Retention.decodeRetentionChange(retention, "setPolicy"),
           // The named settings alone: the write applies them over the store's own, never this
           // instance's view of the others (another process may have changed them since).
-          (retention) => ({ named: given as PolicyInput, retention, reason, actor })
+          (retention) => ({ named, retention, reason, actor })
         )
     })
   })

@@ -268,7 +268,7 @@ export const make: Effect.Effect<RelayService, never, RelayQueue | Transport> = 
         )
       ),
       Effect.catchAllCause((cause): Effect.Effect<A> => {
-        if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
+        if (Cause.isInterruptedOnly(cause)) return Effect.failCause(Cause.stripFailures(cause))
         const failure = Cause.squash(cause)
         const reason = Cause.isFailType(cause) && cause.error._tag === "TimeoutException"
           ? `delivery timeout after ${Duration.format(timeout)}`

@@ -48,9 +48,10 @@ export const readLimited = (
 ): Effect.Effect<Body, BodyUnreadable> => {
   const declared = declaredLength(request)
   if (declared !== undefined && declared > limit) return Effect.succeed(Body.TooLarge({ read: 0 }))
+  const start: { read: number; readonly chunks: Array<Uint8Array> } = { read: 0, chunks: [] }
   return Stream.runFoldWhile(
     source(request),
-    { read: 0, chunks: [] as Array<Uint8Array> },
+    start,
     (state) => state.read <= limit,
     (state, chunk) => {
       state.chunks.push(chunk)

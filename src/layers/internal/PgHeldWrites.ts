@@ -14,7 +14,7 @@ import type * as Statement from "@effect/sql/Statement"
 import { Effect, FiberRef } from "effect"
 import * as CompiledOnce from "./CompiledOnce.js"
 import { heldIn, sendAll, wired } from "./PgTransactions.js"
-import { locally } from "./Store.js"
+import { locally, rowsOf } from "./Store.js"
 import type { AnyFiber, Held, Wired } from "./PgTransactions.js"
 
 /** The statements held in the application's transaction an enqueue runs in (`holding`). */
@@ -26,14 +26,23 @@ const heldStatements = FiberRef.unsafeMake<Array<Held> | undefined>(undefined)
  * one runtime step.
  */
 const withHeld = <A, E>(f: (held: Array<Held> | undefined, fiber: AnyFiber) => Effect.Effect<A, E>): Effect.Effect<A, E> =>
-  Effect.withFiberRuntime((fiber) => f(heldIn(fiber.currentContext) ?? fiber.getFiberRef(heldStatements), fiber as AnyFiber))
+  Effect.withFiberRuntime((fiber) => f(heldIn(fiber.currentContext) ?? fiber.getFiberRef(heldStatements), fiber))
 
-/** Sends what is held, and `main` after it, in one round trip: `main`'s rows; in a runtime step of `fiber`. */
-const sendWith = (fiber: AnyFiber, held: Array<Held> | undefined, main?: Wired): Effect.Effect<ReadonlyArray<object>, SqlError> => {
+/**
+ * Sends what is held, and `main` after it (the statement, as sent), in one round trip: `main`'s
+ * rows; in a runtime step of `fiber`.
+ */
+const sendWith = <A extends object>(
+  fiber: AnyFiber,
+  held: Array<Held> | undefined,
+  main?: readonly [Statement.Statement<A>, Wired]
+): Effect.Effect<ReadonlyArray<A>, SqlError> => {
   const sent = held === undefined ? [] : held.splice(0)
-  if (sent.length === 0) return main === undefined ? Effect.succeed([]) : sendAll(fiber, [main], undefined, (answers) => answers[0]!)
+  if (sent.length === 0) {
+    return main === undefined ? Effect.succeed([]) : sendAll(fiber, [main[1]], undefined, (answers) => rowsOf(main[0], answers[0]!))
+  }
   const statements = sent.map((h) => h.statement)
-  if (main !== undefined) statements.push(main)
+  if (main !== undefined) statements.push(main[1])
   // The held statements take their answers (or the batch's failure) as the batch ends.
   const answered = (answers: ReadonlyArray<ReadonlyArray<object>> | undefined, failure: SqlError | undefined) => {
     for (let i = 0; i < sent.length; i++) {
@@ -41,7 +50,7 @@ const sendWith = (fiber: AnyFiber, held: Array<Held> | undefined, main?: Wired):
       else sent[i]!.answer = answers?.[i] ?? []
     }
   }
-  return sendAll(fiber, statements, answered, (answers) => (main === undefined ? [] : answers[answers.length - 1]!))
+  return sendAll(fiber, statements, answered, (answers) => (main === undefined ? [] : rowsOf(main[0], answers[answers.length - 1]!)))
 }
 
 /**
@@ -52,7 +61,7 @@ const sendWith = (fiber: AnyFiber, held: Array<Held> | undefined, main?: Wired):
 export const holding = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
   Effect.suspend(() => {
     const held: Array<Held> = []
-    const sendHeld = Effect.withFiberRuntime<void, SqlError>((fiber) => Effect.asVoid(sendWith(fiber as AnyFiber, held)))
+    const sendHeld = Effect.withFiberRuntime<void, SqlError>((fiber) => Effect.asVoid(sendWith(fiber, held)))
     return locally(heldStatements, held)(Effect.zipLeft(effect, sendHeld))
   })
 
@@ -77,10 +86,10 @@ export interface HeldWrites {
 export const make = (): HeldWrites => {
   const compile = CompiledOnce.make()
   const exec = <A extends object>(statement: Statement.Statement<A>): Effect.Effect<ReadonlyArray<A>, SqlError> =>
-    withHeld((held, fiber) => sendWith(fiber, held, wired(compile, statement, true)) as Effect.Effect<ReadonlyArray<A>, SqlError>)
+    withHeld((held, fiber) => sendWith(fiber, held, [statement, wired(compile, statement, true)]))
   const execWrite = (statement: Statement.Statement<object>): Effect.Effect<void, SqlError> =>
     withHeld((held, fiber) => {
-      if (held === undefined) return Effect.asVoid(sendWith(fiber, undefined, wired(compile, statement, false)))
+      if (held === undefined) return Effect.asVoid(sendWith(fiber, undefined, [statement, wired(compile, statement, false)]))
       held.push({ statement: wired(compile, statement, false) })
       return Effect.void
     })
@@ -96,8 +105,8 @@ export const make = (): HeldWrites => {
         entry.failure !== undefined
           ? Effect.fail(entry.failure)
           : entry.answer !== undefined
-          ? Effect.succeed(entry.answer as ReadonlyArray<A>)
-          : Effect.zipRight(sendWith(fiber as AnyFiber, held), answer)
+          ? Effect.succeed(rowsOf(statement, entry.answer))
+          : Effect.zipRight(sendWith(fiber, held), answer)
       )
       return Effect.succeed(then(answer))
     })

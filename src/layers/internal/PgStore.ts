@@ -7,7 +7,7 @@
 import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
-import { Cause, Duration, Effect, Redacted } from "effect"
+import { Cause, Duration, Effect, Predicate, Redacted } from "effect"
 import type { Scope } from "effect"
 import * as PgHeldWrites from "./PgHeldWrites.js"
 import * as PgPool from "./PgPool.js"
@@ -66,8 +66,7 @@ const retryableCodes = new Set(["23505", "40P01", "40001"])
 /** Whether a failed transaction lost a race and can run again from the start. */
 const isRetryable = (error: unknown): boolean => {
   if (!(error instanceof SqlError)) return false
-  const cause = error.cause as { readonly code?: unknown } | undefined
-  return typeof cause?.code === "string" && retryableCodes.has(cause.code)
+  return Predicate.hasProperty(error.cause, "code") && typeof error.cause.code === "string" && retryableCodes.has(error.cause.code)
 }
 
 /** The server's clock in epoch milliseconds (`clock_timestamp()`: the time of the call, not of the transaction's start). */

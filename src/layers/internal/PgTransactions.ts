@@ -468,7 +468,7 @@ class LazyBegin implements Connection {
   readonly ensure = Effect.withFiberRuntime<unknown, SqlError>((fiber) => {
     if (this.begun) return Effect.void
     this.begun = true
-    return send(fiber as AnyFiber, this.pg, this.begin, undefined, () => undefined)
+    return send(fiber, this.pg, this.begin, undefined, () => undefined)
   })
   get pg() {
     return this.conn.pg
@@ -505,7 +505,7 @@ class LazyBegin implements Connection {
       Effect.withFiberRuntime<Exit.Exit<void, SqlError>, SqlError>((fiber) => {
         const log = Context.get(fiber.currentContext, StatementLog)
         if (log.record !== undefined) for (const s of last) log.record(s.text)
-        return send(fiber as AnyFiber, this.pg, this.lead([...last, Commit]), undefined, (_, tag) =>
+        return send(fiber, this.pg, this.lead([...last, Commit]), undefined, (_, tag) =>
           tag === "COMMIT" ? Exit.void : Exit.fail(new SqlError({ cause: tag, message: `COMMIT answered ${tag}` })))
       }),
       {

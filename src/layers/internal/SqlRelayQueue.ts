@@ -16,6 +16,7 @@ import type { EventRecord, FlowRecord, GroupRecord } from "../../domain/Records.
 import type { EventQuery, FlowQuery, Position, QueueBackend, QueueWrites } from "../../services/QueueBackend.js"
 import * as RelayQueue from "../../services/RelayQueue.js"
 import type { Retention } from "../../services/Retention.js"
+import type { Row } from "@effect/sql/SqlConnection"
 import type { Fragment } from "@effect/sql/Statement"
 import * as Rows from "./QueueRows.js"
 import { resolvePolicy } from "./QueueSchema.js"
@@ -117,8 +118,8 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean; r
     sql`SELECT 0 AS next, e.* FROM relay_event e WHERE e.event_id IN ${sql.in(ids)}
       UNION ALL SELECT 1 AS next, n.* FROM relay_event e JOIN relay_event n ON n.flow_id = e.flow_id AND n.seq = e.seq + 1
       WHERE e.event_id IN ${sql.in(ids)}`
-  const splitNext = (rows: ReadonlyArray<unknown>) => {
-    const isNext = (row: unknown) => Number((row as { readonly next: unknown }).next) === 1
+  const splitNext = (rows: ReadonlyArray<Row>) => {
+    const isNext = (row: Row) => Number(row["next"]) === 1
     return Exit.map(Exit.zip(events(rows.filter((row) => !isNext(row))), events(rows.filter(isNext))), ([read, next]) => ({ events: read, next }))
   }
   return {
@@ -187,16 +188,16 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean; r
       // from the flows, not by scanning every event.
       return query(
         store,
-        sql`SELECT e.*, f.group_id AS head_group FROM relay_flow f JOIN relay_event e ON e.flow_id = f.flow_id AND e.seq = f.head_seq
+        sql<{ readonly head_group: GroupId | null }>`SELECT e.*, f.group_id AS head_group FROM relay_flow f JOIN relay_event e ON e.flow_id = f.flow_id AND e.seq = f.head_seq
           WHERE ${sql.and([sql`f.head_seq IS NOT NULL AND f.eligible_at IS NULL AND e.state = 'quarantined'`, ...conditions])}
           ORDER BY e.event_id ${limitTo(sql, limit)}`,
         (rows) =>
           Exit.map(events(rows), (decoded) =>
-            decoded.map((event, i) => ({ event, group: (rows[i] as { readonly head_group: GroupId | null }).head_group })))
+            decoded.map((event, i) => ({ event, group: rows[i]!.head_group })))
       )
     },
-    protocol: query(store, sql`SELECT protocol, version FROM relay_settings WHERE id = 1`, (rows) => {
-      const [row] = rows as ReadonlyArray<{ readonly protocol: string; readonly version: unknown }>
+    protocol: query(store, sql<{ readonly protocol: string; readonly version: unknown }>`SELECT protocol, version FROM relay_settings WHERE id = 1`, (rows) => {
+      const [row] = rows
       if (row === undefined) return Exit.succeed(undefined)
       const settings = decodeProtocol(row.protocol)
       // Settings this library wrote that no longer decode: a store we cannot trust (as a row that does not decode).
@@ -334,11 +335,11 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean; r
     },
     setHeads: (heads: ReadonlyArray<Head>, ungrouped = false) => {
       // The head update: one row by its key, more as a join.
-      const update = (heads: ReadonlyArray<Head>, returning: Fragment) => {
+      const update = <A extends object = Row>(heads: ReadonlyArray<Head>, returning: Fragment) => {
         const [head] = heads
         return heads.length === 1
-          ? sql`UPDATE relay_flow SET head_seq = ${head!.headSeq}, eligible_at = ${head!.eligibleAt} WHERE flow_id = ${head!.flowId} ${returning}`
-          : sql`UPDATE relay_flow SET head_seq = v.head_seq, eligible_at = v.eligible_at
+          ? sql<A>`UPDATE relay_flow SET head_seq = ${head!.headSeq}, eligible_at = ${head!.eligibleAt} WHERE flow_id = ${head!.flowId} ${returning}`
+          : sql<A>`UPDATE relay_flow SET head_seq = v.head_seq, eligible_at = v.eligible_at
               FROM ${
             rowsTable(sql, "relay_flow", ["flow_id", "head_seq", "eligible_at"], heads.map((h) => ({ flow_id: h.flowId, head_seq: h.headSeq, eligible_at: h.eligibleAt })))
           } WHERE relay_flow.flow_id = v.flow_id ${returning}`
@@ -360,8 +361,8 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean; r
       const grouped: Array<string | null> = []
       return Effect.flatMap(
         bulk(heads, 3, (heads) =>
-          query(store, update(heads, sql.literal("RETURNING relay_flow.group_id")), (rows) => {
-            grouped.push(...rows.map((row) => (row as { readonly group_id: string | null }).group_id))
+          query(store, update<{ readonly group_id: string | null }>(heads, sql.literal("RETURNING relay_flow.group_id")), (rows) => {
+            grouped.push(...rows.map((row) => row.group_id))
             return Exit.void
           })),
         () => refreshGroups(store, grouped, lockGroups) ?? Effect.void
@@ -377,19 +378,18 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean; r
       execWrite(store, sql`UPDATE relay_flow SET resume_seq = ${resume.seq}, resume_after = ${resume.after} WHERE flow_id = ${flowId}`),
     setPaused: (target, paused) => {
       const flag = paused ? 1 : 0
-      type Row = { readonly paused: unknown; readonly group_id: string | null }
-      const rowsOf = (rows: ReadonlyArray<object>) => Exit.succeed(rows as ReadonlyArray<Row>)
+      type Paused = { readonly paused: unknown; readonly group_id: string | null }
       // Read, then changed (an operator's write: not worth one statement that answers the old value on both databases).
       const [read, update] = "group" in target
         ? [
-          sql`SELECT paused, group_id FROM relay_group WHERE group_id = ${target.group}`,
+          sql<Paused>`SELECT paused, group_id FROM relay_group WHERE group_id = ${target.group}`,
           sql`UPDATE relay_group SET paused = ${flag} WHERE group_id = ${target.group}`
         ]
         : [
-          sql`SELECT paused, group_id FROM relay_flow WHERE flow_id = ${target.flowId}`,
+          sql<Paused>`SELECT paused, group_id FROM relay_flow WHERE flow_id = ${target.flowId}`,
           sql`UPDATE relay_flow SET paused = ${flag} WHERE flow_id = ${target.flowId}`
         ]
-      return Effect.flatMap(query(store, read, rowsOf), ([row]) => {
+      return Effect.flatMap(query(store, read, Exit.succeed), ([row]) => {
         if (row === undefined) return Effect.succeed(undefined)
         const was = Number(row.paused) !== 0
         // A flow's pause changes what its group offers: a group's eligible_at is kept over its flows not paused.

@@ -11,7 +11,7 @@ import type { Connection } from "@effect/sql/SqlConnection"
 import { SqlError } from "@effect/sql/SqlError"
 import * as Statement from "@effect/sql/Statement"
 import Database from "better-sqlite3"
-import { Effect, Scope } from "effect"
+import { Effect, Scope, Stream } from "effect"
 import * as TextMap from "./TextMap.js"
 
 /** A SQLite connection: the `SqlClient` over it and its raw handle. */
@@ -86,27 +86,28 @@ export const make = (filename: string, options: { readonly readonly?: boolean } 
     if (options.readonly !== true) db.pragma("journal_mode = WAL")
 
     // Prepared statements by text, the least recently used dropped past `PreparedCacheSize`.
-    const prepared = TextMap.make<{ readonly statement: Database.Statement; used: number }>()
+    const prepared = TextMap.make<{ readonly statement: Database.Statement<Array<unknown>, object>; used: number }>()
     let uses = 0
     const leastRecentlyUsed = (): string => {
       let oldest: readonly [string, { readonly used: number }] | undefined
       for (const entry of prepared.entries()) if (oldest === undefined || entry[1].used < oldest[1].used) oldest = entry
       return oldest![0]
     }
-    const prepare = (text: string): Database.Statement => {
+    // Rows are objects (arrays in raw mode): what a statement that returns data answers.
+    const prepare = (text: string): Database.Statement<Array<unknown>, object> => {
       const cached = prepared.get(text)
       if (cached !== undefined) {
         cached.used = ++uses
         return cached.statement
       }
-      const statement = db.prepare(text)
+      const statement = db.prepare<Array<unknown>, object>(text)
       if (prepared.size() >= PreparedCacheSize) prepared.delete(leastRecentlyUsed())
       prepared.set(text, { statement, used: ++uses })
       return statement
     }
     const run = (text: string, params: ReadonlyArray<unknown>): ReadonlyArray<object> => {
       const statement = prepare(text)
-      if (statement.reader) return statement.all(...params) as ReadonlyArray<object>
+      if (statement.reader) return statement.all(...params)
       statement.run(...params)
       return []
     }
@@ -118,7 +119,7 @@ export const make = (filename: string, options: { readonly readonly?: boolean } 
         attempt(() => {
           const rows = run(text, params)
           return transformRows ? transformRows(rows) : rows
-        }, "Failed to execute statement") as never,
+        }, "Failed to execute statement"),
       executeRaw: (text, params) =>
         attempt(() => {
           const statement = prepare(text)
@@ -131,18 +132,18 @@ export const make = (filename: string, options: { readonly readonly?: boolean } 
             statement.run(...params)
             return []
           }
-          return statement.raw(true).all(...params) as never
+          return statement.raw(true).all(...params).filter(Array.isArray)
         }, "Failed to execute statement").pipe(Effect.ensuring(Effect.sync(() => {
           const statement = prepared.get(text)?.statement
           if (statement?.reader) statement.raw(false)
         }))),
       executeUnprepared: (text, params, transformRows) =>
         attempt(() => {
-          const statement = db.prepare(text)
-          const rows = statement.reader ? statement.all(...(params ?? [])) as ReadonlyArray<object> : (statement.run(...(params ?? [])), [])
+          const statement = db.prepare<Array<unknown>, object>(text)
+          const rows = statement.reader ? statement.all(...(params ?? [])) : (statement.run(...(params ?? [])), [])
           return transformRows ? transformRows(rows) : rows
-        }, "Failed to execute statement") as never,
-      executeStream: () => Effect.dieMessage("executeStream is not implemented") as never
+        }, "Failed to execute statement"),
+      executeStream: () => Stream.dieMessage("executeStream is not implemented")
     }
 
     const lock = makeLock()

@@ -13,11 +13,11 @@ import Database from "better-sqlite3"
 import * as fs from "node:fs"
 import { IncompatibleStore, InvalidInput } from "../../domain/Errors.js"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
-import { Cause, Clock, Context, Duration, Effect, Exit, Schedule } from "effect"
+import { Cause, Clock, Context, Duration, Effect, Exit, Predicate, Schedule } from "effect"
 import type { Scope } from "effect"
 import * as StoreCheck from "./StoreCheck.js"
 import * as SqliteConnection from "./SqliteConnection.js"
-import { alone, execOnConnection, insideTransaction, isolated, isSqlite, exitProviding, misuse, recordStatement } from "./Store.js"
+import { alone, execOnConnection, insideTransaction, isolated, isSqlite, exitProviding, misuse, recordStatement, rowsOf } from "./Store.js"
 import type { Migrations, OpenError, Store } from "./Store.js"
 
 export { TransactionMisuse } from "./Store.js"
@@ -44,7 +44,7 @@ export const DefaultBusyTimeoutMillis = 5_000
 const NativeBusyMillis = 10
 
 const isBusy = (error: SqlError): boolean => {
-  const code = (error.cause as { readonly code?: unknown } | undefined)?.code
+  const code = Predicate.hasProperty(error.cause, "code") ? error.cause.code : undefined
   return code === "SQLITE_BUSY" || code === "SQLITE_LOCKED"
 }
 
@@ -96,7 +96,7 @@ const checkOptions = (options: SqliteStoreOptions): Effect.Effect<number, Invali
 }
 
 const noTransaction = (error: SqlError): boolean =>
-  /no transaction is active/.test(String((error.cause as Error | undefined)?.message))
+  /no transaction is active/.test(String(Predicate.hasProperty(error.cause, "message") ? error.cause.message : undefined))
 
 /**
  * A transaction on the store's one connection, as lean as it can be (the operation above it has
@@ -207,7 +207,7 @@ const queryOnHandle = (connection: SqliteConnection.SqliteConnection) =>
     recordStatement(fiber.currentContext, text)
     let rows: ReadonlyArray<A>
     try {
-      rows = connection.run(text, params) as ReadonlyArray<A>
+      rows = rowsOf(statement, connection.run(text, params))
     } catch (cause) {
       return Exit.fail(new SqlError({ cause, message: "Failed to execute statement" }))
     }
@@ -226,11 +226,11 @@ export const inspectFile = (filename: string, migrationsTable: string): Effect.E
     try: () => {
       const db = new Database(filename, { readonly: true, fileMustExist: true })
       try {
-        const tables = db.prepare(StoreCheck.sqliteTables).all().map((row) => (row as { readonly name: string }).name)
+        const tables = db.prepare<[], { readonly name: string }>(StoreCheck.sqliteTables).all().map((row) => row.name)
         return StoreCheck.classify(tables, migrationsTable, () => {
-          const row = db.prepare(`SELECT MAX(migration_id) AS version FROM "${migrationsTable.replaceAll("\"", "\"\"")}"`).get() as
-            | { readonly version: number | null }
-            | undefined
+          const row = db.prepare<[], { readonly version: number | null }>(
+            `SELECT MAX(migration_id) AS version FROM "${migrationsTable.replaceAll("\"", "\"\"")}"`
+          ).get()
           return Number(row?.version ?? 0)
         })
       } finally {

@@ -8,7 +8,7 @@ import type { MigrationError } from "@effect/sql/Migrator"
 import type * as Statement from "@effect/sql/Statement"
 import { unsafeFragment } from "@effect/sql/Statement"
 import type { Fragment } from "@effect/sql/Statement"
-import { Context, Effect, Exit, FiberRef, Option, Schema } from "effect"
+import { Context, Effect, Exit, FiberRef, Option, Predicate, Schema } from "effect"
 import type { IncompatibleStore, InvalidInput } from "../../domain/Errors.js"
 
 /** Why a store could not be opened. */
@@ -72,6 +72,14 @@ export const query = <A extends object, B, E>(
 ): Effect.Effect<B, E | SqlError> => (store.query === undefined ? Effect.flatMap(store.exec(statement), then) : store.query(statement, then))
 
 const done = () => Exit.void
+
+/**
+ * `rows`, answered by a backend for `statement`, as the row type the statement declares
+ * (`sql<Row>`): the one place where a driver's rows meet that type, which nothing checks at run
+ * time — rows whose types matter are decoded (`decodeRows`).
+ */
+export const rowsOf = <A extends object>(_statement: Statement.Statement<A>, rows: ReadonlyArray<object>): ReadonlyArray<A> =>
+  rows as ReadonlyArray<A>
 
 /** `store.execWrite`, or the statement run at once. */
 export const execWrite = (store: Store, statement: Statement.Statement<object>): Effect.Effect<void, SqlError> =>
@@ -140,7 +148,8 @@ export const execOnConnection = <A extends object>(statement: Statement.Statemen
   Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (transaction) => {
     if (Option.isNone(transaction)) return statement
     const [text, params] = statement.compile()
-    return Effect.zipRight(logStatement(text), transaction.value[0].execute(text, params, undefined) as Effect.Effect<ReadonlyArray<A>, SqlError>)
+    const rows: Effect.Effect<ReadonlyArray<A>, SqlError> = transaction.value[0].execute(text, params, undefined)
+    return Effect.zipRight(logStatement(text), rows)
   })
 
 /**
@@ -169,7 +178,7 @@ export const exitProviding = <I, S>(tag: Context.Tag<I, S>, service: S) =>
   effect: Effect.Effect<A, E, R>
 ): Effect.Effect<Exit.Exit<A, E>, never, Exclude<R, I>> =>
   Effect.flatMap(
-    FiberRef.getAndUpdate(FiberRef.currentContext, (outer) => Context.add(outer, tag, service) as Context.Context<never>),
+    FiberRef.getAndUpdate(FiberRef.currentContext, (outer): Context.Context<never> => Context.add(outer, tag, service)),
     (outer) =>
       Effect.flatMap(Effect.exit(restore(effect as Effect.Effect<A, E>)), (exit) => FiberRef.modify(FiberRef.currentContext, () => [exit, outer]))
   )
@@ -183,7 +192,7 @@ export const isolated = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect
   Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (ambient) =>
     Option.isNone(ambient)
       ? effect
-      : Effect.mapInputContext(effect, (context: Context.Context<R>) => Context.omit(SqlClient.TransactionConnection)(context) as Context.Context<R>))
+      : Effect.locallyWith(effect, FiberRef.currentContext, Context.omit(SqlClient.TransactionConnection)))
 
 /**
  * `@effect/sql` turns a failed COMMIT or ROLLBACK into a defect. A database failure is an error
@@ -369,13 +378,12 @@ const readColumn = (kind: ColumnKind, value: unknown): unknown => {
  * `undefined` when any column would need the schema to answer.
  */
 export const rowCheck = <A>(columns: ReadonlyArray<readonly [string, ColumnKind]>) => (row: unknown): A | undefined => {
-  if (typeof row !== "object" || row === null) return undefined
-  const input = row as Record<string, unknown>
+  if (!Predicate.isRecord(row)) return undefined
   const out: Record<string, unknown> = {}
   for (const [name, kind] of columns) {
-    const value = input[name]
+    const value = row[name]
     if (value === undefined) {
-      if ((kind === "optional int" || kind === "optional string?") && !(name in input)) continue
+      if ((kind === "optional int" || kind === "optional string?") && !(name in row)) continue
       return undefined
     }
     const read = readColumn(kind, value)

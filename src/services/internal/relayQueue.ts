@@ -13,7 +13,7 @@ import { Effect, Either, Metric, PubSub, Random, Stream } from "effect"
 import type { Context } from "effect"
 import type { ClockRegressed } from "../../domain/Errors.js"
 import { EventNotFound as NotFound, InvalidInput, TargetNotFound } from "../../domain/Errors.js"
-import type { EventId, FlowId } from "../../domain/Ids.js"
+import type { EventId, FlowId, GroupId } from "../../domain/Ids.js"
 import * as Operations from "../../domain/Operations.js"
 import * as Operator from "../../domain/Operator.js"
 import type { Changes } from "../../domain/Operations.js"
@@ -170,7 +170,7 @@ export const make = (
   ): Effect.Effect<A, E | ClockRegressed | SqlError> => writeStaged(() => Effect.succeed(decide), faults, joining)
 
   /** What a write operation runs in its transaction (`writeStaged`). */
-  const writeBody = Effect.fnUntraced(function*(staged: Staged<unknown, unknown>, tx: QueueWrites) {
+  const writeBody = Effect.fnUntraced(function*<A, E>(staged: Staged<A, E>, tx: QueueWrites) {
     const decide = yield* staged(tx)
     // The stored clock first, then the time: a write that committed a later tick before this
     // read did so before this time is read (writers that run side by side, one server clock).
@@ -182,7 +182,7 @@ export const make = (
     const [value, changes] = yield* decide(tx, checked.right.clock, now)
     yield* store(tx, changes)
     return value
-  }) as <A, E>(staged: Staged<A, E>, tx: QueueWrites) => Effect.Effect<A, E | ClockRegressed | SqlError>
+  })
 
   const writeStaged = <A, E>(
     staged: Staged<A, E>,
@@ -308,7 +308,7 @@ export const make = (
    */
   const stageSettle = (items: ReadonlyArray<readonly [Token, DeliveryReply]>): Staged<Settled, never> => (tx) =>
     stageSettleRead(items, tx, (decide) => (tx, clock, now) =>
-      Effect.map(decide(tx, clock, now), ({ changes, outcomes, quarantined }) => [[outcomes, quarantined] as Settled, changes] as const))
+      Effect.map(decide(tx, clock, now), ({ changes, outcomes, quarantined }) => [[outcomes, quarantined], changes] as const))
 
   const settleDecision = Effect.fnUntraced(function*(
     items: ReadonlyArray<readonly [Token, DeliveryReply]>,
@@ -390,7 +390,7 @@ export const make = (
     backend.read((tx) => tx.flows(unique(events.map((e) => e.flowId)))).pipe(
       Effect.catchAllCause((cause) => Effect.as(Effect.logWarning("reading the groups of quarantined flows failed", cause), [])),
       Effect.flatMap((flows) => {
-        const groups = new Map(flows.map((f) => [f.flowId as string, f.group]))
+        const groups = new Map<string, GroupId | null>(flows.map((f) => [f.flowId, f.group]))
         return Effect.forEach(events, (event) => {
           const group = groups.get(event.flowId) ?? null
           return Effect.zipRight(
@@ -503,9 +503,15 @@ export const make = (
         Effect.map((event) => ({ _tag: "Redriven", generation: event.generation }) as const)
       )).pipe(Effect.withSpan("RelayQueue.redrive"))
 
+  /** A head a redrive reopened, with its ids as the store keeps them. */
+  interface Redriven extends RedrivenHead {
+    readonly eventId: EventId
+    readonly flowId: FlowId
+  }
+
   /** What one page of a bulk redrive did: the heads redriven, how many it read, and the last id it read (undefined: none left). */
   interface RedrivePage {
-    readonly heads: ReadonlyArray<RedrivenHead>
+    readonly heads: ReadonlyArray<Redriven>
     readonly read: number
     readonly last: EventId | undefined
   }
@@ -522,7 +528,7 @@ export const make = (
         if (matched.length === 0) return [{ heads: [], read: 0, last: undefined }, Operations.noChanges] as const
         // Read again where a backend holds what it reads (side by side, the events and their flows are locked here).
         const current = byKey(yield* tx.events(matched.map((m) => m.event.eventId)), (e): string => e.eventId)
-        const heads: Array<RedrivenHead> = []
+        const heads: Array<Redriven> = []
         const events: Array<EventRecord> = []
         for (const { event, group } of matched) {
           const next = Protocol.redriveEvent(current.get(event.eventId), { eventId: event.eventId, expectedGeneration: event.generation, reason: request.reason }, now)
@@ -581,8 +587,8 @@ export const make = (
             yield* Metric.incrementBy(Metrics.redrives, page.heads.length).pipe(Effect.zipRight(wake.signal))
             yield* PubSub.publishAll(notable, page.heads.map((head): NotableChange => ({
               _tag: "Redriven",
-              eventId: head.eventId as EventId,
-              flowId: head.flowId as FlowId,
+              eventId: head.eventId,
+              flowId: head.flowId,
               generation: head.generation,
               reason: request.reason,
               actor: request.actor ?? null
@@ -641,8 +647,8 @@ export const make = (
       write((tx, clock) =>
         Effect.gen(function*() {
           const target = "group" in request
-            ? { kind: "group" as const, id: request.group as string }
-            : { kind: "flow" as const, id: request.flowId as string }
+            ? { kind: "group" as const, id: request.group }
+            : { kind: "flow" as const, id: request.flowId }
           const was = yield* tx.setPaused("group" in request ? { group: request.group } : { flowId: request.flowId }, paused)
           if (was === undefined) return yield* Effect.fail(new TargetNotFound(target))
           yield* tx.appendAudit({

@@ -12,7 +12,9 @@
  * - a value of a dependency's type asserted to a shape its types do not declare
  *   (`client as unknown as { readonly _types: … }`, `statement as { readonly compiler?: … }`);
  * - a value of ours forced into a dependency's type through `unknown` (`new Batch() as unknown as
- *   pg.QueryConfig`, a client rebuilt `as unknown as SqlClient`): an object the package never made.
+ *   pg.QueryConfig`, a client rebuilt `as unknown as SqlClient`): an object the package never made;
+ * - a member of a dependency's object assigned (`pool.connect = …`): a method patched in place,
+ *   which the package's own code then calls.
  *
  * An allow-list (`scripts/internals-allow.txt`, one `file:line` a line) exists for an exception
  * that was argued for; it is meant to stay empty.
@@ -150,6 +152,12 @@ for (const file of program.getSourceFiles()) {
       if (fromDependency(checker.getTypeAtLocation(inner))) {
         report(node, `a value of a dependency's type asserted to a shape its types do not declare: ${node.getText(file).replace(/\s+/g, " ").slice(0, 120)}`)
       }
+    }
+    if (
+      ts.isBinaryExpression(node) && node.operatorToken.kind === ts.SyntaxKind.EqualsToken && ts.isPropertyAccessExpression(node.left) &&
+      fromDependency(checker.getTypeAtLocation(node.left.expression))
+    ) {
+      report(node, `a member of a dependency's object patched in place: ${node.left.getText(file)} = …`)
     }
     if (ts.isAsExpression(node) && ts.isAsExpression(node.expression) && node.expression.type.kind === ts.SyntaxKind.UnknownKeyword) {
       if (fromDependency(checker.getTypeFromTypeNode(node.type))) {

@@ -41,7 +41,8 @@ describe("the private-internals guard", () => {
       "member.ts": `import pg from "pg"\nexport const types = (client: pg.Client) => (client as unknown as { _types: unknown })._types\n`,
       "global.ts": `import { globalValue } from "effect/GlobalValue"\nexport const ref = globalValue("@effect/sql/Statement/currentTransformer", () => 1)\n`,
       "shape.ts": `import type * as Statement from "@effect/sql/Statement"\nexport const compiler = (s: Statement.Statement<unknown>) => (s as { readonly compiler?: object }).compiler\n`,
-      "forged.ts": `import type pg from "pg"\nexport const query = { submit: () => {} } as unknown as pg.QueryConfig\n`
+      "forged.ts": `import type pg from "pg"\nexport const query = { submit: () => {} } as unknown as pg.QueryConfig\n`,
+      "patched.ts": `import type pg from "pg"\nexport const patch = (pool: pg.Pool) => {\n  pool.connect = (() => undefined) as typeof pool.connect\n}\n`
     })
     expect(code).toBe(1)
     expect(output).toMatch(/inner\.ts:2: inner module path pg\/lib\/utils\.js/)
@@ -50,6 +51,7 @@ describe("the private-internals guard", () => {
     expect(output).toMatch(/global\.ts:2: globalValue key "@effect\/sql\/Statement\/currentTransformer" belongs to another package/)
     expect(output).toMatch(/shape\.ts:2: a value of a dependency's type asserted to a shape/)
     expect(output).toMatch(/forged\.ts:2: a value forced into a dependency's type through unknown/)
+    expect(output).toMatch(/patched\.ts:3: a member of a dependency's object patched in place: pool\.connect = …/)
   }, 60_000)
 
   it("passes public uses: exported paths, _tag, our own globalValue keys, an error's code", async () => {

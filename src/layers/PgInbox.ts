@@ -22,16 +22,7 @@ export interface PgInboxOptions extends PgStore.PgStoreOptions {
   readonly retention?: InboxRetentionInput | undefined
 }
 
-const checkOptions = Options.keysOnly<PgInboxOptions>({
-  url: true,
-  maxConnections: true,
-  connectTimeout: true,
-  lockTimeout: true,
-  time: true,
-  preparedStatements: true,
-  business: true,
-  retention: true
-})
+const checkOptions = Options.keysOnly<PgInboxOptions>({ ...PgStore.storeKeys, business: true, retention: true })
 
 /** Opens (creating and migrating if needed) an inbox store for the lifetime of the scope. */
 export const make = (options: PgInboxOptions): Effect.Effect<InboxService, Store.OpenError, Scope.Scope> =>

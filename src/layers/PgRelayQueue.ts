@@ -47,17 +47,7 @@ export interface PgRelayQueueOptions extends PgStore.PgStoreOptions {
 /** Errors of opening a queue store. */
 export type OpenError = Store.OpenError | PolicyMismatch
 
-const checkOptions = Options.keysOnly<PgRelayQueueOptions>({
-  url: true,
-  maxConnections: true,
-  connectTimeout: true,
-  lockTimeout: true,
-  time: true,
-  preparedStatements: true,
-  policy: true,
-  retention: true,
-  claims: true
-})
+const checkOptions = Options.keysOnly<PgRelayQueueOptions>({ ...PgStore.storeKeys, policy: true, retention: true, claims: true })
 
 /** Opens (creating and migrating if needed) a queue store for the lifetime of the scope. */
 export const make = (options: PgRelayQueueOptions): Effect.Effect<RelayQueueService, OpenError, Scope.Scope> =>
@@ -101,14 +91,7 @@ export interface PgRelayQueueClientOptions extends PgStore.PgClientStoreOptions 
   readonly claims?: "exact" | "parallel" | undefined
 }
 
-const checkClientOptions = Options.keysOnly<PgRelayQueueClientOptions>({
-  lockTimeout: true,
-  time: true,
-  preparedStatements: true,
-  policy: true,
-  retention: true,
-  claims: true
-})
+const checkClientOptions = Options.keysOnly<PgRelayQueueClientOptions>({ ...PgStore.clientStoreKeys, policy: true, retention: true, claims: true })
 
 /**
  * Opens the queue on the application's own PostgreSQL `SqlClient` (from the context): its tables

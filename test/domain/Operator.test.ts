@@ -2,6 +2,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { boundReason, CutMarker, MaxKeptReasonBytes, previousSeqOf, resumeAfterDiscard } from "../../src/domain/Operator.js"
 import { EventId, FlowId } from "../../src/domain/Ids.js"
 import type { EventRecord, FlowRecord } from "../../src/domain/Records.js"
+import { readyEvent } from "./fixtures.js"
 
 const bytes = (text: string) => Buffer.byteLength(text, "utf8")
 
@@ -42,19 +43,7 @@ describe("where a flow resumes after a discard", () => {
 
   it("names previousSeq only for the event right after the run", () => {
     const flow: FlowRecord = { flowId: FlowId.make("A"), seq: 9, served: 0, headSeq: 3, eligibleAt: 0, weight: 1, burst: 0, group: null }
-    const at = (seq: number): EventRecord => ({
-      eventId: EventId.make(`A${seq}`),
-      flowId: FlowId.make("A"),
-      seq,
-      body: {},
-      state: "ready",
-      nextAt: 0,
-      leaseUntil: null,
-      generation: 0,
-      attempts: 0,
-      lifetimeAttempts: 0,
-      reason: null
-    })
+    const at = (seq: number): EventRecord => readyEvent({ eventId: EventId.make(`A${seq}`), seq })
     expect(previousSeqOf(flow, at(3))).toBeUndefined()
     expect(previousSeqOf({ ...flow, resume: { seq: 3, after: 1 } }, at(3))).toBe(1)
     expect(previousSeqOf({ ...flow, resume: { seq: 3, after: 1 } }, at(4))).toBeUndefined()

@@ -2,26 +2,15 @@ import { describe, expect, it } from "@effect/vitest"
 import { FastCheck as fc } from "effect"
 import { decideReceive } from "../../src/domain/Receiver.js"
 import type { Receipt } from "../../src/domain/Receiver.js"
-import { EventId, FlowId } from "../../src/domain/Ids.js"
+import { FlowId } from "../../src/domain/Ids.js"
 import { previousSeqOf, resumeAfterDiscard } from "../../src/domain/Operator.js"
-import type { EventRecord, FlowRecord } from "../../src/domain/Records.js"
+import type { FlowRecord } from "../../src/domain/Records.js"
+import { readyEvent } from "./fixtures.js"
 
 const delivery: Receipt = { eventId: "A2", flowId: "A", seq: 2, bodyText: '{"delta":5}' }
 
 /** A head as the queue holds it (only its seq matters to `previousSeqOf`). */
-const head: EventRecord = {
-  eventId: EventId.make("A1"),
-  flowId: FlowId.make("A"),
-  seq: 1,
-  body: {},
-  state: "ready",
-  nextAt: 0,
-  leaseUntil: null,
-  generation: 0,
-  attempts: 0,
-  lifetimeAttempts: 0,
-  reason: null
-}
+const head = readyEvent()
 
 describe("decideReceive", () => {
   it("applies a new id at seq = last applied + 1 (Accepted path)", () => {

@@ -17,6 +17,7 @@ import type { Migrations, OpenError, Store } from "./Store.js"
 
 export { TransactionMisuse } from "./Store.js"
 import { IncompatibleStore, InvalidInput } from "../../domain/Errors.js"
+import type { KeysOf } from "../../domain/Options.js"
 import * as StoreCheck from "./StoreCheck.js"
 
 /** Options common to every PostgreSQL store. */
@@ -142,6 +143,12 @@ export const open = (
 
 /** The options of a store on a client that is already open (the application's own). */
 export type PgClientStoreOptions = Pick<PgStoreOptions, "lockTimeout" | "time" | "preparedStatements">
+
+/** The keys of `PgClientStoreOptions`, for a layer's check of its own options (`Options.keysOnly`). */
+export const clientStoreKeys: KeysOf<PgClientStoreOptions> = { lockTimeout: true, time: true, preparedStatements: true }
+
+/** The keys of `PgStoreOptions`, for a layer's check of its own options (`Options.keysOnly`). */
+export const storeKeys: KeysOf<PgStoreOptions> = { ...clientStoreKeys, url: true, maxConnections: true, connectTimeout: true }
 
 /** Runs a transaction's statements as the store's options say (`preparedStatements`). */
 type Statements = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>

@@ -334,57 +334,6 @@ export const rotationComplete = (candidates: ReadonlyArray<Candidate>, limit: nu
 }
 
 /**
- * What a settle leaves to claim among the flows it changed, as a walk after it would find them:
- * each flow with its new head when that head is eligible at `now`, else undefined (nothing to
- * claim there). `heads` are the settle's, `events` its changed events and the events after them;
- * `flows` the flows as stored before it (a settle changes only their heads). Undefined as a whole
- * when a changed flow is in a group (the settle changes that group's place in the rotation too) or
- * is changed twice or not found: walk again instead.
- */
-export const settledCandidates = (
-  heads: ReadonlyArray<Head>,
-  events: ReadonlyArray<EventRecord>,
-  flows: ReadonlyMap<string, FlowRecord>,
-  now: number
-): ReadonlyMap<string, Candidate | undefined> | undefined => {
-  const byPosition = new Map(events.map((event) => [positionKey(event), event]))
-  const settled = new Map<string, Candidate | undefined>()
-  for (const head of heads) {
-    const flow = flows.get(head.flowId)
-    if (flow === undefined || flow.group !== null || settled.has(head.flowId)) return undefined
-    const event = head.headSeq === null ? undefined : byPosition.get(positionKey({ flowId: head.flowId, seq: head.headSeq }))
-    if (head.headSeq !== null && event === undefined) return undefined
-    const eligible = event !== undefined && head.eligibleAt !== null && head.eligibleAt <= now
-    settled.set(head.flowId, eligible ? { flow: { ...flow, headSeq: head.headSeq, eligibleAt: head.eligibleAt }, head: event } : undefined)
-  }
-  return settled
-}
-
-/**
- * A claim's candidates after a settle, from a walk made before the settle's writes
- * (`walked`: the flows of no group `limit` + as many as the settle changed deep, the groups' part as
- * usual) and what the settle left among the flows it changed (`settledCandidates`, none of them in
- * a group): the walked flows it did not change and those it left eligible, in turn order, the first
- * `limit` of them — what the walk finds after the settle — and the groups' part unchanged.
- */
-export const candidatesAfterSettle = (
-  walked: ReadonlyArray<Candidate>,
-  settled: ReadonlyMap<string, Candidate | undefined>,
-  limit: number
-): ReadonlyArray<Candidate> => {
-  const alone: Array<Candidate> = []
-  const grouped: Array<Candidate> = []
-  for (const candidate of walked) {
-    if (candidate.group !== undefined) grouped.push(candidate)
-    else if (!settled.has(candidate.flow.flowId)) alone.push(candidate)
-  }
-  for (const candidate of settled.values()) if (candidate !== undefined) alone.push(candidate)
-  alone.sort((a, b) => Protocol.compareTurn(a.flow, b.flow))
-  if (alone.length > limit) alone.length = limit
-  return grouped.length === 0 ? alone : [...alone, ...grouped]
-}
-
-/**
  * Claims up to `limit` of `candidates` (eligible heads, one per flow) in `rotate` order, each with
  * its own ticket. Returns undefined if a candidate is not eligible (the backend's cache is
  * inconsistent).

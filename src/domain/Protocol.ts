@@ -151,6 +151,12 @@ export const verdictOf: (reply: DeliveryReply) => Verdict = Match.type<DeliveryR
   })
 )
 
+/** `verdictOf`, its reason bounded as the event keeps it (`boundReason`). */
+export const boundedVerdict = (reply: DeliveryReply): Verdict => {
+  const verdict = verdictOf(reply)
+  return verdict._tag === "Ack" ? verdict : { ...verdict, reason: boundReason(verdict.reason) }
+}
+
 /** A settle decision: the outcome, and the event to store when it changes. */
 export interface SettleDecision {
   /** What the settle answers. */
@@ -284,13 +290,20 @@ export const reenqueue = (
     ? stored.bodyText === bodyText
     : typeof stored.bodyHash === "string" && stored.bodyHash.length > 0 && stored.bodyHash === hash(bodyText)
   if (stored.flowId === flowId && sameBody) return Either.right({ _tag: "Existing", seq: stored.seq })
+  return Either.left(enqueueConflict(eventId, flowId, stored))
+}
+
+/** Why an id cannot be enqueued again: it is stored with another flow (or, same flow, another body). */
+export const enqueueConflict = (
+  eventId: EventId,
+  flowId: FlowId,
+  stored: { readonly flowId: string; readonly seq: number }
+): EnqueueConflict => {
   const what = stored.flowId !== flowId ? `flow ${JSON.stringify(stored.flowId)}` : "another body"
-  return Either.left(
-    new EnqueueConflict({
-      eventId,
-      storedFlowId: stored.flowId,
-      storedSeq: stored.seq,
-      message: `event ${JSON.stringify(eventId)} is already stored with ${what} (seq ${stored.seq})`
-    })
-  )
+  return new EnqueueConflict({
+    eventId,
+    storedFlowId: stored.flowId,
+    storedSeq: stored.seq,
+    message: `event ${JSON.stringify(eventId)} is already stored with ${what} (seq ${stored.seq})`
+  })
 }

@@ -14,6 +14,8 @@ import * as RelayQueue from "../services/RelayQueue.js"
 import { decodeRetention } from "../services/Retention.js"
 import type { RetentionInput } from "../services/Retention.js"
 import type { RelayQueueService } from "../services/RelayQueue.js"
+import * as PgFunctions from "./internal/PgFunctions.js"
+import * as PgOperations from "./internal/PgOperations.js"
 import * as PgParallel from "./internal/PgParallel.js"
 import * as PgStore from "./internal/PgStore.js"
 import * as QueueSchema from "./internal/QueueSchema.js"
@@ -56,13 +58,19 @@ export const make = (options: PgRelayQueueOptions): Effect.Effect<RelayQueueServ
     const requested = yield* QueueSchema.decodePolicy(options.policy, "PgRelayQueue.make")
     const retention = yield* decodeRetention(options.retention, "PgRelayQueue.make")
     const claims = yield* decodeClaims(options.claims, "PgRelayQueue.make")
-    const store = yield* PgStore.open(options, QueueSchema.migrations, QueueSchema.migrationsTable, "relay_queue")
+    const store = yield* PgStore.open(options, PgFunctions.migrations, QueueSchema.migrationsTable, "relay_queue")
     const policy = yield* QueueSchema.resolvePolicy(store, requested, options.policy, name, "create")
     const mode = yield* PgParallel.resolveMode(store, claims, name, "create")
-    return RelayQueue.make(mode === "parallel" ? PgParallel.backend(store, store.rowLockedWrite) : SqlRelayQueue.backend(store), policy, retention)
+    return RelayQueue.make(backendOf(store, mode), policy, retention)
   })
 
 const name = "PostgreSQL queue store"
+
+/** The queue's backend on a writable store: its hot operations run whole on the server (`PgOperations`). */
+const backendOf = (store: PgStore.PgStore, mode: PgParallel.ClaimMode) => ({
+  ...(mode === "parallel" ? PgParallel.backend(store, store.rowLockedWrite) : SqlRelayQueue.backend(store)),
+  operations: PgOperations.make(store, mode === "parallel")
+})
 
 const decodeClaims = (value: unknown, operation: string) =>
   Either.match(PgParallel.decodeMode(value), {
@@ -111,16 +119,10 @@ export const makeClient = (
     const retention = yield* decodeRetention(options.retention, "PgRelayQueue.makeClient")
     const claims = yield* decodeClaims(options.claims, "PgRelayQueue.makeClient")
     const sql = yield* SqlClient.SqlClient
-    const store = yield* PgStore.fromClient(sql, options, QueueSchema.migrations, QueueSchema.migrationsTable, "relay_queue")
+    const store = yield* PgStore.fromClient(sql, options, PgFunctions.migrations, QueueSchema.migrationsTable, "relay_queue")
     const policy = yield* QueueSchema.resolvePolicy(store, requested, options.policy, clientName, "create")
     const mode = yield* PgParallel.resolveMode(store, claims, clientName, "create", "parallel")
-    return RelayQueue.make(
-      mode === "parallel"
-        ? PgParallel.backend({ ...store, join: PgStore.joinAmbient(store, true) }, store.rowLockedWrite)
-        : SqlRelayQueue.backend({ ...store, join: PgStore.joinAmbient(store, false) }),
-      policy,
-      retention
-    )
+    return RelayQueue.make(backendOf({ ...store, join: PgStore.joinAmbient(store, mode === "parallel") }, mode), policy, retention)
   })
 
 const clientName = "the application's PostgreSQL database"
@@ -141,7 +143,7 @@ export const makeReadonly = (options: PgRelayQueueOptions): Effect.Effect<RelayQ
     yield* checkOptions(options, "PgRelayQueue.makeReadonly")
     const requested = yield* QueueSchema.decodePolicy(options.policy, "PgRelayQueue.makeReadonly")
     const claims = yield* decodeClaims(options.claims, "PgRelayQueue.makeReadonly")
-    const store = yield* PgStore.openReadonly(options, QueueSchema.migrations, QueueSchema.migrationsTable, "relay_queue")
+    const store = yield* PgStore.openReadonly(options, PgFunctions.migrations, QueueSchema.migrationsTable, "relay_queue")
     const policy = yield* QueueSchema.resolvePolicy(store, requested, options.policy, name, "readonly")
     const mode = yield* PgParallel.resolveMode(store, claims, name, "readonly")
     return RelayQueue.make(mode === "parallel" ? PgParallel.backend(store) : SqlRelayQueue.backend(store), policy)

@@ -6,11 +6,14 @@
 import type { SqlError } from "@effect/sql/SqlError"
 import type { Effect } from "effect"
 import type { EventId, FlowId, GroupId } from "../domain/Ids.js"
-import type { AckStamp, Candidate, DedupRecord, Head, NewEvent, PruneCandidate, StoredGroup } from "../domain/Operations.js"
+import type { ClockRegressed, EnqueueConflict, GroupConflict } from "../domain/Errors.js"
+import type { AckStamp, Candidate, DedupRecord, EnqueueCommand, Head, NewEvent, PruneCandidate, StoredGroup } from "../domain/Operations.js"
+import type { Claimed, EnqueueResult, SettleOutcome } from "../domain/Outcomes.js"
+import type { Quarantined } from "../domain/Notable.js"
 import type { RedriveFilter } from "../domain/Operator.js"
-import type { ProtocolSettings, StoredRetention } from "../domain/Policy.js"
-import type { StoredIdentity } from "../domain/Protocol.js"
-import type { AuditRecord, ClockRecord, EventRecord, EventState, FlowRecord, GroupRecord, Resume } from "../domain/Records.js"
+import type { ProtocolSettings, RelayPolicy, StoredRetention } from "../domain/Policy.js"
+import type { StoredIdentity, Verdict } from "../domain/Protocol.js"
+import type { AuditRecord, ClockRecord, EventRecord, EventState, FlowRecord, GroupRecord, Resume, Token } from "../domain/Records.js"
 
 /** A flow's event by position. */
 export interface Position {
@@ -72,30 +75,6 @@ export interface StoredProtocol {
 /** What a pause or resume names: one flow, or one group (every flow of it). */
 export type PauseTarget = { readonly flowId: FlowId } | { readonly group: GroupId }
 
-/** What a settle reads first: its events, and the event after each when read with them. */
-export interface SettleRead {
-  readonly events: ReadonlyArray<EventRecord>
-  readonly next?: ReadonlyArray<EventRecord> | undefined
-}
-
-/**
- * What a claim chooses from, read before the clock read: a claim alone, or one that follows a
- * settle in one transaction, read before the settle's writes (`startClaimRead`).
- */
-export interface ClaimRead {
-  /**
-   * The candidates at the read's `now` as stored before the settle: flows of no group
-   * `limit` + the settle's events deep (so that `limit` remain whatever it changes), and each
-   * group's first `perGroup` flows.
-   */
-  readonly candidates: ReadonlyArray<Candidate>
-  readonly perGroup: number
-  /** The flows of the settle's events, as stored before it. */
-  readonly flows: ReadonlyArray<FlowRecord>
-  /** The least `eligibleAt` after the read's `now`: a head that may be eligible when the claim decides. */
-  readonly dueAfter: number | null
-}
-
 /** Reads inside a transaction. */
 export interface QueueReads {
   /**
@@ -127,30 +106,6 @@ export interface QueueReads {
     | ((
       ids: ReadonlyArray<EventId>
     ) => Effect.Effect<{ readonly events: ReadonlyArray<EventRecord>; readonly next: ReadonlyArray<EventRecord> }, SqlError>)
-    | undefined
-  /**
-   * Optional: starts the read a settle begins with — `eventsWithNext(ids)` where the backend has
-   * it, else `events(ids)` — before the clock is read, so that both go in one round trip (a
-   * backend that holds statements sends it with the clock read). Answers `then` of the effect that
-   * answers it.
-   */
-  readonly startSettleRead?:
-    | (<B>(ids: ReadonlyArray<EventId>, then: (read: Effect.Effect<SettleRead, SqlError>) => B) => Effect.Effect<B, SqlError>)
-    | undefined
-  /**
-   * Optional: starts, with the settle's read (before the clock is read: one round trip for them),
-   * the read of what a claim that follows a settle of the events `ids` chooses from at `now` — so
-   * that the claim's writes can go with the settle's and COMMIT; for a claim alone (no `ids`),
-   * with the clock read. Only for a store whose write lock is store-wide (nothing changes under
-   * the transaction but what it writes). Answers `then` of the effect that answers it.
-   */
-  readonly startClaimRead?:
-    | (<B>(
-      now: number,
-      limit: number,
-      ids: ReadonlyArray<EventId>,
-      then: (read: Effect.Effect<ClaimRead, SqlError>) => B
-    ) => Effect.Effect<B, SqlError>)
     | undefined
   readonly flows: (ids: ReadonlyArray<FlowId>) => Effect.Effect<ReadonlyArray<FlowRecord>, SqlError>
   /** The named groups, each saying whether any of its flows has a head. */
@@ -245,6 +200,58 @@ export interface QueueWrites extends QueueReads {
   readonly deleteDedup: (cutoff: number, limit: number) => Effect.Effect<number, SqlError>
 }
 
+/** A reply to settle as a backend's `step` takes it: the claim's token, the reply's verdict (its reason bounded), the draw of full jitter. */
+export interface SettleItem {
+  readonly token: Token
+  readonly verdict: Verdict
+  readonly draw: number
+}
+
+/** An event a settle quarantined, with its flow's group (null: none, or not known to the backend), as it is told. */
+export type QuarantinedHead = typeof Quarantined.Type
+
+/** What a backend's `step` did. */
+export interface Stepped {
+  /** One outcome per settle, in order. */
+  readonly outcomes: ReadonlyArray<SettleOutcome>
+  readonly quarantined: ReadonlyArray<QuarantinedHead>
+  readonly claims: ReadonlyArray<typeof Claimed.Type>
+  /** The group of each claimed flow that has one. */
+  readonly groups: ReadonlyArray<string>
+  /** With no claim: the least `eligibleAt` of the flows a claim may take (null: none). */
+  readonly wakeAt: number | null
+  /** The time the step reckoned with. */
+  readonly now: number
+  /** Whether that time was behind the stored tick (the clamp mode's regression). */
+  readonly clamped: boolean
+}
+
+/**
+ * The hot operations as whole operations, on a backend that decides them itself (PostgreSQL's
+ * server functions) as `Operations` and `Protocol` specify: one call each. Every other backend
+ * leaves them to the queue, which reads, decides and writes through `QueueWrites`.
+ */
+export interface Operations {
+  /**
+   * Settles `items` in order, then claims up to `limit` heads in turn order, in one transaction
+   * at one time; `beforeCommit` (fault points) runs last inside it.
+   */
+  readonly step: (
+    items: ReadonlyArray<SettleItem>,
+    limit: number,
+    policy: RelayPolicy,
+    beforeCommit?: Effect.Effect<void>
+  ) => Effect.Effect<Stepped, ClockRegressed | SqlError>
+  /** Enqueues `commands` in order (inside the caller's transaction where the backend shares the application's database). */
+  readonly enqueue: (
+    commands: ReadonlyArray<EnqueueCommand>,
+    policy: RelayPolicy
+  ) => Effect.Effect<
+    { readonly results: ReadonlyArray<EnqueueResult>; readonly clamped: boolean },
+    EnqueueConflict | GroupConflict | ClockRegressed | SqlError
+  >
+}
+
 /** A queue store. */
 export interface QueueBackend {
   /**
@@ -262,4 +269,6 @@ export interface QueueBackend {
    * uses on a store that shares the application's database (a transactional outbox).
    */
   readonly join?: (<A, E>(body: (tx: QueueWrites) => Effect.Effect<A, E>) => Effect.Effect<A, E | SqlError>) | undefined
+  /** Optional: the hot operations, whole (see `Operations`). */
+  readonly operations?: Operations | undefined
 }

@@ -8,6 +8,7 @@
 import { Effect } from "effect"
 import type { Scope } from "effect"
 import type { PolicyInput } from "../../src/domain/Policy.js"
+import * as PgFunctions from "../../src/layers/internal/PgFunctions.js"
 import * as PgStore from "../../src/layers/internal/PgStore.js"
 import * as QueueSchema from "../../src/layers/internal/QueueSchema.js"
 import * as MemoryRelayQueue from "../../src/layers/MemoryRelayQueue.js"
@@ -43,7 +44,7 @@ export const pgQueueSchema = (url: string) =>
   resettablePgSchema(
     url,
     QueueSchema.migrationsTable,
-    (schemaUrl) => PgStore.open({ url: schemaUrl, maxConnections: 1 }, QueueSchema.migrations, QueueSchema.migrationsTable, "relay_queue")
+    (schemaUrl) => PgStore.open({ url: schemaUrl, maxConnections: 1 }, PgFunctions.migrations, QueueSchema.migrationsTable, "relay_queue")
   )
 
 /** PostgreSQL (exact or parallel claims): one fresh schema per chunk, reset before each sequence. */

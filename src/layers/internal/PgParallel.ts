@@ -144,7 +144,7 @@ const transactionWrites = (
   base: QueueWrites,
   lockedCandidates: ReturnType<typeof QueueWalk.selectLockedCandidates>
 ): QueueWrites => {
-  const { execLater, sql } = store
+  const { sql } = store
   const clockState: ClockState = { seen: undefined, stored: undefined, exclusive: false }
   // Groups this transaction holds locked: it may change them. A group it did not find is new here,
   // and inserted as such (a concurrent creation of it fails the insert; the write runs again).
@@ -156,9 +156,6 @@ const transactionWrites = (
   const lockedEvents = (ids: ReadonlyArray<string>) =>
     sql`SELECT e.* FROM relay_event e JOIN relay_flow f ON f.flow_id = e.flow_id
       WHERE e.event_id IN ${sql.in(ids)} ORDER BY e.flow_id, e.seq FOR UPDATE OF f, e`
-  const successors = (ids: ReadonlyArray<string>) =>
-    sql`SELECT n.* FROM relay_event e JOIN relay_event n ON n.flow_id = e.flow_id AND n.seq = e.seq + 1
-      WHERE e.event_id IN ${sql.in(ids)}`
   const lockedFlows = (ids: ReadonlyArray<FlowId>) =>
     query(
       store,
@@ -182,22 +179,7 @@ const transactionWrites = (
     // for, and a successor appended meanwhile would be missed. A settle reads them in the statement
     // after the locks (`startSettleRead`), anything else with `eventsAt`.
     eventsWithNext: undefined,
-    // Rows this transaction does not hold may change under it: a claim reads after the settle (a
-    // walk sent with the settle's read, `limit` + its events deep, would lock flows it does not
-    // claim, and other claims pass them over: docs/postgres.md, "The fairness bound").
-    startClaimRead: undefined,
     events: (ids) => (ids.length === 0 ? Effect.succeed([]) : query(store, lockedEvents(ids), Rows.records.events)),
-    // A settle's locked read goes with its clock read, and so does the read of the event after
-    // each: a statement of its own after the locks, so its snapshot sees every successor committed
-    // before them (an enqueue appends under the flow's lock, which this transaction then holds).
-    startSettleRead: execLater === undefined ? undefined : (ids, then) =>
-      ids.length === 0
-        ? Effect.succeed(then(Effect.succeed({ events: [], next: [] })))
-        // One after the other: `Effect.zipWith` goes through `Effect.all`, far more work for two reads.
-        : Effect.flatMap(execLater(lockedEvents(ids), (locked) => locked), (locked) =>
-          execLater(successors(ids), (after) =>
-            then(Effect.flatMap(Effect.flatMap(locked, Rows.records.events), (events) =>
-              Effect.map(Effect.flatMap(after, Rows.records.events), (next) => ({ events, next })))))),
     flows: (ids) =>
       ids.length === 0 ? Effect.succeed([]) : Effect.zipRight(
         store.exec(sql`INSERT INTO relay_flow (flow_id, seq, served, head_seq, eligible_at, weight, burst)

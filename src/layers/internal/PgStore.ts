@@ -60,6 +60,8 @@ export interface PgStore extends Store {
   readonly rowLockedWrite: Store["write"]
   /** Runs statements as the store's `preparedStatements` says (what `write` and `read` do around theirs). */
   readonly statements: Statements
+  /** How long a write waits for a lock (`lockTimeout`), in milliseconds. */
+  readonly lockTimeoutMillis: number
 }
 
 const retryableCodes = new Set(["23505", "40P01", "40001"])
@@ -241,6 +243,7 @@ const openOn = (
       write,
       rowLockedWrite,
       statements,
+      lockTimeoutMillis,
       read,
       exec,
       execWrite,

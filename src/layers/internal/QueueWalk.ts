@@ -4,11 +4,9 @@
  * PostgreSQL claim read sent with a settle's, and the locking walk of parallel claims.
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect, Exit } from "effect"
-import type { EventId } from "../../domain/Ids.js"
+import { Effect } from "effect"
 import { rotationComplete } from "../../domain/Operations.js"
 import type { Candidate } from "../../domain/Operations.js"
-import type { ClaimRead } from "../../services/QueueBackend.js"
 import * as Rows from "./QueueRows.js"
 import { isSqlite, limitTo, query } from "./Store.js"
 import type { Store } from "./Store.js"
@@ -140,44 +138,6 @@ export const unpausedMin = (sql: Store["sql"], bound: Fragment) =>
   sql`CASE WHEN EXISTS (SELECT 1 FROM relay_flow WHERE paused <> 0) OR EXISTS (SELECT 1 FROM relay_group WHERE paused <> 0)
     THEN (SELECT MIN(eligible_at) FROM relay_flow WHERE ${bound} AND ${unpaused(sql)})
     ELSE (SELECT MIN(eligible_at) FROM relay_flow WHERE ${bound}) END`
-
-/**
- * `ClaimRead` on a store that holds statements (PostgreSQL, exact claims), one held read sent with
- * the settle's (or, for a claim alone, with the clock read): the walk at `now` with the flows of
- * no group `limit` + `ids` deep (`settled` 0),
- * the flows of the events `ids` as rows of the same shape without a head (`settled` 1), and on
- * every row — on a row of its own when there is none of those — the least `eligible_at` after `now`.
- */
-export const claimRead = (store: Store, execLater: NonNullable<Store["execLater"]>) => {
-  const { sql } = store
-  const walk = walkTogether(store, false)
-  return <B>(now: number, limit: number, ids: ReadonlyArray<EventId>, then: (read: Effect.Effect<ClaimRead, SqlError>) => B): Effect.Effect<B, SqlError> => {
-    const perGroup = Math.min(limit, FirstFlowsPerGroup)
-    // A claim with no settle before it reads no flows of settled events.
-    const settledFlows = ids.length === 0 ? sql.literal("") : sql`UNION ALL
-        SELECT 1 AS settled, f.flow_id, f.seq, f.served, f.head_seq, f.eligible_at, f.weight, f.burst, f.group_id, f.resume_seq, f.resume_after,
-          NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
-        FROM relay_flow f WHERE f.flow_id IN (SELECT flow_id FROM relay_event WHERE event_id IN ${sql.in(ids)}) AND f.paused = 0`
-    const read = sql<{ readonly settled: number | null; readonly flow_id: string | null; readonly due_after: unknown }>`
-      SELECT w.*, d.due_after FROM (SELECT ${unpausedMin(sql, sql`eligible_at > ${now}`)} AS due_after) AS d
-      LEFT JOIN LATERAL (
-        SELECT 0 AS settled, c.* FROM (${walk(now, limit + ids.length, limit, perGroup)}) AS c
-        ${settledFlows}
-      ) AS w ON true`
-    return execLater(read, (answer) =>
-      then(Effect.flatMap(answer, (rows) => {
-        const walked = rows.filter((row) => row.settled === 0)
-        const settled = rows.filter((row) => row.settled === 1)
-        const due = rows[0]?.due_after
-        return Exit.map(Exit.zip(Rows.records.candidates(walked), Rows.records.flows(settled)), ([candidates, flows]): ClaimRead => ({
-          candidates,
-          perGroup,
-          flows,
-          dueAfter: due === null || due === undefined ? null : Number(due)
-        }))
-      })))
-  }
-}
 
 /**
  * The claim's choice on a store whose writers run side by side (PostgreSQL parallel claims): the

@@ -20,7 +20,7 @@ import type { Row } from "@effect/sql/SqlConnection"
 import type { Fragment } from "@effect/sql/Statement"
 import * as Rows from "./QueueRows.js"
 import { resolvePolicy } from "./QueueSchema.js"
-import { claimRead, selectCandidates, unpaused, unpausedMin } from "./QueueWalk.js"
+import { selectCandidates, unpaused, unpausedMin } from "./QueueWalk.js"
 import { chunks, execWrite, insertRows, isolated, isPostgres, limitTo, query, rowsTable } from "./Store.js"
 import type { Store } from "./Store.js"
 
@@ -109,7 +109,7 @@ const refreshGroupsWhere = (store: Store, which: Fragment, lock: boolean) => {
  * group row `v` is stored with (default: as decided, `v.served`).
  */
 export const writes = (store: Store, options: { readonly lockGroups?: boolean; readonly turn?: string } = {}): QueueWrites => {
-  const { execLater, sql } = store
+  const { sql } = store
   const lockGroups = options.lockGroups ?? false
   const turn = options.turn ?? "v.served"
   // The flows' stored columns, read from rows `v` where a backend decides turns in SQL: written once for the store.
@@ -131,9 +131,6 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean; r
     // Every write holds the store's lock from its start (SQLite's single writer, PostgreSQL's exact
     // claims): the events after these cannot change before the transaction ends.
     eventsWithNext: (ids) => (ids.length === 0 ? Effect.succeed({ events: [], next: [] }) : query(store, withNext(ids), splitNext)),
-    startSettleRead: execLater === undefined ? undefined : (ids, then) =>
-      ids.length === 0 ? Effect.succeed(then(Effect.succeed({ events: [], next: [] }))) : execLater(withNext(ids), (rows) => then(Effect.flatMap(rows, splitNext))),
-    startClaimRead: execLater === undefined ? undefined : claimRead(store, execLater),
     identities: (ids) =>
       ids.length === 0 ? Effect.succeed([]) : query(
         store,

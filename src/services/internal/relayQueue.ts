@@ -18,14 +18,14 @@ import * as Operations from "../../domain/Operations.js"
 import * as Operator from "../../domain/Operator.js"
 import type { Changes } from "../../domain/Operations.js"
 import type { NotableChange } from "../../domain/Notable.js"
-import type { ClaimOutcome, DeliveryReply, SettleOutcome } from "../../domain/Outcomes.js"
+import type { ClaimOutcome, DeliveryReply, EnqueueResult, SettleOutcome } from "../../domain/Outcomes.js"
 import { makePolicy, protocolKeys, protocolOf, retentionKeys } from "../../domain/Policy.js"
 import type { PolicyKey, RelayPolicy } from "../../domain/Policy.js"
 import * as Protocol from "../../domain/Protocol.js"
 import type { ClockRecord, EventRecord, Snapshot, Token } from "../../domain/Records.js"
 import * as Faults from "../Faults.js"
 import * as Metrics from "../Metrics.js"
-import type { QueueBackend, QueueReads, QueueWrites, SettleRead, StoredProtocol } from "../QueueBackend.js"
+import type { Operations as QueueOperations, QuarantinedHead, QueueBackend, QueueReads, QueueWrites, StoredProtocol } from "../QueueBackend.js"
 import * as Input from "../QueueInput.js"
 import * as Retention from "../Retention.js"
 import type { ClaimBatch, DiscardInput, PauseInput, PauseResult, RedriveAllInput, RedrivenHead, RedriveInput, SetPolicyInput, RelayQueueService, ResetClockInput, SettledAndClaimed } from "../RelayQueue.js"
@@ -70,9 +70,6 @@ interface Decided extends ClaimBatch {
 const claimed = (claims: ClaimBatch["claims"], wakeAt: number | undefined, groups: ReadonlyArray<string> = []): Decided =>
   wakeAt === undefined ? { claims, groups } : { claims, wakeAt, groups }
 
-/** The most settles and claims together whose claim reads its candidates with the settle's read (`startClaimRead`). */
-const ClaimReadAhead = 16
-
 const unique = <A>(values: ReadonlyArray<A>): ReadonlyArray<A> => [...new Set(values)]
 
 const byKey = <A, K>(rows: ReadonlyArray<A>, key: (row: A) => K): ReadonlyMap<K, A> => new Map(rows.map((row) => [key(row), row]))
@@ -90,40 +87,8 @@ const store = Effect.fnUntraced(function*(tx: QueueWrites, changes: Changes, ung
   if (changes.heads.length > 0) yield* tx.setHeads(changes.heads, ungroupedHeads)
 })
 
-/** What a settle decided: its outcomes, its changes, the events after those it acked, and the events it quarantined. */
-type DecideSettle = (
-  tx: QueueWrites,
-  clock: ClockRecord,
-  now: number
-) => Effect.Effect<
-  {
-    readonly outcomes: ReadonlyArray<SettleOutcome>
-    readonly changes: Changes
-    readonly successors: ReadonlyArray<EventRecord>
-    readonly quarantined: ReadonlyArray<EventRecord>
-  },
-  SqlError
->
-
-/** What a settle answers: its outcomes, and the events it quarantined (what `changes` tells). */
-type Settled = readonly [ReadonlyArray<SettleOutcome>, ReadonlyArray<EventRecord>]
-
-const noneQuarantined: ReadonlyArray<EventRecord> = []
-
-/** What a claim chooses from, read with the settle's read: the candidates and when to wake; undefined where it cannot stand. */
-type EarlyRead = { readonly candidates: ReadonlyArray<Operations.Candidate>; readonly dueAfter: number | null }
-
-/** The claim's early read, given the settle's changes, the events after those it acked, and the time. */
-type ClaimReadAnswer = (changes: Changes, successors: ReadonlyArray<EventRecord>, now: number) => Effect.Effect<EarlyRead | undefined, SqlError>
-
 /** What a write operation decides in its transaction, given the clock and the time it holds. */
 type Decide<A, E> = (tx: QueueWrites, clock: ClockRecord, now: number) => Effect.Effect<readonly [A, Changes], E | SqlError>
-
-/**
- * A decision that starts its first read before the clock is read (a backend may send both in one
- * round trip): it answers the `Decide` that uses that read.
- */
-type Staged<A, E> = (tx: QueueWrites) => Effect.Effect<Decide<A, E>, SqlError>
 
 interface FaultPoints {
   readonly before: Faults.FaultPoint
@@ -149,6 +114,8 @@ export const make = (
   let retention = initialRetention
   let policyVersion: number | undefined
   const wake = makeWake()
+  // The hot operations, where the backend runs them whole.
+  const hot = backend.operations
   // Notable changes made through this instance, told once committed. Unbounded: publishing never
   // waits for a slow subscriber, and with no subscriber a change is dropped at once.
   const notable = Effect.runSync(PubSub.unbounded<NotableChange>())
@@ -156,6 +123,20 @@ export const make = (
   const localTime = Effect.clockWith((clock) => clock.currentTimeMillis)
   // The store's clock when it offers one (one time line for every host), else the caller's.
   const timeOf = (tx: QueueReads) => tx.now ?? localTime
+
+  /**
+   * `run` of the operation, with its fault points around the commit where a test installed them:
+   * `run(beforeCommit)` runs `beforeCommit` last inside its transaction.
+   */
+  const bracket = <A, E>(
+    faults: ReadonlyArray<FaultPoints>,
+    run: (beforeCommit?: Effect.Effect<void>) => Effect.Effect<A, E>
+  ): Effect.Effect<A, E> => {
+    if (faults.length === 0) return run()
+    const pass = (installed: Context.Tag.Service<Faults.Faults>, point: (faults: FaultPoints) => Faults.FaultPoint) =>
+      Effect.forEach(faults, (f) => installed.hit(point(f)), { discard: true })
+    return Faults.whenInstalled(run(), (installed) => Effect.tap(run(pass(installed, (f) => f.before)), () => pass(installed, (f) => f.after)))
+  }
 
   /**
    * One write operation in one transaction: reads the time once the write lock is ours (a time
@@ -167,11 +148,15 @@ export const make = (
     decide: Decide<A, E>,
     faults: ReadonlyArray<FaultPoints> = [],
     joining = false
-  ): Effect.Effect<A, E | ClockRegressed | SqlError> => writeStaged(() => Effect.succeed(decide), faults, joining)
+  ): Effect.Effect<A, E | ClockRegressed | SqlError> => {
+    // An enqueue joins the caller's transaction on a store that shares the application's database.
+    const { join } = backend
+    const body = (tx: QueueWrites) => writeBody(decide, tx)
+    return bracket(faults, (beforeCommit) => (joining && join !== undefined ? join(body) : backend.write(body, beforeCommit)))
+  }
 
-  /** What a write operation runs in its transaction (`writeStaged`). */
-  const writeBody = Effect.fnUntraced(function*<A, E>(staged: Staged<A, E>, tx: QueueWrites) {
-    const decide = yield* staged(tx)
+  /** What a write operation runs in its transaction (`write`). */
+  const writeBody = Effect.fnUntraced(function*<A, E>(decide: Decide<A, E>, tx: QueueWrites) {
     // The stored clock first, then the time: a write that committed a later tick before this
     // read did so before this time is read (writers that run side by side, one server clock).
     const stored = yield* tx.clock
@@ -183,24 +168,6 @@ export const make = (
     yield* store(tx, changes)
     return value
   })
-
-  const writeStaged = <A, E>(
-    staged: Staged<A, E>,
-    faults: ReadonlyArray<FaultPoints> = [],
-    joining = false
-  ): Effect.Effect<A, E | ClockRegressed | SqlError> => {
-    // An enqueue joins the caller's transaction on a store that shares the application's database.
-    const { join } = backend
-    const run = joining && join !== undefined ? join : backend.write
-    const body = (tx: QueueWrites) => writeBody(staged, tx)
-    if (faults.length === 0) return run(body)
-    const pass = (installed: Context.Tag.Service<Faults.Faults>, point: (faults: FaultPoints) => Faults.FaultPoint) =>
-      Effect.forEach(faults, (f) => installed.hit(point(f)), { discard: true })
-    return Faults.whenInstalled(
-      run(body),
-      (installed) => Effect.tap(run(body, pass(installed, (f) => f.before)), () => pass(installed, (f) => f.after))
-    )
-  }
 
   const decideEnqueue = Effect.fnUntraced(
     function*(commands: ReadonlyArray<Operations.EnqueueCommand>, tx: QueueWrites, clock: ClockRecord, now: number) {
@@ -225,48 +192,42 @@ export const make = (
     }
   )
 
+  const countEnqueued = (results: ReadonlyArray<EnqueueResult>) => {
+    const added = results.filter((r) => r._tag === "Enqueued").length
+    if (added === 0) return Effect.void
+    return Metrics.record((update) => {
+      update(Metrics.enqueued, added)
+      wake.unsafeSignal()
+    })
+  }
+
+  const countClamped = (clamped: boolean) => (clamped ? Metric.increment(Metrics.clockClamped) : Effect.void)
+
   const enqueueAll = (commands: ReadonlyArray<Operations.EnqueueCommand>) =>
-    write((tx, clock, now) => decideEnqueue(commands, tx, clock, now), [], true).pipe(Effect.tap((results) => {
-      const added = results.filter((r) => r._tag === "Enqueued").length
-      if (added === 0) return Effect.void
-      return Metrics.record((update) => {
-        update(Metrics.enqueued, added)
-        wake.unsafeSignal()
-      })
-    }))
+    (hot === undefined
+      ? write((tx, clock, now) => decideEnqueue(commands, tx, clock, now), [], true)
+      : Effect.flatMap(hot.enqueue(commands, policy), ({ clamped, results }) => Effect.as(countClamped(clamped), results))
+    ).pipe(Effect.tap(countEnqueued))
 
-  /**
-   * A claim's decision: up to `limit` eligible heads in turn order, or when to look again; from
-   * `chosen` when given (the candidates the store holds at `now`), else read — and when none is
-   * eligible, from `due` when given (the least `eligibleAt` the store holds, null: none), else read.
-   */
-  const decideClaim = (limit: number, chosen?: ReadonlyArray<Operations.Candidate>, due?: number | null): Decide<Decided, never> =>
-  (tx, clock, now) => claimDecision(limit, chosen, due, tx, clock, now)
-
-  const claimDecision = Effect.fnUntraced(function*(
-    limit: number,
-    chosen: ReadonlyArray<Operations.Candidate> | undefined,
-    due: number | null | undefined,
-    tx: QueueWrites,
-    clock: ClockRecord,
-    now: number
-  ) {
+  /** A claim's decision: up to `limit` eligible heads in turn order, or when to look again. */
+  const claimDecision = Effect.fnUntraced(function*(limit: number, tx: QueueWrites, clock: ClockRecord, now: number) {
     // The candidates first (a backend answers none at once when no head is eligible): a claim
     // that finds heads reads once, an idle one reads again for when to wake.
-    const candidates = chosen ?? (yield* tx.candidates(now, limit))
-    if (candidates.length === 0) {
-      const wakeAt = due !== undefined ? due : yield* tx.wakeAt
-      if (wakeAt === null || wakeAt > now) return [claimed([], wakeAt ?? undefined), Operations.noChanges] as const
-      // Heads are eligible but other writers hold every one of them (a backend that claims in
-      // parallel): not idle — try again at once rather than after the poll interval.
-      yield* Metric.increment(Metrics.contendedClaims)
-      return [claimed([], now + 1), Operations.noChanges] as const
-    }
+    const candidates = yield* tx.candidates(now, limit)
+    if (candidates.length === 0) return [yield* idle(yield* tx.wakeAt, now), Operations.noChanges] as const
     const decided = Operations.claim(candidates, clock, now, policy, limit)
     if (decided === undefined) return yield* Effect.dieMessage("a flow caches a head that is not eligible")
     const groups = decided.changes.flows.flatMap((f) => (f.group === null ? [] : [f.group]))
     return [claimed(decided.claims, undefined, groups), decided.changes] as const
   })
+
+  /** A claim that found no head: when to look again (`wakeAt`, the least `eligibleAt` a claim may take, null: none). */
+  const idle = (wakeAt: number | null, now: number): Effect.Effect<Decided> => {
+    if (wakeAt === null || wakeAt > now) return Effect.succeed(claimed([], wakeAt ?? undefined))
+    // Heads are eligible but other writers hold every one of them (a backend that claims in
+    // parallel): not idle — try again at once rather than after the poll interval.
+    return Effect.as(Metric.increment(Metrics.contendedClaims), claimed([], now + 1))
+  }
 
   const countClaims = (update: Metrics.Update, { claims, groups }: Decided) => {
     if (claims.length === 0) {
@@ -279,14 +240,30 @@ export const make = (
 
   const claimBatchOf = ({ claims, wakeAt }: Decided): ClaimBatch => (wakeAt === undefined ? { claims } : { claims, wakeAt })
 
-  // A claim's walk goes with the clock read where the store can send them together (`startClaimRead`).
+  /** One random draw per reply where the policy's jitter needs them. */
+  const drawsFor = (items: ReadonlyArray<unknown>): Effect.Effect<ReadonlyArray<number>> =>
+    policy.jitter === "full" ? Effect.forEach(items, () => Random.next) : Effect.succeed([])
+
+  /**
+   * Settles `items` and then claims up to `limit` heads in one transaction of a backend that runs
+   * them whole (`QueueBackend.operations`): the outcomes, the claim's decision, the quarantined heads.
+   */
+  const stepOn = (hot: QueueOperations, items: ReadonlyArray<readonly [Token, DeliveryReply]>, limit: number, faults: ReadonlyArray<FaultPoints>) =>
+    Effect.flatMap(drawsFor(items), (draws) =>
+      bracket(faults, (beforeCommit) => hot.step(items.map(([token, reply], i) => ({ token, verdict: Protocol.boundedVerdict(reply), draw: draws[i] ?? 1 })), limit, policy, beforeCommit))).pipe(
+        Effect.flatMap((stepped) =>
+          Effect.zipRight(
+            countClamped(stepped.clamped),
+            stepped.claims.length > 0 || limit === 0
+              ? Effect.succeed([stepped, claimed(stepped.claims, undefined, stepped.groups)] as const)
+              : Effect.map(idle(stepped.wakeAt, stepped.now), (decided) => [stepped, decided] as const)
+          ))
+      )
+
   const claimUpTo = (limit: number): Effect.Effect<ClaimBatch, ClockRegressed | SqlError> =>
-    writeStaged(
-      (tx) =>
-        startClaimRead(tx, [], limit, (claimRead): Decide<Decided, never> =>
-          claimRead === undefined ? decideClaim(limit) : (tx, clock, now) =>
-            Effect.flatMap(claimRead(Operations.noChanges, [], now), (early) => decideClaim(limit, early?.candidates, early?.dueAfter)(tx, clock, now))),
-      [claimFaults]
+    (hot === undefined
+      ? write((tx, clock, now) => claimDecision(limit, tx, clock, now), [claimFaults])
+      : Effect.map(stepOn(hot, [], limit, [claimFaults]), ([, decided]) => decided)
     ).pipe(Effect.flatMap((decided) => Metrics.recordThen((update) => countClaims(update, decided), claimBatchOf(decided))))
 
   const claim: Effect.Effect<ClaimOutcome, ClockRegressed | SqlError> = claimUpTo(1).pipe(
@@ -301,24 +278,19 @@ export const make = (
     Metrics.withHotSpan("RelayQueue.claim")
   )
 
-  /**
-   * A settle's decision: one outcome per reply, in order. Its read of the events (with the event
-   * after each, where the backend reads them together) starts before the clock read, where the
-   * backend can send both together.
-   */
-  const stageSettle = (items: ReadonlyArray<readonly [Token, DeliveryReply]>): Staged<Settled, never> => (tx) =>
-    stageSettleRead(items, tx, (decide) => (tx, clock, now) =>
-      Effect.map(decide(tx, clock, now), ({ changes, outcomes, quarantined }) => [[outcomes, quarantined], changes] as const))
-
+  /** A settle's decision: one outcome per reply, in order; its changes; the events it quarantined. */
   const settleDecision = Effect.fnUntraced(function*(
     items: ReadonlyArray<readonly [Token, DeliveryReply]>,
-    answer: Effect.Effect<SettleRead, SqlError>,
     tx: QueueWrites,
     clock: ClockRecord,
     now: number
   ) {
-    const draws = policy.jitter === "full" ? yield* Effect.forEach(items, () => Random.next) : []
-    const { events, next } = yield* answer
+    const draws = yield* drawsFor(items)
+    const ids = unique(items.map(([token]) => token.eventId))
+    // With the event after each where the backend reads them together (a store-wide write lock).
+    const { events, next } = tx.eventsWithNext === undefined
+      ? { events: yield* tx.events(ids), next: undefined }
+      : yield* tx.eventsWithNext(ids)
     const { acked: stamps, changed, outcomes } = Operations.settle(items, byKey(events, (e): string => e.eventId), now, policy, draws)
     const acked = changed.filter((e) => e.state === "acked")
     const successors = acked.length === 0
@@ -326,79 +298,37 @@ export const make = (
       : next ?? (yield* tx.eventsAt(acked.map((e) => ({ flowId: e.flowId, seq: e.seq + 1 }))))
     const changes = Operations.settleChanges(changed, byKey(successors, Operations.positionKey), clock, stamps)
     // Only a settle can quarantine, and only the events it changed were quarantined by it.
-    const quarantined = changed.some((e) => e.state === "quarantined") ? changed.filter((e) => e.state === "quarantined") : noneQuarantined
-    return { outcomes, changes, successors, quarantined }
+    const quarantined = changed.filter((e) => e.state === "quarantined").map((e): QuarantinedHead => ({
+      _tag: "Quarantined",
+      eventId: e.eventId,
+      flowId: e.flowId,
+      group: null,
+      reason: e.reason ?? "",
+      generation: e.generation
+    }))
+    return { outcomes, changes, quarantined }
   })
 
   /**
-   * `stageSettle`, whose decision also answers the events after its acked ones it read: `then` of
-   * that decision, in the runtime step that starts the read.
+   * Tells the quarantines a settle committed, with each flow's group, and counts them by group.
+   * Where the backend did not answer the groups, they are read after the commit (a quarantine is
+   * rare; the settle's own reads stay as they are). The settle has committed whatever this read
+   * does: when it fails, the change is told without the group rather than not at all.
    */
-  const stageSettleRead = <B>(items: ReadonlyArray<readonly [Token, DeliveryReply]>, tx: QueueWrites, then: (decide: DecideSettle) => B) => {
-    const ids = unique(items.map(([token]) => token.eventId))
-    const decideWith = (answer: Effect.Effect<SettleRead, SqlError>): DecideSettle => (tx, clock, now) =>
-      settleDecision(items, answer, tx, clock, now)
-    return tx.startSettleRead !== undefined
-      ? tx.startSettleRead(ids, (answer) => then(decideWith(answer)))
-      : Effect.succeed(then(decideWith(tx.eventsWithNext === undefined ? Effect.map(tx.events(ids), (events) => ({ events })) : tx.eventsWithNext(ids))))
-  }
-
-  /**
-   * Starts, with a settle's read (or for a claim alone, `items` empty, with the clock read), the
-   * read of what the claim chooses from (`QueueReads.startClaimRead`), at the time before the
-   * transaction's first round trip, and answers `then` of a `ClaimReadAnswer` (undefined where
-   * nothing is started): the claim's candidates once the settle has decided at `now`, with the
-   * least `eligibleAt` the store held after that time (when to wake a claim alone that finds
-   * none) — or undefined where that read cannot stand for one made after the settle's writes: a
-   * head may have become eligible since its time (or the time went back), the settle changed a
-   * flow of a group, or a group offered too few flows for the rotation
-   * (`Operations.rotationComplete`). The claim then reads as usual. Without
-   * `startClaimRead`, on the store's clock, or for a batch (more than `ClaimReadAhead` settles and
-   * claims together), nothing is started: a batch's round trip is shared by its events, and its
-   * early walk reads as many flows more as it settles, which costs a batch more than it saves
-   * (`bench/pg/ab.ts` compares them).
-   */
-  const startClaimRead = <B>(
-    tx: QueueWrites,
-    items: ReadonlyArray<readonly [Token, DeliveryReply]>,
-    limit: number,
-    then: (claimRead: ClaimReadAnswer | undefined) => B
-  ): Effect.Effect<B, SqlError> => {
-    const { startClaimRead } = tx
-    if (startClaimRead === undefined || tx.now !== undefined || items.length + limit > ClaimReadAhead) return Effect.succeed(then(undefined))
-    return Effect.flatMap(localTime, (readAt) =>
-      startClaimRead(readAt, limit, unique(items.map(([token]) => token.eventId)), (answer) =>
-        then((changes, successors, now) =>
-          Effect.map(answer, (read): EarlyRead | undefined => {
-            if (now < readAt || (read.dueAfter !== null && read.dueAfter <= now)) return undefined
-            const flows = byKey(read.flows, (f): string => f.flowId)
-            // The settle's own records last: an event it changed may also be the one after another it settled.
-            const settled = Operations.settledCandidates(changes.heads, [...successors, ...changes.events], flows, now)
-            if (settled === undefined) return undefined
-            const candidates = Operations.candidatesAfterSettle(read.candidates, settled, limit)
-            return Operations.rotationComplete(candidates, limit, read.perGroup) ? { candidates, dueAfter: read.dueAfter } : undefined
-          }))))
-  }
-
-  /**
-   * Tells the quarantines a settle committed, with each flow's group, and counts them by group:
-   * the group is read after the commit (a quarantine is rare; the settle's own reads stay as they
-   * are). The settle has committed whatever this read does: when it fails, the change is told
-   * without the group rather than not at all.
-   */
-  const tellQuarantined = (events: ReadonlyArray<EventRecord>) =>
-    backend.read((tx) => tx.flows(unique(events.map((e) => e.flowId)))).pipe(
+  const tellQuarantined = (heads: ReadonlyArray<QuarantinedHead>, grouped: boolean) =>
+    (grouped ? Effect.succeed(heads) : backend.read((tx) => tx.flows(unique(heads.map((e) => e.flowId)))).pipe(
       Effect.catchAllCause((cause) => Effect.as(Effect.logWarning("reading the groups of quarantined flows failed", cause), [])),
-      Effect.flatMap((flows) => {
+      Effect.map((flows) => {
         const groups = new Map<string, GroupId | null>(flows.map((f) => [f.flowId, f.group]))
-        return Effect.forEach(events, (event) => {
-          const group = groups.get(event.flowId) ?? null
-          return Effect.zipRight(
-            group === null ? Effect.void : Metric.increment(Metric.tagged(Metrics.groupQuarantines, "group", group)),
-            tell({ _tag: "Quarantined", eventId: event.eventId, flowId: event.flowId, group, reason: event.reason ?? "", generation: event.generation })
-          )
-        }, { discard: true })
+        return heads.map((head) => ({ ...head, group: groups.get(head.flowId) ?? null }))
       })
+    )).pipe(
+      Effect.flatMap((told) =>
+        Effect.forEach(told, (head) =>
+          Effect.zipRight(
+            head.group === null ? Effect.void : Metric.increment(Metric.tagged(Metrics.groupQuarantines, "group", head.group)),
+            tell(head)
+          ), { discard: true }))
     )
 
   // An ack may expose the next head of its flow: sleeping workers look again.
@@ -410,33 +340,38 @@ export const make = (
     if (byTag.has("Acked")) wake.unsafeSignal()
   }
 
+  /** The settle's answer told: its counts, and its quarantines. */
+  const settled = <A>(outcomes: ReadonlyArray<SettleOutcome>, quarantined: ReadonlyArray<QuarantinedHead>, grouped: boolean, answer: A, count?: (update: Metrics.Update) => void) => {
+    const counted = Metrics.recordThen((update) => {
+      countSettles(update, outcomes)
+      count?.(update)
+    }, answer)
+    return quarantined.length === 0 ? counted : Effect.zipLeft(counted, tellQuarantined(quarantined, grouped))
+  }
+
   const settleAll = (items: ReadonlyArray<readonly [Token, DeliveryReply]>) =>
-    writeStaged(stageSettle(items), [settleFaults]).pipe(Effect.flatMap(([outcomes, quarantined]) => {
-      const counted = Metrics.recordThen((update) => countSettles(update, outcomes), outcomes)
-      return quarantined.length === 0 ? counted : Effect.zipLeft(counted, tellQuarantined(quarantined))
-    }))
+    hot === undefined
+      ? write((tx, clock, now) =>
+        Effect.map(settleDecision(items, tx, clock, now), ({ changes, outcomes, quarantined }) => [{ outcomes, quarantined }, changes] as const), [
+        settleFaults
+      ]).pipe(Effect.flatMap(({ outcomes, quarantined }) => settled(outcomes, quarantined, false, outcomes)))
+      : Effect.flatMap(stepOn(hot, items, 0, [settleFaults]), ([{ outcomes, quarantined }]) => settled(outcomes, quarantined, true, outcomes))
 
   /** `settleAndClaim`'s decision: the settle's, then the claim's on what the settle stored. */
   const exchangeDecision = Effect.fnUntraced(function*(
-    decideSettle: DecideSettle,
-    claimRead: ClaimReadAnswer | undefined,
+    items: ReadonlyArray<readonly [Token, DeliveryReply]>,
     limit: number,
     tx: QueueWrites,
     clock: ClockRecord,
     now: number
   ) {
-    const { changes: settled, outcomes, quarantined, successors } = yield* decideSettle(tx, clock, now)
-    // The read made with the settle's stands for a walk after its writes, or not (then
-    // the claim walks after them); it reads no more. When it stands, every flow the
-    // settle changed was read in no group (`Operations.settledCandidates`): their head
-    // writes refresh no group.
-    const early = claimRead === undefined ? undefined : yield* claimRead(settled, successors, now)
-    // The settle's clock is stored once, with the claim's (which starts from it): the
-    // claim reads no clock from the store, and a clock row written twice is a row version more.
-    yield* store(tx, { ...settled, clock: undefined }, early !== undefined)
+    const { changes: settleChanges, outcomes, quarantined } = yield* settleDecision(items, tx, clock, now)
+    // The settle's clock is stored once, with the claim's (which starts from it): the claim reads
+    // no clock from the store, and a clock row written twice is a row version more.
+    yield* store(tx, { ...settleChanges, clock: undefined })
     // Idle after the settle, the claim reads when to wake: the settle changed what it would be.
-    const [decided, changes] = yield* claimDecision(limit, early?.candidates, undefined, tx, settled.clock ?? clock, now)
-    return [[outcomes, decided, quarantined] as const, { ...changes, clock: changes.clock ?? settled.clock }] as const
+    const [decided, changes] = yield* claimDecision(limit, tx, settleChanges.clock ?? clock, now)
+    return [{ outcomes, decided, quarantined }, { ...changes, clock: changes.clock ?? settleChanges.clock }] as const
   })
 
   /**
@@ -451,27 +386,14 @@ export const make = (
       return limit === 0 ? Effect.succeed({ outcomes: [], claims: [] }) : Effect.map(claimUpTo(limit), (batch) => ({ outcomes: [], ...batch }))
     }
     if (limit === 0) return Effect.map(settleAll(items), (outcomes) => ({ outcomes, claims: [] }))
-    return writeStaged(
-      (tx) =>
-        // The settle's read started, then the claim's (one runtime step each, with their continuations).
-        Effect.flatMap(stageSettleRead(items, tx, (decideSettle) => decideSettle), (decideSettle) =>
-          startClaimRead(
-            tx,
-            items,
-            limit,
-            (claimRead): Decide<readonly [ReadonlyArray<SettleOutcome>, Decided, ReadonlyArray<EventRecord>], never> => (tx, clock, now) =>
-              exchangeDecision(decideSettle, claimRead, limit, tx, clock, now)
-          )),
-      [settleFaults, claimFaults]
-    ).pipe(
-      Effect.flatMap(([outcomes, decided, quarantined]) => {
-        const counted = Metrics.recordThen((update) => {
-          countSettles(update, outcomes)
-          countClaims(update, decided)
-        }, { outcomes, ...claimBatchOf(decided) })
-        return quarantined.length === 0 ? counted : Effect.zipLeft(counted, tellQuarantined(quarantined))
-      })
-    )
+    const done = (outcomes: ReadonlyArray<SettleOutcome>, decided: Decided, quarantined: ReadonlyArray<QuarantinedHead>, grouped: boolean) =>
+      settled(outcomes, quarantined, grouped, { outcomes, ...claimBatchOf(decided) }, (update) => countClaims(update, decided))
+    return hot === undefined
+      ? Effect.flatMap(
+        write((tx, clock, now) => exchangeDecision(items, limit, tx, clock, now), [settleFaults, claimFaults]),
+        ({ decided, outcomes, quarantined }) => done(outcomes, decided, quarantined, false)
+      )
+      : Effect.flatMap(stepOn(hot, items, limit, [settleFaults, claimFaults]), ([{ outcomes, quarantined }, decided]) => done(outcomes, decided, quarantined, true))
   }
 
   const redrive = (input: RedriveInput) =>

@@ -1,0 +1,278 @@
+/**
+ * The PostgreSQL store's hot operations as server functions: each is one call, so one round trip,
+ * and the store's lock (exact claims) or the rows' locks (parallel claims) are held only while the
+ * server runs it. They decide as `Operations` and `Protocol` do — the contract suite and the model
+ * test run them against the same expectations as SQLite — with what the client gives them: the
+ * time (null: the server's clock), the policy, and the random draws of full jitter.
+ *
+ * - `relay_step`: settles replies, then claims up to a limit (either may be empty): `settle`,
+ *   `claimUpTo` and `settleAndClaim` alike. A claim of `limit` heads is `limit` claims of one in a
+ *   row (`Operations.rotate`'s order): each takes the least `(served, id)` place — a flow of no
+ *   group, or a group and then its least flow — and charges its turn.
+ * - `relay_enqueue`: enqueues commands in order (`Operations.enqueue`); a conflict raises
+ *   `FR001` (an id stored otherwise) or `FR002` (a flow's group), writing nothing.
+ *
+ * Both answer one JSON document; `{"regressed": …}` when the time is behind the stored tick in
+ * strict mode (nothing written).
+ */
+
+import { SqlClient } from "@effect/sql/SqlClient"
+import { Effect } from "effect"
+import * as QueueSchema from "./QueueSchema.js"
+import type { Migrations } from "./Store.js"
+
+/** Opens an operation: its lock timeout, the store's lock (exact), the clock read and checked. */
+const begin = `
+  PERFORM set_config('lock_timeout', p_lock_timeout::text, true);
+  IF NOT p_parallel THEN PERFORM pg_advisory_xact_lock(hashtext(current_schema() || '/relay_queue')); END IF;
+  SELECT tick, ticket INTO v_tick, v_ticket FROM relay_clock WHERE id = 1;
+  v_now := COALESCE(p_now, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint);
+  IF v_now < v_tick AND p_strict THEN
+    RETURN jsonb_build_object('regressed', jsonb_build_object('now', v_now, 'tick', v_tick))::text;
+  END IF;`
+
+/** Stores the clock of an operation that changed something: the tick moved on, and (exact) the tickets taken. */
+const storeClock = `
+  IF p_parallel THEN
+    IF v_now > v_tick THEN
+      UPDATE relay_clock SET tick = v_now WHERE id = (SELECT id FROM relay_clock WHERE id = 1 AND tick < v_now FOR UPDATE SKIP LOCKED);
+    END IF;
+  ELSE
+    UPDATE relay_clock SET tick = GREATEST(v_tick, v_now), ticket = v_ticket WHERE id = 1;
+  END IF;`
+
+/** The next ticket: the store's counter (exact), or its sequence (parallel). */
+const nextTicket = "v_ticket := CASE WHEN p_parallel THEN nextval('relay_ticket') ELSE v_ticket + 1 END;"
+
+/** The functions, made (or replaced) by a migration. */
+export const functions = `
+CREATE OR REPLACE FUNCTION relay_refresh_groups(p_groups TEXT[]) RETURNS void LANGUAGE plpgsql AS $fn$
+BEGIN
+  IF cardinality(p_groups) = 0 THEN RETURN; END IF;
+  -- Locked first: the update's snapshot then sees every flow change of a writer that refreshed them before.
+  PERFORM 1 FROM relay_group WHERE group_id = ANY(p_groups) ORDER BY group_id FOR UPDATE;
+  UPDATE relay_group g SET eligible_at = (SELECT MIN(f.eligible_at) FROM relay_flow f
+      WHERE f.group_id = g.group_id AND f.head_seq IS NOT NULL AND f.eligible_at IS NOT NULL AND f.paused = 0)
+    WHERE g.group_id = ANY(p_groups);
+END $fn$;
+
+CREATE OR REPLACE FUNCTION relay_step(
+  p_parallel BOOLEAN, p_lock_timeout BIGINT, p_now BIGINT, p_strict BOOLEAN,
+  p_lease BIGINT, p_budget BIGINT, p_base FLOAT8, p_cap FLOAT8, p_jitter BOOLEAN,
+  p_items JSONB, p_limit INTEGER
+) RETURNS TEXT LANGUAGE plpgsql AS $fn$
+DECLARE
+  v_tick BIGINT; v_ticket BIGINT; v_now BIGINT; v_changed BOOLEAN := false;
+  it RECORD; e relay_event%ROWTYPE; n relay_event%ROWTYPE; f relay_flow%ROWTYPE; g relay_group%ROWTYPE;
+  v_group TEXT; v_groups TEXT[] := '{}'; v_skip TEXT[] := '{}'; v_delay FLOAT8; v_next BIGINT;
+  v_outcomes JSONB := '[]'; v_quarantined JSONB := '[]'; v_claims JSONB := '[]'; v_wake BIGINT; v_count INTEGER := 0;
+  v_fresh BOOLEAN; v_grouped BOOLEAN;
+BEGIN
+  ${begin}
+  IF jsonb_array_length(p_items) > 0 AND p_parallel THEN
+    -- The flows and events settled, locked in one order: a claim of one of them commits first.
+    PERFORM 1 FROM relay_event x JOIN relay_flow y ON y.flow_id = x.flow_id
+      WHERE x.event_id IN (SELECT i->>'e' FROM jsonb_array_elements(p_items) AS i) ORDER BY x.flow_id, x.seq FOR UPDATE OF y, x;
+  END IF;
+  FOR it IN SELECT * FROM ROWS FROM (jsonb_to_recordset(p_items) AS (e TEXT, g BIGINT, v TEXT, r TEXT, l BIGINT, d FLOAT8)) WITH ORDINALITY AS i(e, g, v, r, l, d, k)
+      ORDER BY k LOOP
+    SELECT * INTO e FROM relay_event WHERE event_id = it.e;
+    IF NOT FOUND OR e.generation <> it.g OR e.state <> 'inflight' THEN
+      v_outcomes := v_outcomes || jsonb_build_object('_tag', 'Stale');
+      CONTINUE;
+    END IF;
+    IF e.lease_until IS NULL OR v_now >= e.lease_until THEN
+      v_outcomes := v_outcomes || jsonb_build_object('_tag', 'Expired');
+      CONTINUE;
+    END IF;
+    v_changed := true;
+    IF it.v = 'ack' THEN
+      UPDATE relay_event SET state = 'acked', lease_until = NULL, acked_at = v_now WHERE event_id = e.event_id;
+      SELECT * INTO n FROM relay_event WHERE flow_id = e.flow_id AND seq = e.seq + 1;
+      UPDATE relay_flow SET head_seq = n.seq,
+          eligible_at = CASE n.state WHEN 'ready' THEN n.next_at WHEN 'inflight' THEN n.lease_until END
+        WHERE flow_id = e.flow_id RETURNING group_id INTO v_group;
+      v_outcomes := v_outcomes || jsonb_build_object('_tag', 'Acked');
+    ELSIF it.v = 'quarantine' OR e.attempts >= p_budget THEN
+      UPDATE relay_event SET state = 'quarantined', reason = it.r, next_at = v_now, lease_until = NULL WHERE event_id = e.event_id;
+      UPDATE relay_flow SET eligible_at = NULL WHERE flow_id = e.flow_id RETURNING group_id INTO v_group;
+      v_outcomes := v_outcomes || jsonb_build_object('_tag', 'Quarantined', 'reason', it.r);
+      v_quarantined := v_quarantined || jsonb_build_object('_tag', 'Quarantined', 'eventId', e.event_id, 'flowId', e.flow_id, 'group', v_group,
+        'reason', it.r, 'generation', e.generation);
+    ELSE
+      -- Protocol.retryDelayAtLeast: the schedule (full jitter: a draw of it), at least what the receiver asked, capped.
+      v_delay := LEAST(p_cap, p_base * power(2::float8, LEAST(52, GREATEST(0, e.attempts - 1))));
+      IF p_jitter THEN v_delay := floor(v_delay * LEAST(GREATEST(it.d, 0), 1)); END IF;
+      IF it.l IS NOT NULL THEN v_delay := LEAST(p_cap, GREATEST(v_delay, it.l)); END IF;
+      v_next := v_now + v_delay::bigint;
+      UPDATE relay_event SET state = 'ready', next_at = v_next, lease_until = NULL, reason = it.r WHERE event_id = e.event_id;
+      UPDATE relay_flow SET eligible_at = v_next WHERE flow_id = e.flow_id RETURNING group_id INTO v_group;
+      v_outcomes := v_outcomes || jsonb_build_object('_tag', 'RetryScheduled', 'nextAt', v_next);
+    END IF;
+    IF v_group IS NOT NULL AND NOT v_group = ANY(v_groups) THEN v_groups := v_groups || v_group; END IF;
+  END LOOP;
+  PERFORM relay_refresh_groups(v_groups);
+  -- Claims, one at a time; none walks the flows that wait when no head is eligible.
+  WHILE v_count < p_limit AND (SELECT MIN(eligible_at) FROM relay_flow WHERE eligible_at IS NOT NULL) <= v_now LOOP
+    IF p_parallel THEN
+      SELECT * INTO f FROM relay_flow WHERE eligible_at IS NOT NULL AND group_id IS NULL AND +eligible_at <= v_now AND paused = 0
+        ORDER BY served, flow_id LIMIT 1 FOR UPDATE SKIP LOCKED;
+      SELECT * INTO g FROM relay_group WHERE eligible_at IS NOT NULL AND +eligible_at <= v_now AND paused = 0 AND group_id <> ALL(v_skip)
+        ORDER BY served, group_id LIMIT 1 FOR UPDATE SKIP LOCKED;
+    ELSE
+      SELECT * INTO f FROM relay_flow WHERE eligible_at IS NOT NULL AND group_id IS NULL AND +eligible_at <= v_now AND paused = 0
+        ORDER BY served, flow_id LIMIT 1;
+      SELECT * INTO g FROM relay_group WHERE eligible_at IS NOT NULL AND +eligible_at <= v_now AND paused = 0 AND group_id <> ALL(v_skip)
+        ORDER BY served, group_id LIMIT 1;
+    END IF;
+    -- The least (served, id) place; a flow of no group before a group of the same id.
+    v_grouped := g.group_id IS NOT NULL AND (f.flow_id IS NULL OR g.served < f.served OR (g.served = f.served AND g.group_id < f.flow_id));
+    IF v_grouped THEN
+      IF p_parallel THEN
+        SELECT * INTO f FROM relay_flow WHERE group_id = g.group_id AND eligible_at IS NOT NULL AND +eligible_at <= v_now AND paused = 0
+          ORDER BY served, flow_id LIMIT 1 FOR UPDATE SKIP LOCKED;
+      ELSE
+        SELECT * INTO f FROM relay_flow WHERE group_id = g.group_id AND eligible_at IS NOT NULL AND +eligible_at <= v_now AND paused = 0
+          ORDER BY served, flow_id LIMIT 1;
+      END IF;
+      IF NOT FOUND THEN
+        v_skip := v_skip || g.group_id;
+        CONTINUE;
+      END IF;
+    ELSIF f.flow_id IS NULL THEN
+      EXIT;
+    END IF;
+    SELECT * INTO e FROM relay_event WHERE flow_id = f.flow_id AND seq = f.head_seq FOR UPDATE;
+    IF NOT FOUND OR NOT ((e.state = 'ready' AND e.next_at <= v_now) OR (e.state = 'inflight' AND e.lease_until <= v_now)) THEN
+      RAISE EXCEPTION 'a flow caches a head that is not eligible: %', f.flow_id;
+    END IF;
+    ${nextTicket}
+    UPDATE relay_event SET state = 'inflight', generation = generation + 1, attempts = attempts + 1,
+        lifetime_attempts = lifetime_attempts + 1, lease_until = v_now + p_lease
+      WHERE event_id = e.event_id RETURNING * INTO e;
+    v_fresh := f.burst + 1 >= f.weight;
+    UPDATE relay_flow SET served = CASE WHEN v_fresh THEN v_ticket ELSE served END, burst = CASE WHEN v_fresh THEN 0 ELSE burst + 1 END,
+        eligible_at = e.lease_until
+      WHERE flow_id = f.flow_id;
+    IF v_grouped THEN
+      v_fresh := g.burst + 1 >= g.weight;
+      UPDATE relay_group SET served = CASE WHEN v_fresh THEN v_ticket ELSE served END, burst = CASE WHEN v_fresh THEN 0 ELSE burst + 1 END,
+          eligible_at = (SELECT MIN(x.eligible_at) FROM relay_flow x
+            WHERE x.group_id = g.group_id AND x.head_seq IS NOT NULL AND x.eligible_at IS NOT NULL AND x.paused = 0)
+        WHERE group_id = g.group_id;
+    END IF;
+    v_claims := v_claims || jsonb_build_object('event', to_jsonb(e), 'group', g.group_id,
+      'previousSeq', CASE WHEN f.resume_seq = e.seq THEN f.resume_after END);
+    v_count := v_count + 1;
+  END LOOP;
+  IF v_count = 0 AND p_limit > 0 THEN
+    IF EXISTS (SELECT 1 FROM relay_flow WHERE paused <> 0) OR EXISTS (SELECT 1 FROM relay_group WHERE paused <> 0) THEN
+      SELECT MIN(eligible_at) INTO v_wake FROM relay_flow WHERE eligible_at IS NOT NULL AND paused = 0
+        AND (group_id IS NULL OR group_id NOT IN (SELECT group_id FROM relay_group WHERE paused <> 0));
+    ELSE
+      SELECT MIN(eligible_at) INTO v_wake FROM relay_flow WHERE eligible_at IS NOT NULL;
+    END IF;
+  END IF;
+  IF v_changed OR v_count > 0 THEN
+    ${storeClock}
+  END IF;
+  RETURN jsonb_build_object('now', v_now, 'clamped', v_now < v_tick, 'outcomes', v_outcomes, 'quarantined', v_quarantined,
+    'claims', v_claims, 'wakeAt', v_wake)::text;
+END $fn$;
+
+CREATE OR REPLACE FUNCTION relay_enqueue(
+  p_parallel BOOLEAN, p_lock_timeout BIGINT, p_now BIGINT, p_strict BOOLEAN, p_seed BOOLEAN, p_commands JSONB
+) RETURNS TEXT LANGUAGE plpgsql AS $fn$
+DECLARE
+  v_tick BIGINT; v_ticket BIGINT; v_now BIGINT; v_changed BOOLEAN := false;
+  c RECORD; x RECORD; f relay_flow%ROWTYPE; g relay_group%ROWTYPE; v_active BOOLEAN;
+  v_exists BOOLEAN; v_joins TEXT; v_seq BIGINT; v_served BIGINT; v_burst BIGINT; v_weight BIGINT; v_head BIGINT; v_eligible BIGINT;
+  v_results JSONB := '[]'; v_groups TEXT[] := '{}';
+BEGIN
+  ${begin}
+  IF p_parallel THEN
+    -- Each flow's row locked, in one order; a new flow's placeholder (served -1: never a candidate) is what two enqueues queue on.
+    INSERT INTO relay_flow (flow_id, seq, served, head_seq, eligible_at, weight, burst)
+      SELECT DISTINCT i->>'f' COLLATE "C", 0, -1, NULL::bigint, NULL::bigint, 1, 0 FROM jsonb_array_elements(p_commands) AS i
+      ORDER BY 1 ON CONFLICT (flow_id) DO NOTHING;
+    PERFORM 1 FROM relay_flow WHERE flow_id IN (SELECT i->>'f' FROM jsonb_array_elements(p_commands) AS i) ORDER BY flow_id FOR UPDATE;
+    PERFORM 1 FROM relay_group WHERE group_id IN (SELECT i->>'g' FROM jsonb_array_elements(p_commands) AS i
+        UNION SELECT group_id FROM relay_flow WHERE flow_id IN (SELECT i->>'f' FROM jsonb_array_elements(p_commands) AS i))
+      ORDER BY group_id FOR UPDATE;
+  END IF;
+  FOR c IN SELECT * FROM ROWS FROM (jsonb_to_recordset(p_commands) AS (e TEXT, f TEXT, b TEXT, w BIGINT, g TEXT)) WITH ORDINALITY AS i(e, f, b, w, g, k)
+      ORDER BY k LOOP
+    SELECT event_id, flow_id, seq, body = c.b AS same INTO x FROM relay_event WHERE event_id = c.e;
+    IF NOT FOUND THEN
+      SELECT event_id, flow_id, seq, body_hash <> '' AND body_hash = encode(sha256(convert_to(c.b, 'UTF8')), 'hex') AS same
+        INTO x FROM relay_pruned WHERE event_id = c.e;
+    END IF;
+    IF x.event_id IS NOT NULL THEN
+      IF x.flow_id <> c.f OR NOT x.same THEN
+        RAISE EXCEPTION USING ERRCODE = 'FR001', MESSAGE = jsonb_build_object('eventId', c.e, 'storedFlowId', x.flow_id, 'storedSeq', x.seq)::text;
+      END IF;
+      v_results := v_results || jsonb_build_object('_tag', 'Existing', 'seq', x.seq);
+      x := NULL;
+      CONTINUE;
+    END IF;
+    SELECT * INTO f FROM relay_flow WHERE flow_id = c.f;
+    v_exists := FOUND AND f.served >= 0;
+    IF c.g IS NOT NULL AND v_exists AND f.seq > 0 AND f.group_id IS DISTINCT FROM c.g THEN
+      RAISE EXCEPTION USING ERRCODE = 'FR002', MESSAGE = jsonb_build_object('flowId', c.f, 'storedGroup', f.group_id, 'requestedGroup', c.g)::text;
+    END IF;
+    v_joins := CASE WHEN NOT v_exists OR f.seq = 0 THEN COALESCE(c.g, CASE WHEN v_exists THEN f.group_id END) ELSE f.group_id END;
+    IF v_joins IS NOT NULL AND (NOT v_exists OR f.head_seq IS NULL) THEN
+      -- A group enters the rotation as a flow does, when none of its flows has a head.
+      SELECT * INTO g FROM relay_group WHERE group_id = v_joins;
+      v_active := FOUND AND EXISTS (SELECT 1 FROM relay_flow y WHERE y.group_id = v_joins AND y.head_seq IS NOT NULL);
+      IF NOT v_active THEN
+        v_served := COALESCE(g.served, 0);
+        IF NOT p_seed THEN ${nextTicket} v_served := v_ticket; END IF;
+        IF g.group_id IS NULL THEN
+          INSERT INTO relay_group (group_id, served, weight, burst) VALUES (v_joins, v_served, 1, 0);
+        ELSE
+          UPDATE relay_group SET served = v_served, burst = CASE WHEN v_served = g.served THEN burst ELSE 0 END WHERE group_id = v_joins;
+        END IF;
+      END IF;
+      g := NULL;
+    END IF;
+    IF NOT v_exists THEN
+      v_seq := 1; v_served := 0; v_burst := 0; v_weight := COALESCE(c.w, 1);
+      IF NOT p_seed THEN ${nextTicket} v_served := v_ticket; END IF;
+      INSERT INTO relay_flow (flow_id, seq, served, head_seq, eligible_at, weight, burst, group_id)
+        VALUES (c.f, 1, v_served, 1, v_now, v_weight, 0, c.g)
+        ON CONFLICT (flow_id) DO UPDATE SET seq = excluded.seq, served = excluded.served, head_seq = excluded.head_seq,
+          eligible_at = excluded.eligible_at, weight = excluded.weight, burst = excluded.burst, group_id = excluded.group_id;
+    ELSE
+      v_seq := f.seq + 1; v_served := f.served; v_burst := f.burst; v_head := f.head_seq; v_eligible := f.eligible_at;
+      IF f.head_seq IS NULL THEN
+        IF NOT p_seed THEN ${nextTicket} v_served := v_ticket; END IF;
+        v_head := v_seq; v_eligible := v_now;
+        IF v_served <> f.served THEN v_burst := 0; END IF;
+      END IF;
+      v_weight := f.weight;
+      IF c.w IS NOT NULL AND c.w <> f.weight THEN v_weight := c.w; v_burst := 0; END IF;
+      UPDATE relay_flow SET seq = v_seq, served = v_served, head_seq = v_head, eligible_at = v_eligible, weight = v_weight,
+          burst = v_burst, group_id = COALESCE(f.group_id, c.g)
+        WHERE flow_id = c.f;
+    END IF;
+    INSERT INTO relay_event (event_id, flow_id, seq, body, state, next_at, lease_until, generation, attempts, lifetime_attempts, reason)
+      VALUES (c.e, c.f, v_seq, c.b, 'ready', v_now, NULL, 0, 0, 0, NULL);
+    v_changed := true;
+    v_joins := COALESCE(CASE WHEN v_exists THEN f.group_id END, c.g);
+    IF v_joins IS NOT NULL AND NOT v_joins = ANY(v_groups) THEN v_groups := v_groups || v_joins; END IF;
+    v_results := v_results || jsonb_build_object('_tag', 'Enqueued', 'seq', v_seq);
+  END LOOP;
+  PERFORM relay_refresh_groups(v_groups);
+  IF v_changed THEN
+    ${storeClock}
+  END IF;
+  RETURN jsonb_build_object('clamped', v_now < v_tick, 'results', v_results)::text;
+END $fn$;
+`
+
+/** The PostgreSQL queue store's migrations: the shared schema's, then the functions. */
+export const migrations: Migrations = {
+  ...QueueSchema.migrations,
+  "12_server_operations": Effect.flatMap(SqlClient, (sql) => sql.unsafe(functions))
+}

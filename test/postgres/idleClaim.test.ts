@@ -40,7 +40,9 @@ const explaining = (url: string) =>
     call: (text: string) =>
       Effect.promise(async () => {
         const plans: Array<string> = []
-        const listen = (notice: { message?: string }) => plans.push(notice.message ?? "")
+        const listen = (notice: { readonly message?: string | undefined }) => {
+          plans.push(notice.message ?? "")
+        }
         client.on("notice", listen)
         await client.query(text)
         client.off("notice", listen)

@@ -41,6 +41,9 @@ const storeClock = `
     UPDATE relay_clock SET tick = GREATEST(v_tick, v_now), ticket = v_ticket WHERE id = 1;
   END IF;`
 
+/** Where a parallel enqueue's turns are decided: above any ticket the sequence will draw, below 2^53. */
+const Decided = 2 ** 52
+
 /** The next ticket: the store's counter (exact), or its sequence (parallel). */
 const nextTicket = "v_ticket := CASE WHEN p_parallel THEN nextval('relay_ticket') ELSE v_ticket + 1 END;"
 
@@ -187,10 +190,12 @@ DECLARE
   v_tick BIGINT; v_ticket BIGINT; v_now BIGINT; v_changed BOOLEAN := false;
   c RECORD; x RECORD; f relay_flow%ROWTYPE; g relay_group%ROWTYPE; v_active BOOLEAN;
   v_exists BOOLEAN; v_joins TEXT; v_seq BIGINT; v_served BIGINT; v_burst BIGINT; v_weight BIGINT; v_head BIGINT; v_eligible BIGINT;
-  v_results JSONB := '[]'; v_groups TEXT[] := '{}';
+  v_results JSONB := '[]'; v_groups TEXT[] := '{}'; v_drawn BIGINT[];
 BEGIN
   ${begin}
   IF p_parallel THEN
+    -- Turns decided above every ticket the sequence will draw, drawn once nothing can fail (below).
+    v_ticket := ${Decided};
     -- Each flow's row locked, in one order; a new flow's placeholder (served -1: never a candidate) is what two enqueues queue on.
     INSERT INTO relay_flow (flow_id, seq, served, head_seq, eligible_at, weight, burst)
       SELECT DISTINCT i->>'f' COLLATE "C", 0, -1, NULL::bigint, NULL::bigint, 1, 0 FROM jsonb_array_elements(p_commands) AS i
@@ -227,7 +232,7 @@ BEGIN
       v_active := FOUND AND EXISTS (SELECT 1 FROM relay_flow y WHERE y.group_id = v_joins AND y.head_seq IS NOT NULL);
       IF NOT v_active THEN
         v_served := COALESCE(g.served, 0);
-        IF NOT p_seed THEN ${nextTicket} v_served := v_ticket; END IF;
+        IF NOT p_seed THEN v_ticket := v_ticket + 1; v_served := v_ticket; END IF;
         IF g.group_id IS NULL THEN
           INSERT INTO relay_group (group_id, served, weight, burst) VALUES (v_joins, v_served, 1, 0);
         ELSE
@@ -238,7 +243,7 @@ BEGIN
     END IF;
     IF NOT v_exists THEN
       v_seq := 1; v_served := 0; v_burst := 0; v_weight := COALESCE(c.w, 1);
-      IF NOT p_seed THEN ${nextTicket} v_served := v_ticket; END IF;
+      IF NOT p_seed THEN v_ticket := v_ticket + 1; v_served := v_ticket; END IF;
       INSERT INTO relay_flow (flow_id, seq, served, head_seq, eligible_at, weight, burst, group_id)
         VALUES (c.f, 1, v_served, 1, v_now, v_weight, 0, c.g)
         ON CONFLICT (flow_id) DO UPDATE SET seq = excluded.seq, served = excluded.served, head_seq = excluded.head_seq,
@@ -246,7 +251,7 @@ BEGIN
     ELSE
       v_seq := f.seq + 1; v_served := f.served; v_burst := f.burst; v_head := f.head_seq; v_eligible := f.eligible_at;
       IF f.head_seq IS NULL THEN
-        IF NOT p_seed THEN ${nextTicket} v_served := v_ticket; END IF;
+        IF NOT p_seed THEN v_ticket := v_ticket + 1; v_served := v_ticket; END IF;
         v_head := v_seq; v_eligible := v_now;
         IF v_served <> f.served THEN v_burst := 0; END IF;
       END IF;
@@ -263,6 +268,13 @@ BEGIN
     IF v_joins IS NOT NULL AND NOT v_joins = ANY(v_groups) THEN v_groups := v_groups || v_joins; END IF;
     v_results := v_results || jsonb_build_object('_tag', 'Enqueued', 'seq', v_seq);
   END LOOP;
+  IF p_parallel AND v_ticket > ${Decided} THEN
+    -- The k-th turn decided takes the k-th ticket drawn: tickets a failed enqueue never drew are not lost.
+    SELECT array_agg(n ORDER BY n) INTO v_drawn FROM (SELECT nextval('relay_ticket') AS n FROM generate_series(1, v_ticket - ${Decided})) AS drawn;
+    UPDATE relay_flow SET served = v_drawn[(served - ${Decided})::int]
+      WHERE served > ${Decided} AND flow_id IN (SELECT i->>'f' FROM jsonb_array_elements(p_commands) AS i);
+    UPDATE relay_group SET served = v_drawn[(served - ${Decided})::int] WHERE served > ${Decided} AND group_id = ANY(v_groups);
+  END IF;
   PERFORM relay_refresh_groups(v_groups);
   IF v_changed THEN
     ${storeClock}

@@ -2,10 +2,9 @@
  * The pool of a PostgreSQL store that owns its connections, and the `@effect/sql` client over it
  * (`PgClient.fromPool`). The store's transactions take their connection from the pool directly
  * (`Reserver`) and give it back by hand: `sql.reserve` hands a connection back through a `Scope`
- * (made, provided, closed — its finalizers gathered and run), work every transaction would pay
- * for nothing on the hot path of every worker step; and the one a transaction gives back is kept
- * for the next (`reserverOf`). The statements a receiver's business runs on the transaction's
- * connection go through `@effect/sql` as on one `sql.reserve` answers (`PooledConnection`).
+ * (made, provided, closed — its finalizers gathered and run), work each transaction would pay
+ * for nothing. The statements a receiver's business runs on the transaction's connection go
+ * through `@effect/sql` as on one `sql.reserve` answers (`PooledConnection`).
  */
 import * as Reactivity from "@effect/experimental/Reactivity"
 import type * as SqlClient from "@effect/sql/SqlClient"
@@ -96,7 +95,7 @@ export const make = (options: PoolOptions): Effect.Effect<Pool, SqlError, Scope.
       }),
       (pool) => Effect.promise(() => pool.end()).pipe(Effect.interruptible, Effect.timeoutOption(1000))
     )
-    const reserver = yield* reserverOf(pool)
+    const reserver = reserverOf(pool)
     yield* Effect.tryPromise({
       try: () => pool.query("SELECT 1"),
       catch: (cause) => new SqlError({ cause, message: "PgClient: Failed to connect" })
@@ -116,18 +115,11 @@ type Connected = (error: Error | undefined, client?: pg.PoolClient, done?: pg.Po
  * the pool (its server connection lost: `pg` reports both as the client's events) is given back
  * with the error, and the pool discards it, as `sql.reserve` does.
  *
- * A connection a transaction gives back is kept for the next one (`spare`) while nobody waits for
- * one: taking it is one step, where the pool answers a taker on a later tick through a timer of
- * its checkout timeout (and sets another, its idle timeout, on every give-back). Every taker of
- * the pool's connections takes the spare first (`pool.connect` is wrapped: the client's own
- * statements, `sql.reserve`), so it is never out of reach of one; one that is no longer usable is
- * discarded as it is taken; it goes back to the pool as the scope closes, before the pool ends.
- *
  * Each client's server process is asked for once, as the reserver first takes it
  * (`pg_backend_pid()`): a statement of a transaction whose fiber is interrupted is cancelled there,
  * as `@effect/sql-pg` cancels its own.
  */
-const reserverOf = (pool: pg.Pool): Effect.Effect<Reserver, never, Scope.Scope> => {
+const reserverOf = (pool: pg.Pool): Reserver => {
   const cancels = new WeakMap<pg.PoolClient, Effect.Effect<void>>()
   // What a client reported while out of the pool: an error, or its end.
   const lost = new WeakMap<pg.PoolClient, Error>()
@@ -147,24 +139,7 @@ const reserverOf = (pool: pg.Pool): Effect.Effect<Reserver, never, Scope.Scope> 
     lost.delete(client)
     client.release(reported ?? error)
   }
-  let spare: pg.PoolClient | undefined
-  /** The spare, if it is still usable (one that is not is discarded). */
-  const takeSpare = (): pg.PoolClient | undefined => {
-    const client = spare
-    spare = undefined
-    if (client === undefined || !lost.has(client)) return client
-    giveBack(client)
-    return undefined
-  }
-  const connect = pool.connect.bind(pool) as (callback?: Connected) => Promise<pg.PoolClient> | void
-  pool.connect = ((callback?: Connected) => {
-    const client = takeSpare()
-    if (client === undefined) return connect(callback)
-    unlisten(client)
-    // Answered on a later tick, as the pool answers.
-    if (callback === undefined) return Promise.resolve(client)
-    process.nextTick(() => callback(undefined, client, client.release))
-  }) as typeof pool.connect
+  const connect = pool.connect.bind(pool) as (callback: Connected) => void
   const connection = (client: pg.PoolClient) => new PooledConnection(client, cancels)
   const fresh = Effect.async<PooledConnection, SqlError>((resume) => {
     connect((error, client) => {
@@ -182,24 +157,8 @@ const reserverOf = (pool: pg.Pool): Effect.Effect<Reserver, never, Scope.Scope> 
       })
     })
   })
-  const acquire = Effect.suspend(() => {
-    const client = takeSpare()
-    return client === undefined ? fresh : Effect.succeed(connection(client))
-  })
-  const release = (connection: PooledConnection) => {
-    const client = connection.pg
-    if (spare === undefined && pool.waitingCount === 0 && !pool.ending && !lost.has(client)) spare = client
-    else giveBack(client)
-  }
-  return Effect.as(
-    Effect.addFinalizer(() =>
-      Effect.sync(() => {
-        const client = takeSpare()
-        if (client !== undefined) giveBack(client)
-      })
-    ),
-    { acquire, release }
-  )
+  const release = (connection: PooledConnection) => giveBack(connection.pg)
+  return { acquire: fresh, release }
 }
 
 /** Cancels what the server process `pid` runs, at best: through another connection of `pool`, within 5 seconds. */

@@ -1,14 +1,15 @@
 /**
- * What a claim reads to choose from, shared by every SQL backend: the candidate walk over the
- * turn indexes (flows of no group, then groups and their flows, each with its head), the
- * PostgreSQL claim read sent with a settle's, and the locking walk of parallel claims.
+ * What a claim reads to choose from where the queue decides it (SQLite; PostgreSQL decides claims
+ * in its server functions): the candidate walk over the turn indexes (flows of no group, then
+ * groups and their flows, each with its head), and the least `eligible_at` of the flows a claim
+ * may take.
  */
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect } from "effect"
 import { rotationComplete } from "../../domain/Operations.js"
 import type { Candidate } from "../../domain/Operations.js"
 import * as Rows from "./QueueRows.js"
-import { isSqlite, limitTo, query } from "./Store.js"
+import { limitTo, query } from "./Store.js"
 import type { Store } from "./Store.js"
 import type { Fragment } from "@effect/sql/Statement"
 
@@ -48,10 +49,9 @@ const byGroupsFirst = (walk: (now: number, limit: number, perGroup: number) => E
  * with an eligible head, each with its first such flows (`byGroupsFirst`) — every part an ordered
  * index walk that stops at its LIMIT, and none when no head is eligible (`walkLimit`).
  * `+eligible_at` keeps the planner on the turn indexes instead of the wake index (a range over
- * every eligible flow, then a sort). SQLite runs the two parts as two statements (the rows of
- * their `UNION ALL`, in the same order): as one compound statement it runs the first part as a
+ * every eligible flow, then a sort). The two parts run as two statements (the rows of their
+ * `UNION ALL`, in the same order): as one compound statement SQLite runs the first part as a
  * co-routine, which costs more than both statements apart.
- * PostgreSQL runs them as one (one round trip).
  */
 export const selectCandidates = (store: Store) => {
   const { sql } = store
@@ -73,56 +73,12 @@ export const selectCandidates = (store: Store) => {
   // none, more than the rest of a claim's reads): it runs only when some group has an
   // eligible head or waits for one (the first entry of the turn index, if any).
   const anyGroup = sql<{ readonly any: number }>`SELECT EXISTS (SELECT 1 FROM relay_group WHERE eligible_at IS NOT NULL) AS any`
-  const apart = isSqlite(sql)
-  const together = walkTogether(store, false)
   return byGroupsFirst((now, limit, perGroup) =>
-    apart
-      ? query(store, alone(now, limit), (first) =>
-        query(store, anyGroup, ([groups]) =>
-          groups?.any !== 1
-            ? Rows.records.candidates(first)
-            : query(store, grouped(now, limit, perGroup), (second) => Rows.records.candidates(second.length === 0 ? first : [...first, ...second]))))
-      : query(store, together(now, limit, limit, perGroup), Rows.records.candidates))
-}
-
-/**
- * The PostgreSQL walk as one statement: the first `alone` flows of no group whose head is
- * eligible at `now`, and the first `limit` groups with each group's first `perGroup` such flows.
- * The flows first, then their heads, each head by its key. Joined before the LIMIT, a planner that
- * expects few eligible flows (statistics not yet gathered on a store just filled) read every
- * eligible flow's head and sorted them all to keep one, a claim's cost growing with the flows. The
- * heads are read by a LATERAL subquery the planner cannot flatten (OFFSET 0),
- * so whatever it believes of the tables' sizes, it reads the heads of the flows it keeps, one index
- * search each, and never joins the whole event table. The groups first, then each group's flows,
- * then their heads: LATERAL subqueries, so the groups' walk drives the rest. Written as joins, with
- * no statistics on the group table (a store without groups never writes it, so autovacuum never
- * analyzes it) the planner joined every flow to its head before looking at the groups: a claim
- * read the whole event table (`test/postgres/idleClaim.test.ts`). With `lock` (parallel claims,
- * `selectLockedCandidates`), each part locks the rows it reads and skips those another holds; a
- * locking subquery is never flattened either. Made once per store.
- */
-const walkTogether = (store: Store, lock: boolean) => {
-  const { sql } = store
-  const locking = sql.literal(lock ? "FOR UPDATE SKIP LOCKED" : "")
-  const headOf = sql.literal(
-    `CROSS JOIN LATERAL (SELECT * FROM relay_event WHERE flow_id = f.flow_id AND seq = f.head_seq ${lock ? "FOR UPDATE SKIP LOCKED" : "OFFSET 0"}) AS e`
-  )
-  return (now: number, alone: number, limit: number, perGroup: number) =>
-    sql`SELECT ${sql.literal(candidateColumns)},
-          CAST(NULL AS BIGINT) AS g_served, CAST(NULL AS BIGINT) AS g_weight, CAST(NULL AS BIGINT) AS g_burst
-        FROM (SELECT * FROM relay_flow
-          WHERE eligible_at IS NOT NULL AND group_id IS NULL AND +eligible_at <= ${now} AND paused = 0
-          ORDER BY served, flow_id LIMIT ${walkLimit(store, now, alone)} ${locking}) AS f
-        ${headOf}
-      UNION ALL
-      SELECT ${sql.literal(candidateColumns)}, g.served AS g_served, g.weight AS g_weight, g.burst AS g_burst
-      FROM (SELECT group_id, served, weight, burst FROM relay_group
-          WHERE eligible_at IS NOT NULL AND +eligible_at <= ${now} AND paused = 0
-          ORDER BY served, group_id LIMIT ${walkLimit(store, now, limit)} ${locking}) AS g
-        CROSS JOIN LATERAL (SELECT * FROM relay_flow
-          WHERE group_id = g.group_id AND eligible_at IS NOT NULL AND group_id IS NOT NULL AND +eligible_at <= ${now} AND paused = 0
-          ORDER BY served, flow_id LIMIT ${perGroup} ${locking}) AS f
-        ${headOf}`
+    query(store, alone(now, limit), (first) =>
+      query(store, anyGroup, ([groups]) =>
+        groups?.any !== 1
+          ? Rows.records.candidates(first)
+          : query(store, grouped(now, limit, perGroup), (second) => Rows.records.candidates(second.length === 0 ? first : [...first, ...second])))))
 }
 
 /** A flow that is neither paused nor in a paused group (rows of `relay_flow` unaliased). */
@@ -138,23 +94,3 @@ export const unpausedMin = (sql: Store["sql"], bound: Fragment) =>
   sql`CASE WHEN EXISTS (SELECT 1 FROM relay_flow WHERE paused <> 0) OR EXISTS (SELECT 1 FROM relay_group WHERE paused <> 0)
     THEN (SELECT MIN(eligible_at) FROM relay_flow WHERE ${bound} AND ${unpaused(sql)})
     ELSE (SELECT MIN(eligible_at) FROM relay_flow WHERE ${bound}) END`
-
-/**
- * The claim's choice on a store whose writers run side by side (PostgreSQL parallel claims): the
- * same walk as `selectCandidates`' PostgreSQL one — groups first, each group's flows, each flow's
- * head, every part a LATERAL subquery — each part taking only rows no other transaction holds
- * (`SKIP LOCKED`) and locking them as it reads them: a group's row with its flows, so two claims
- * never charge one group's turn at once. Each part stops at its LIMIT counting only the rows it
- * locked, so a claim reads and locks the groups and flows it may take, whatever the planner
- * believes of the tables (joined before the LIMIT, it read every due flow's head on a store not
- * yet analyzed, and every flow of a store of groups on every claim). A row another writer changed
- * after the statement's snapshot is read again as it was committed when locked, and the part's
- * own conditions are checked again on it: each part states the eligibility of the rows it locks.
- * Every writer that holds a head also holds its flow, so a head is never found held once its
- * flow is locked here.
- */
-export const selectLockedCandidates = (store: Store) => {
-  const walk = walkTogether(store, true)
-  return byGroupsFirst((now, limit, perGroup) => query(store, walk(now, limit, limit, perGroup), Rows.records.candidates))
-}
-

@@ -51,18 +51,12 @@ const bulk = <A>(rows: ReadonlyArray<A>, columns: number, statement: (part: Read
   return parts.length === 1 ? statement(parts[0]!) : Effect.forEach(parts, statement, { discard: true })
 }
 
-/**
- * The columns of rows `v` as a write stores them: `turn`, the expression of the `served` it
- * stores (a backend may decide turns that its statement maps to what it drew: `PgParallel`).
- */
-const selectColumns = (columns: ReadonlyArray<string>, turn: string) => columns.map((c) => (c === "served" ? turn : `v.${c}`)).join(", ")
-
-/** Inserts group rows (in id order); `conflict` says what a row already stored gets instead; `turn`, see `writes`. */
-export const insertGroups = (store: Store, records: ReadonlyArray<GroupRecord>, conflict: Fragment = store.sql.literal(""), turn = "v.served") => {
+/** Inserts group rows (in id order); `conflict` says what a row already stored gets instead. */
+export const insertGroups = (store: Store, records: ReadonlyArray<GroupRecord>, conflict: Fragment = store.sql.literal("")) => {
   const { sql } = store
   return bulk([...records].sort((a, b) => compareIds(a.groupId, b.groupId)), groupColumns.length, (records) =>
     execWrite(store, sql`INSERT INTO relay_group (${sql.literal(groupColumns.join(", "))})
-      ${insertRows(sql, "relay_group", groupColumns, records.map(Rows.groupRow), selectColumns(groupColumns, turn))} ${conflict}`))
+      ${insertRows(sql, "relay_group", groupColumns, records.map(Rows.groupRow))} ${conflict}`))
 }
 
 /** The named groups and whether each has a flow with a head; `lock` ends the statement. */
@@ -105,15 +99,11 @@ const refreshGroupsWhere = (store: Store, which: Fragment, lock: boolean) => {
  * The queue's reads and writes over an opened SQL store, each one statement (a write of grouped
  * flows adds one that keeps their groups' `eligible_at`, and one that locks those groups first
  * when writers run side by side, `lockGroups`; on a backend that holds writes, a head update adds
- * them whatever the groups, found in SQL). `turn`: the SQL expression of the `served` a flow or
- * group row `v` is stored with (default: as decided, `v.served`).
+ * them whatever the groups, found in SQL).
  */
-export const writes = (store: Store, options: { readonly lockGroups?: boolean; readonly turn?: string } = {}): QueueWrites => {
+export const writes = (store: Store, options: { readonly lockGroups?: boolean } = {}): QueueWrites => {
   const { sql } = store
   const lockGroups = options.lockGroups ?? false
-  const turn = options.turn ?? "v.served"
-  // The flows' stored columns, read from rows `v` where a backend decides turns in SQL: written once for the store.
-  const flowSelect = options.turn === undefined ? undefined : selectColumns(flowColumns, turn)
   const withNext = (ids: ReadonlyArray<string>) =>
     sql`SELECT 0 AS next, e.* FROM relay_event e WHERE e.event_id IN ${sql.in(ids)}
       UNION ALL SELECT 1 AS next, n.* FROM relay_event e JOIN relay_event n ON n.flow_id = e.flow_id AND n.seq = e.seq + 1
@@ -320,11 +310,11 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean; r
       )
     },
     putGroups: (records) =>
-      insertGroups(store, records, sql`ON CONFLICT (group_id) DO UPDATE SET served = excluded.served, weight = excluded.weight, burst = excluded.burst`, turn),
+      insertGroups(store, records, sql`ON CONFLICT (group_id) DO UPDATE SET served = excluded.served, weight = excluded.weight, burst = excluded.burst`),
     putFlows: (records: ReadonlyArray<FlowRecord>) => {
       const insert = bulk(records, flowColumns.length, (records) =>
         execWrite(store, sql`INSERT INTO relay_flow (${sql.literal(flowColumns.join(", "))})
-          ${insertRows(sql, "relay_flow", flowColumns, records.map(Rows.flowRow), flowSelect)}
+          ${insertRows(sql, "relay_flow", flowColumns, records.map(Rows.flowRow))}
           ON CONFLICT (flow_id) DO UPDATE SET seq = excluded.seq, served = excluded.served, head_seq = excluded.head_seq,
             eligible_at = excluded.eligible_at, weight = excluded.weight, burst = excluded.burst, group_id = excluded.group_id`))
       const refresh = refreshGroups(store, records.map((f) => f.group), lockGroups)

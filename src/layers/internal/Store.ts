@@ -252,20 +252,18 @@ export const rowsTable = (
 /**
  * The rows an `INSERT INTO table (columns)` takes: one row as plain `VALUES`, more as `rowsTable`'s
  * table `v` (`WHERE true`: SQLite's parser then takes an `ON CONFLICT` after it as the INSERT's,
- * not a join's); with `select` (the stored expressions of `v`'s columns, where one is not the
- * column itself), always from the table. SQLite runs a `VALUES` table as a subquery, so one row
+ * not a join's). SQLite runs a `VALUES` table as a subquery, so one row
  * inserted from it costs more than a plain `VALUES` insert (`bench/sqlTimes.mjs` compares them).
  */
 export const insertRows = (
   sql: SqlClient.SqlClient,
   table: string,
   columns: ReadonlyArray<string>,
-  rows: ReadonlyArray<Readonly<Record<string, unknown>>>,
-  select?: string
+  rows: ReadonlyArray<Readonly<Record<string, unknown>>>
 ): Fragment =>
-  rows.length === 1 && select === undefined
+  rows.length === 1
     ? sql`VALUES ${sql.in(columns.map((column) => rows[0]![column] ?? null))}`
-    : sql`SELECT ${sql.literal(select ?? columns.map((column) => `v.${column}`).join(", "))} FROM ${rowsTable(sql, table, columns, rows)} WHERE true`
+    : sql`SELECT ${sql.literal(columns.map((column) => `v.${column}`).join(", "))} FROM ${rowsTable(sql, table, columns, rows)} WHERE true`
 
 const valuesTable = (columns: ReadonlyArray<string>, rows: ReadonlyArray<Readonly<Record<string, unknown>>>): Fragment =>
   unsafeFragment(valuesText(columns, rows.length), valuesParams(columns, rows))

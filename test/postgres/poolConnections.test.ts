@@ -1,8 +1,8 @@
 /**
- * The connection a store's transaction gives back is kept for the next one (`PgPool`'s spare):
- * every other taker of the pool's connections takes it first, so a pool of one connection never
- * waits on it; one whose server connection ended meanwhile is discarded as it is taken; and it
- * goes back to the pool, which closes it, as the store's scope closes.
+ * The connections of a store's pool (`PgPool`): a transaction takes its connection from the pool
+ * and gives it back, so a pool of one connection serves transactions, the client's own statements
+ * and `sql.reserve` in turn; one whose server connection ended meanwhile is not handed out again;
+ * the pool closes them all as the store's scope closes.
  */
 import { it } from "@effect/vitest"
 import { Duration, Effect, Exit, Fiber, Redacted, Scope } from "effect"
@@ -33,13 +33,13 @@ const connectionsOf = (url: string, application: string) =>
 const terminate = (url: string, pids: ReadonlyArray<number>) =>
   onServer(url, "SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) AS pid", [pids])
 
-describePg("PostgreSQL: the connection kept between a store's transactions", (url) => {
+describePg("PostgreSQL: the connections of a store's pool", (url) => {
   const open = (application: string) =>
     PgPool.make({ url: Redacted.make(url), maxConnections: 1, connectTimeout: Duration.seconds(5), applicationName: application })
 
-  it.scopedLive("a pool of one connection: the client's own statements and sql.reserve take the kept one; it goes back as the scope closes", () =>
+  it.scopedLive("a pool of one connection: a transaction's connection goes back, the client's own statements and sql.reserve get it; closed with the scope", () =>
     Effect.gen(function*() {
-      const application = `fr-spare-${process.pid}-a`
+      const application = `fr-pool-${process.pid}-a`
       const scope = yield* Scope.make()
       const { reserver, sql } = yield* Scope.extend(open(application), scope)
       expect(reserver).toBeDefined()
@@ -48,7 +48,7 @@ describePg("PostgreSQL: the connection kept between a store's transactions", (ur
         const [row] = yield* connection.execute("SELECT 1 AS one", [], undefined) as Effect.Effect<ReadonlyArray<{ one: number }>>
         expect(row).toEqual({ one: 1 })
         reserver!.release(connection)
-        // Kept out of the pool's idle list, yet the client's statements reach it (one connection in all).
+        // Back in the pool: the client's statements get it (one connection in all).
         expect(yield* sql<{ two: number }>`SELECT 2 AS two`.pipe(Effect.timeout("5 seconds"))).toEqual([{ two: 2 }])
         expect(yield* Effect.scoped(Effect.flatMap(sql.reserve, (reserved) => reserved.execute("SELECT 3 AS three", [], undefined)))
           .pipe(Effect.timeout("5 seconds"))).toEqual([{ three: 3 }])
@@ -60,9 +60,9 @@ describePg("PostgreSQL: the connection kept between a store's transactions", (ur
       expect(yield* connectionsOf(url, application)).toEqual([])
     }))
 
-  it.scopedLive("a kept connection whose server connection ended is discarded as it is taken: the next transaction gets a new one", () =>
+  it.scopedLive("a connection whose server connection ended while in the pool is not handed out again: the next transaction gets a new one", () =>
     Effect.gen(function*() {
-      const application = `fr-spare-${process.pid}-b`
+      const application = `fr-pool-${process.pid}-b`
       const { reserver, sql } = yield* open(application)
       const first = yield* Effect.uninterruptible(reserver!.acquire)
       reserver!.release(first)
@@ -83,7 +83,7 @@ describePg("PostgreSQL: the connection kept between a store's transactions", (ur
         url: Redacted.make(url),
         maxConnections: 2,
         connectTimeout: Duration.seconds(5),
-        applicationName: `fr-spare-${process.pid}-c`
+        applicationName: `fr-pool-${process.pid}-c`
       })
       const connection = yield* Effect.uninterruptible(reserver!.acquire)
       const sleeping = yield* Effect.fork(connection.execute("SELECT pg_sleep(30)", [], undefined))

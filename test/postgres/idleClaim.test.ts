@@ -65,7 +65,7 @@ const rowsRead = (plans: ReadonlyArray<string>, table: string) =>
 /** A claim of one head at `now`, as the queue calls it with the default policy. */
 const claimAt = (parallel: boolean, now: number) =>
   `SELECT relay_step(${parallel}, 30000, ${now}, true, ${defaultPolicy.leaseTicks}, ${defaultPolicy.retryBudget}, ` +
-  `${defaultPolicy.backoffBase}, ${defaultPolicy.backoffCap}, false, '[]'::jsonb, 1)`
+  `${defaultPolicy.backoffBase}, ${defaultPolicy.backoffCap}, false, '{}'::text[], '{}'::bigint[], '{}'::text[], '{}'::text[], '{}'::bigint[], '{}'::float8[], 1)`
 
 describePg("PostgreSQL: what a claim reads", (url) => {
   it.scopedLive("an idle claim does not walk the turn index; a due one does", () =>

@@ -23,7 +23,7 @@ import type { Migrations } from "./Store.js"
 
 /** Opens an operation: its lock timeout, the store's lock (exact), the clock read and checked. */
 const begin = `
-  PERFORM set_config('lock_timeout', p_lock_timeout::text, true);
+  v_setting := set_config('lock_timeout', p_lock_timeout::text, true);
   IF NOT p_parallel THEN PERFORM pg_advisory_xact_lock(hashtext(current_schema() || '/relay_queue')); END IF;
   SELECT tick, ticket INTO v_tick, v_ticket FROM relay_clock WHERE id = 1;
   v_now := COALESCE(p_now, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint);
@@ -62,25 +62,38 @@ END $fn$;
 CREATE OR REPLACE FUNCTION relay_step(
   p_parallel BOOLEAN, p_lock_timeout BIGINT, p_now BIGINT, p_strict BOOLEAN,
   p_lease BIGINT, p_budget BIGINT, p_base FLOAT8, p_cap FLOAT8, p_jitter BOOLEAN,
-  p_items JSONB, p_limit INTEGER
+  p_ids TEXT[], p_generations BIGINT[], p_verdicts TEXT[], p_reasons TEXT[], p_after BIGINT[], p_draws FLOAT8[], p_limit INTEGER
 ) RETURNS TEXT LANGUAGE plpgsql AS $fn$
 DECLARE
-  v_tick BIGINT; v_ticket BIGINT; v_now BIGINT; v_changed BOOLEAN := false;
-  it RECORD; e relay_event%ROWTYPE; n relay_event%ROWTYPE; f relay_flow%ROWTYPE; g relay_group%ROWTYPE;
+  v_tick BIGINT; v_ticket BIGINT; v_now BIGINT; v_changed BOOLEAN := false; v_setting TEXT;
+  i INTEGER; e relay_event%ROWTYPE; f relay_flow%ROWTYPE; g relay_group%ROWTYPE;
   v_group TEXT; v_groups TEXT[] := '{}'; v_skip TEXT[] := '{}'; v_delay FLOAT8; v_next BIGINT;
   v_outcomes JSONB := '[]'; v_quarantined JSONB := '[]'; v_claims JSONB := '[]'; v_wake BIGINT; v_count INTEGER := 0;
   v_fresh BOOLEAN; v_grouped BOOLEAN;
 BEGIN
   ${begin}
-  IF jsonb_array_length(p_items) > 0 AND p_parallel THEN
+  IF cardinality(p_ids) > 0 AND p_parallel THEN
     -- The flows and events settled, locked in one order: a claim of one of them commits first.
     PERFORM 1 FROM relay_event x JOIN relay_flow y ON y.flow_id = x.flow_id
-      WHERE x.event_id IN (SELECT i->>'e' FROM jsonb_array_elements(p_items) AS i) ORDER BY x.flow_id, x.seq FOR UPDATE OF y, x;
+      WHERE x.event_id = ANY(p_ids) ORDER BY x.flow_id, x.seq FOR UPDATE OF y, x;
   END IF;
-  FOR it IN SELECT * FROM ROWS FROM (jsonb_to_recordset(p_items) AS (e TEXT, g BIGINT, v TEXT, r TEXT, l BIGINT, d FLOAT8)) WITH ORDINALITY AS i(e, g, v, r, l, d, k)
-      ORDER BY k LOOP
-    SELECT * INTO e FROM relay_event WHERE event_id = it.e;
-    IF NOT FOUND OR e.generation <> it.g OR e.state <> 'inflight' THEN
+  FOR i IN 1 .. coalesce(cardinality(p_ids), 0) LOOP
+    IF p_verdicts[i] = 'ack' THEN
+      -- An ack of the current claim, in its lease, in one statement; anything else is read first.
+      UPDATE relay_event SET state = 'acked', lease_until = NULL, acked_at = v_now
+        WHERE event_id = p_ids[i] AND generation = p_generations[i] AND state = 'inflight' AND lease_until > v_now RETURNING * INTO e;
+      IF FOUND THEN
+        UPDATE relay_flow SET (head_seq, eligible_at) = (SELECT n.seq, CASE n.state WHEN 'ready' THEN n.next_at WHEN 'inflight' THEN n.lease_until END
+            FROM relay_event n WHERE n.flow_id = e.flow_id AND n.seq = e.seq + 1)
+          WHERE flow_id = e.flow_id RETURNING group_id INTO v_group;
+        v_outcomes := v_outcomes || jsonb_build_object('_tag', 'Acked');
+        v_changed := true;
+        IF v_group IS NOT NULL AND NOT v_group = ANY(v_groups) THEN v_groups := v_groups || v_group; END IF;
+        CONTINUE;
+      END IF;
+    END IF;
+    SELECT * INTO e FROM relay_event WHERE event_id = p_ids[i];
+    IF NOT FOUND OR e.generation <> p_generations[i] OR e.state <> 'inflight' THEN
       v_outcomes := v_outcomes || jsonb_build_object('_tag', 'Stale');
       CONTINUE;
     END IF;
@@ -89,34 +102,29 @@ BEGIN
       CONTINUE;
     END IF;
     v_changed := true;
-    IF it.v = 'ack' THEN
-      UPDATE relay_event SET state = 'acked', lease_until = NULL, acked_at = v_now WHERE event_id = e.event_id;
-      SELECT * INTO n FROM relay_event WHERE flow_id = e.flow_id AND seq = e.seq + 1;
-      UPDATE relay_flow SET head_seq = n.seq,
-          eligible_at = CASE n.state WHEN 'ready' THEN n.next_at WHEN 'inflight' THEN n.lease_until END
-        WHERE flow_id = e.flow_id RETURNING group_id INTO v_group;
-      v_outcomes := v_outcomes || jsonb_build_object('_tag', 'Acked');
-    ELSIF it.v = 'quarantine' OR e.attempts >= p_budget THEN
-      UPDATE relay_event SET state = 'quarantined', reason = it.r, next_at = v_now, lease_until = NULL WHERE event_id = e.event_id;
+    IF p_verdicts[i] = 'quarantine' OR e.attempts >= p_budget THEN
+      UPDATE relay_event SET state = 'quarantined', reason = p_reasons[i], next_at = v_now, lease_until = NULL WHERE event_id = e.event_id;
       UPDATE relay_flow SET eligible_at = NULL WHERE flow_id = e.flow_id RETURNING group_id INTO v_group;
-      v_outcomes := v_outcomes || jsonb_build_object('_tag', 'Quarantined', 'reason', it.r);
+      v_outcomes := v_outcomes || jsonb_build_object('_tag', 'Quarantined', 'reason', p_reasons[i]);
       v_quarantined := v_quarantined || jsonb_build_object('_tag', 'Quarantined', 'eventId', e.event_id, 'flowId', e.flow_id, 'group', v_group,
-        'reason', it.r, 'generation', e.generation);
+        'reason', p_reasons[i], 'generation', e.generation);
     ELSE
       -- Protocol.retryDelayAtLeast: the schedule (full jitter: a draw of it), at least what the receiver asked, capped.
       v_delay := LEAST(p_cap, p_base * power(2::float8, LEAST(52, GREATEST(0, e.attempts - 1))));
-      IF p_jitter THEN v_delay := floor(v_delay * LEAST(GREATEST(it.d, 0), 1)); END IF;
-      IF it.l IS NOT NULL THEN v_delay := LEAST(p_cap, GREATEST(v_delay, it.l)); END IF;
+      IF p_jitter THEN v_delay := floor(v_delay * LEAST(GREATEST(p_draws[i], 0), 1)); END IF;
+      IF p_after[i] IS NOT NULL THEN v_delay := LEAST(p_cap, GREATEST(v_delay, p_after[i])); END IF;
       v_next := v_now + v_delay::bigint;
-      UPDATE relay_event SET state = 'ready', next_at = v_next, lease_until = NULL, reason = it.r WHERE event_id = e.event_id;
+      UPDATE relay_event SET state = 'ready', next_at = v_next, lease_until = NULL, reason = p_reasons[i] WHERE event_id = e.event_id;
       UPDATE relay_flow SET eligible_at = v_next WHERE flow_id = e.flow_id RETURNING group_id INTO v_group;
       v_outcomes := v_outcomes || jsonb_build_object('_tag', 'RetryScheduled', 'nextAt', v_next);
     END IF;
     IF v_group IS NOT NULL AND NOT v_group = ANY(v_groups) THEN v_groups := v_groups || v_group; END IF;
   END LOOP;
-  PERFORM relay_refresh_groups(v_groups);
+  IF cardinality(v_groups) > 0 THEN PERFORM relay_refresh_groups(v_groups); END IF;
   -- Claims, one at a time; none walks the flows that wait when no head is eligible.
-  WHILE v_count < p_limit AND (SELECT MIN(eligible_at) FROM relay_flow WHERE eligible_at IS NOT NULL) <= v_now LOOP
+  LOOP
+    EXIT WHEN v_count >= p_limit;
+    EXIT WHEN NOT coalesce((SELECT MIN(eligible_at) FROM relay_flow WHERE eligible_at IS NOT NULL) <= v_now, false);
     IF p_parallel THEN
       SELECT * INTO f FROM relay_flow WHERE eligible_at IS NOT NULL AND group_id IS NULL AND +eligible_at <= v_now AND paused = 0
         ORDER BY served, flow_id LIMIT 1 FOR UPDATE SKIP LOCKED;
@@ -145,14 +153,12 @@ BEGIN
     ELSIF f.flow_id IS NULL THEN
       EXIT;
     END IF;
-    SELECT * INTO e FROM relay_event WHERE flow_id = f.flow_id AND seq = f.head_seq FOR UPDATE;
-    IF NOT FOUND OR NOT ((e.state = 'ready' AND e.next_at <= v_now) OR (e.state = 'inflight' AND e.lease_until <= v_now)) THEN
-      RAISE EXCEPTION 'a flow caches a head that is not eligible: %', f.flow_id;
-    END IF;
-    ${nextTicket}
     UPDATE relay_event SET state = 'inflight', generation = generation + 1, attempts = attempts + 1,
         lifetime_attempts = lifetime_attempts + 1, lease_until = v_now + p_lease
-      WHERE event_id = e.event_id RETURNING * INTO e;
+      WHERE flow_id = f.flow_id AND seq = f.head_seq AND ((state = 'ready' AND next_at <= v_now) OR (state = 'inflight' AND lease_until <= v_now))
+      RETURNING * INTO e;
+    IF NOT FOUND THEN RAISE EXCEPTION 'a flow caches a head that is not eligible: %', f.flow_id; END IF;
+    ${nextTicket}
     v_fresh := f.burst + 1 >= f.weight;
     UPDATE relay_flow SET served = CASE WHEN v_fresh THEN v_ticket ELSE served END, burst = CASE WHEN v_fresh THEN 0 ELSE burst + 1 END,
         eligible_at = e.lease_until
@@ -187,7 +193,7 @@ CREATE OR REPLACE FUNCTION relay_enqueue(
   p_parallel BOOLEAN, p_lock_timeout BIGINT, p_now BIGINT, p_strict BOOLEAN, p_seed BOOLEAN, p_commands JSONB
 ) RETURNS TEXT LANGUAGE plpgsql AS $fn$
 DECLARE
-  v_tick BIGINT; v_ticket BIGINT; v_now BIGINT; v_changed BOOLEAN := false;
+  v_tick BIGINT; v_ticket BIGINT; v_now BIGINT; v_changed BOOLEAN := false; v_setting TEXT;
   c RECORD; x RECORD; f relay_flow%ROWTYPE; g relay_group%ROWTYPE; v_active BOOLEAN;
   v_exists BOOLEAN; v_joins TEXT; v_seq BIGINT; v_served BIGINT; v_burst BIGINT; v_weight BIGINT; v_head BIGINT; v_eligible BIGINT;
   v_results JSONB := '[]'; v_groups TEXT[] := '{}'; v_drawn BIGINT[];

@@ -14,7 +14,7 @@ import { EnqueueResult, SettleOutcome } from "../../domain/Outcomes.js"
 import type { Claimed } from "../../domain/Outcomes.js"
 import type { RelayPolicy } from "../../domain/Policy.js"
 import { enqueueConflict } from "../../domain/Protocol.js"
-import type { Operations, SettleItem, Stepped } from "../../services/QueueBackend.js"
+import type { Operations, Stepped } from "../../services/QueueBackend.js"
 import type { PgStore } from "./PgStore.js"
 import * as Rows from "./QueueRows.js"
 import { alone, insideTransaction, isolated, misuse } from "./Store.js"
@@ -111,9 +111,24 @@ export const make = (store: PgStore, parallel: boolean): Operations => {
     run(
       atTime((now) =>
         Effect.flatMap(
-          sql<{ readonly answer: string }>`SELECT relay_step(${parallel}, ${store.lockTimeoutMillis}, ${now}, ${strictOf(policy)},
-            ${policy.leaseTicks}, ${policy.retryBudget}, ${policy.backoffBase}, ${policy.backoffCap}, ${policy.jitter === "full"},
-            ${JSON.stringify(items.map(itemOf))}::jsonb, ${limit}) AS answer`,
+          sql.unsafe<{ readonly answer: string }>(stepText, [
+            parallel,
+            store.lockTimeoutMillis,
+            now,
+            strictOf(policy),
+            policy.leaseTicks,
+            policy.retryBudget,
+            policy.backoffBase,
+            policy.backoffCap,
+            policy.jitter === "full",
+            items.map((item) => item.token.eventId),
+            items.map((item) => item.token.generation),
+            items.map((item) => verdicts[item.verdict._tag]),
+            items.map(({ verdict }) => (verdict._tag === "Ack" ? null : verdict.reason)),
+            items.map(({ verdict }) => (verdict._tag === "Retry" ? verdict.retryAfter ?? null : null)),
+            items.map((item) => item.draw),
+            limit
+          ]),
           answerOf(decodeStep)
         )
       ),
@@ -144,14 +159,10 @@ export const make = (store: PgStore, parallel: boolean): Operations => {
   return { step, enqueue }
 }
 
-const itemOf = ({ draw, token, verdict }: SettleItem) => ({
-  e: token.eventId,
-  g: token.generation,
-  v: verdict._tag === "Ack" ? "ack" : verdict._tag === "Quarantine" ? "quarantine" : "retry",
-  r: verdict._tag === "Ack" ? null : verdict.reason,
-  l: verdict._tag === "Retry" ? verdict.retryAfter ?? null : null,
-  d: draw
-})
+/** The step's call: its parameters bound in order, the settles' as one array each. */
+const stepText = `SELECT relay_step(${Array.from({ length: 16 }, (_, i) => `$${i + 1}`).join(", ")}) AS answer`
+
+const verdicts = { Ack: "ack", Quarantine: "quarantine", Retry: "retry" } as const
 
 const commandOf = (command: EnqueueCommand) => ({
   e: command.eventId,

@@ -156,8 +156,7 @@ export const limit = integer("limit", "N", `At most N rows (1 to ${MaxBatchSize}
 // Shared options and the parent command
 // ---------------------------------------------------------------------------------------------
 
-const dbDescription = `The queue store: a SQLite file, or a postgres:// URL (default $${DbEnv}). ` +
-  "Behind a pooler that does not carry prepared statements (PgBouncer before 1.21) set FAIR_RELAY_PG_PREPARED_STATEMENTS=false."
+const dbDescription = `The queue store: a SQLite file, or a postgres:// URL (default $${DbEnv}).`
 
 const db = Options.text("db").pipe(Options.withPseudoName("DB"), Options.withDescription(dbDescription), Options.optional)
 

@@ -22,9 +22,8 @@ import type { CliFailure } from "./Errors.js"
 export const SchemaVersion: number = StoreCheck.latestMigration(QueueSchema.migrations)
 
 /**
- * `false` behind a pooler in transaction mode that does not carry prepared statements between
- * server connections (PgBouncer before 1.21): the PostgreSQL store's statements then go unnamed
- * (`PgStoreOptions.preparedStatements`). Default `true`.
+ * Accepted for older deployments and without effect, as `PgStoreOptions.preparedStatements`: the
+ * PostgreSQL store names no prepared statement. A value other than true or false is refused.
  */
 export const PreparedStatementsEnv = "FAIR_RELAY_PG_PREPARED_STATEMENTS"
 

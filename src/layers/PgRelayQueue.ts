@@ -122,7 +122,7 @@ export const makeClient = (
     const store = yield* PgStore.fromClient(sql, options, PgFunctions.migrations, QueueSchema.migrationsTable, "relay_queue")
     const policy = yield* QueueSchema.resolvePolicy(store, requested, options.policy, clientName, "create")
     const mode = yield* PgParallel.resolveMode(store, claims, clientName, "create", "parallel")
-    return RelayQueue.make(backendOf({ ...store, join: PgStore.joinAmbient(store, mode === "parallel") }, mode), policy, retention)
+    return RelayQueue.make(backendOf(store, mode), policy, retention)
   })
 
 const clientName = "the application's PostgreSQL database"

@@ -2,30 +2,23 @@
  * Behind a pooler in transaction mode (FAIR_RELAY_PGBOUNCER_URL: PgBouncer with
  * `pool_mode = transaction`, as .ci/run starts it, sending every database name to the server of
  * FAIR_RELAY_PG_URL): each transaction may run on a different server connection, shared with
- * other processes, and prepared statements do not follow a client from one to the next.
+ * other processes. The store names no prepared statement, so nothing of a server connection
+ * outlives the transaction that used it:
  *
- * - With `preparedStatements: false` two queues (two pools, as two worker processes have) drain
- *   one store together through the pooler, in both claim modes: every event once, each flow in
- *   order, no failure.
- * - With named statements (the default) the same work fails there — a typed `SqlError`, nothing
- *   stored wrongly: what the failed steps left is drained afterwards with every event once, in
- *   order. (This is also what shows that the pooler really moves transactions between server
- *   connections.)
- * - The outbox on the application's own client through the pooler, `preparedStatements: false`:
- *   an enqueue commits with the application's row or not at all.
- * - A statement's name is a digest of its text, so one name never stands for two texts in
- *   processes that share server connections.
+ * - two queues (two pools, as two worker processes have) drain one store together through the
+ *   pooler, in both claim modes, with the default options: every event once, each flow in
+ *   order, no failure;
+ * - the outbox on the application's own client through the pooler: an enqueue commits with the
+ *   application's row or not at all.
  */
 import { it } from "@effect/vitest"
 import * as Reactivity from "@effect/experimental/Reactivity"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
-import { SqlError } from "@effect/sql/SqlError"
 import { Effect, Exit, Redacted } from "effect"
-import { describe, expect } from "vitest"
+import { expect } from "vitest"
 import { PgRelayQueue } from "../../src/index.js"
 import type { RelayQueueService } from "../../src/services/RelayQueue.js"
-import { statementName } from "../../src/layers/internal/PgTransactions.js"
 import { describePooler } from "./support.js"
 
 /** A fresh database on the server, dropped with the scope; its URL through the pooler. */
@@ -95,27 +88,14 @@ const expectAllInOrder = (delivered: ReadonlyArray<string>) => {
   }
 }
 
-describe("PostgreSQL: prepared statement names", () => {
-  it("a name is a digest of the text: the same in every process, one text per name", () => {
-    const texts = ["SELECT 1", "SELECT 2", "SELECT  1", "UPDATE relay_flow SET head_seq = $1 WHERE flow_id = $2"]
-    const names = texts.map((text) => statementName(text))
-    expect(new Set(names).size).toBe(texts.length)
-    expect(texts.map((text) => statementName(text))).toEqual(names)
-    // A text prepared afresh (its table changed) takes a name of its own, still its text's.
-    expect(statementName("SELECT 1", 1)).not.toEqual(statementName("SELECT 1"))
-    expect(statementName("SELECT 1", 1)).not.toEqual(statementName("SELECT 2", 1))
-    for (const name of [...names, statementName("SELECT 1", 12)]) expect(name).toMatch(/^[a-z_][a-z0-9_]{0,62}$/)
-  })
-})
-
 describePooler("PostgreSQL behind a pooler in transaction mode", (admin, pooler) => {
   for (const claims of ["exact", "parallel"] as const) {
-    it.scopedLive(`${claims} claims, preparedStatements: false: two pools drain one store, every event once, in order, no failure`, () =>
+    it.scopedLive(`${claims} claims: two pools drain one store, every event once, in order, no failure`, () =>
       Effect.gen(function*() {
         const url = yield* freshDatabase(admin, pooler)
         const queues = [
-          yield* PgRelayQueue.make({ url, maxConnections: 4, claims, preparedStatements: false }),
-          yield* PgRelayQueue.make({ url, maxConnections: 4, claims, preparedStatements: false })
+          yield* PgRelayQueue.make({ url, maxConnections: 4, claims }),
+          yield* PgRelayQueue.make({ url, maxConnections: 4, claims })
         ]
         yield* fill(queues)
         const { delivered, failures } = yield* drain(queues, 4)
@@ -124,13 +104,13 @@ describePooler("PostgreSQL behind a pooler in transaction mode", (admin, pooler)
       }), 60_000)
   }
 
-  it.scopedLive("the outbox on the application's client, preparedStatements: false: enqueues commit with the application's rows or not at all", () =>
+  it.scopedLive("the outbox on the application's client: enqueues commit with the application's rows or not at all", () =>
     Effect.gen(function*() {
       const url = yield* freshDatabase(admin, pooler)
       // Two applications (two pools, as two processes have) over one database.
       const application = Effect.gen(function*() {
         const sql = yield* PgClient.make({ url: Redacted.make(url), maxConnections: 4 }).pipe(Effect.provide(Reactivity.layer))
-        const queue = yield* PgRelayQueue.makeClient({ preparedStatements: false }).pipe(Effect.provideService(SqlClient.SqlClient, sql))
+        const queue = yield* PgRelayQueue.makeClient().pipe(Effect.provideService(SqlClient.SqlClient, sql))
         return { sql, queue }
       })
       const first = yield* application
@@ -156,29 +136,4 @@ describePooler("PostgreSQL behind a pooler in transaction mode", (admin, pooler)
       expect(failures).toEqual([])
       expect([...delivered].sort()).toEqual([...committed].sort())
     }), 60_000)
-
-  it.scopedLive("named statements (the default) fail there, typed, and store nothing wrongly", () =>
-    Effect.gen(function*() {
-      const url = yield* freshDatabase(admin, pooler)
-      // Short leases: a head whose settle failed is claimed again soon.
-      const policy = { leaseTicks: "300 millis" } as const
-      const unnamed = yield* PgRelayQueue.make({ url, maxConnections: 4, claims: "parallel", policy, preparedStatements: false })
-      yield* fill([unnamed])
-      // Named queues next to it: opening one fails there too (its checks are statements).
-      const failures: Array<unknown> = []
-      const open = PgRelayQueue.make({ url, maxConnections: 4, claims: "parallel", policy })
-      const first = yield* Effect.flatMap(Effect.all([open, open]), (named) => drain(named, 4)).pipe(
-        Effect.catchAll((error) => Effect.succeed({ delivered: [], failures: [error] }))
-      )
-      failures.push(...first.failures)
-      expect(failures.length).toBeGreaterThan(0)
-      for (const failure of failures) expect(failure).toBeInstanceOf(SqlError)
-      // What the failed steps left (a failed claim stored nothing; a head whose settle failed is
-      // claimed again when its lease ends), drained without names.
-      const rest = yield* drain([unnamed], 4)
-      expect(rest.failures).toEqual([])
-      // Redelivered heads (a settle that failed) come twice; otherwise each event once, in order.
-      const once = [...first.delivered, ...rest.delivered].filter((id, i, all) => all.indexOf(id) === i)
-      expectAllInOrder(once)
-    }), 120_000)
 })

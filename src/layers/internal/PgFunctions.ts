@@ -69,7 +69,7 @@ DECLARE
   i INTEGER; e relay_event%ROWTYPE; f relay_flow%ROWTYPE; g relay_group%ROWTYPE;
   v_group TEXT; v_groups TEXT[] := '{}'; v_skip TEXT[] := '{}'; v_delay FLOAT8; v_next BIGINT;
   v_outcomes JSONB := '[]'; v_quarantined JSONB := '[]'; v_claims JSONB := '[]'; v_wake BIGINT; v_count INTEGER := 0;
-  v_fresh BOOLEAN; v_grouped BOOLEAN;
+  v_fresh BOOLEAN; v_grouped BOOLEAN; v_limit INTEGER := p_limit; v_acked TEXT[]; v_pick TEXT[]; v_tickets BIGINT[]; v_batch JSONB;
 BEGIN
   ${begin}
   IF cardinality(p_ids) > 0 AND p_parallel THEN
@@ -77,7 +77,26 @@ BEGIN
     PERFORM 1 FROM relay_event x JOIN relay_flow y ON y.flow_id = x.flow_id
       WHERE x.event_id = ANY(p_ids) ORDER BY x.flow_id, x.seq FOR UPDATE OF y, x;
   END IF;
+  IF cardinality(p_ids) > 1 AND 'ack' = ALL(p_verdicts) AND cardinality(p_ids) = (SELECT count(DISTINCT x) FROM unnest(p_ids) AS x) THEN
+    -- Acks of distinct events (a batch): one statement for the current claims among them; each
+    -- acked event is its flow's only head in flight, so no two of them share a flow.
+    WITH acked AS (
+      UPDATE relay_event x SET state = 'acked', lease_until = NULL, acked_at = v_now FROM unnest(p_ids, p_generations) AS t(id, generation)
+        WHERE x.event_id = t.id AND x.generation = t.generation AND x.state = 'inflight' AND x.lease_until > v_now
+        RETURNING x.event_id, x.flow_id, x.seq),
+    heads AS (
+      UPDATE relay_flow y SET (head_seq, eligible_at) = (SELECT n.seq, CASE n.state WHEN 'ready' THEN n.next_at WHEN 'inflight' THEN n.lease_until END
+          FROM relay_event n WHERE n.flow_id = a.flow_id AND n.seq = a.seq + 1)
+        FROM acked a WHERE y.flow_id = a.flow_id RETURNING y.group_id)
+    SELECT (SELECT array_agg(event_id) FROM acked), (SELECT coalesce(array_agg(DISTINCT group_id), '{}') FROM heads WHERE group_id IS NOT NULL)
+      INTO v_acked, v_groups;
+  END IF;
   FOR i IN 1 .. coalesce(cardinality(p_ids), 0) LOOP
+    IF p_ids[i] = ANY(v_acked) THEN
+      v_outcomes := v_outcomes || jsonb_build_object('_tag', 'Acked');
+      v_changed := true;
+      CONTINUE;
+    END IF;
     IF p_verdicts[i] = 'ack' THEN
       -- An ack of the current claim, in its lease, in one statement; anything else is read first.
       UPDATE relay_event SET state = 'acked', lease_until = NULL, acked_at = v_now
@@ -121,9 +140,45 @@ BEGIN
     IF v_group IS NOT NULL AND NOT v_group = ANY(v_groups) THEN v_groups := v_groups || v_group; END IF;
   END LOOP;
   IF cardinality(v_groups) > 0 THEN PERFORM relay_refresh_groups(v_groups); END IF;
+  IF p_limit > 1 AND NOT EXISTS (SELECT 1 FROM relay_group WHERE eligible_at IS NOT NULL AND eligible_at <= v_now AND paused = 0) THEN
+    -- A batch with no group to take turns with: the first flows in turn order, one ticket each in
+    -- that order (what claims of one in a row take), in one statement.
+    IF p_parallel THEN
+      SELECT array_agg(flow_id ORDER BY served, flow_id) INTO v_pick FROM (SELECT flow_id, served FROM relay_flow
+        WHERE eligible_at IS NOT NULL AND group_id IS NULL AND +eligible_at <= v_now AND paused = 0
+        ORDER BY served, flow_id LIMIT p_limit FOR UPDATE SKIP LOCKED) AS due;
+      SELECT array_agg(n ORDER BY n) INTO v_tickets FROM (SELECT nextval('relay_ticket') AS n FROM generate_series(1, coalesce(cardinality(v_pick), 0))) AS drawn;
+    ELSE
+      SELECT array_agg(flow_id ORDER BY served, flow_id) INTO v_pick FROM (SELECT flow_id, served FROM relay_flow
+        WHERE eligible_at IS NOT NULL AND group_id IS NULL AND +eligible_at <= v_now AND paused = 0
+        ORDER BY served, flow_id LIMIT p_limit) AS due;
+      v_tickets := ARRAY(SELECT v_ticket + k FROM generate_series(1, coalesce(cardinality(v_pick), 0)) AS k);
+      v_ticket := v_ticket + coalesce(cardinality(v_pick), 0);
+    END IF;
+    IF cardinality(v_pick) > 0 THEN
+      WITH picked AS (SELECT * FROM unnest(v_pick, v_tickets) WITH ORDINALITY AS t(flow_id, ticket, k)),
+      claimed AS (
+        UPDATE relay_event x SET state = 'inflight', generation = x.generation + 1, attempts = x.attempts + 1,
+            lifetime_attempts = x.lifetime_attempts + 1, lease_until = v_now + p_lease
+          FROM picked p JOIN relay_flow y ON y.flow_id = p.flow_id
+          WHERE x.flow_id = y.flow_id AND x.seq = y.head_seq
+            AND ((x.state = 'ready' AND x.next_at <= v_now) OR (x.state = 'inflight' AND x.lease_until <= v_now))
+          RETURNING x.*, p.k, CASE WHEN y.resume_seq = x.seq THEN y.resume_after END AS previous),
+      turned AS (
+        UPDATE relay_flow y SET served = CASE WHEN y.burst + 1 >= y.weight THEN p.ticket ELSE y.served END,
+            burst = CASE WHEN y.burst + 1 >= y.weight THEN 0 ELSE y.burst + 1 END, eligible_at = v_now + p_lease
+          FROM picked p WHERE y.flow_id = p.flow_id)
+      SELECT count(*), jsonb_agg(jsonb_build_object('event', to_jsonb(c), 'group', NULL, 'previousSeq', c.previous) ORDER BY c.k)
+        INTO v_count, v_batch FROM claimed c;
+      IF v_count <> cardinality(v_pick) THEN RAISE EXCEPTION 'a flow caches a head that is not eligible'; END IF;
+      v_claims := v_batch;
+    END IF;
+    -- Every head due was taken, up to the limit (or is another transaction's).
+    v_limit := v_count;
+  END IF;
   -- Claims, one at a time; none walks the flows that wait when no head is eligible.
   LOOP
-    EXIT WHEN v_count >= p_limit;
+    EXIT WHEN v_count >= v_limit;
     EXIT WHEN NOT coalesce((SELECT MIN(eligible_at) FROM relay_flow WHERE eligible_at IS NOT NULL) <= v_now, false);
     IF p_parallel THEN
       SELECT * INTO f FROM relay_flow WHERE eligible_at IS NOT NULL AND group_id IS NULL AND +eligible_at <= v_now AND paused = 0

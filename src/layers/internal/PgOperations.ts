@@ -81,7 +81,7 @@ const conflictOf = (error: SqlError, commands: ReadonlyArray<EnqueueCommand>): E
 /** The hot operations of `store`, claiming as `parallel` says. */
 export const make = (store: PgStore, parallel: boolean): Operations => {
   const { sql } = store
-  const aloneOnClient: Store["write"] = store.join === undefined ? (effect) => effect : alone((effect) => effect, "write")
+  const aloneOnClient: Store["write"] = store.onClient ? alone((effect) => effect, "write") : (effect) => effect
   const strictOf = (policy: RelayPolicy) => policy.clock !== "clamp"
   // The store's clock (null: the server reads its own) or the process's.
   const time = store.now === undefined ? Clock.currentTimeMillis : Effect.succeed(null)
@@ -143,7 +143,7 @@ export const make = (store: PgStore, parallel: boolean): Operations => {
         answerOf(decodeEnqueue)
       )
     ).pipe(Effect.catchTag("SqlError", (error) => conflictOf(error, commands)))
-    const answered = store.join === undefined ? run(call, undefined) : Effect.flatMap(insideTransaction, (inside) =>
+    const answered = !store.onClient ? run(call, undefined) : Effect.flatMap(insideTransaction, (inside) =>
       !inside
         ? isolated(retried(call))
         : parallel

@@ -4,15 +4,14 @@
  * serializes them: a claim sees every committed claim before it, the `(served, flow_id)` order is
  * global, and no two workers can claim the same head.
  */
+import * as Reactivity from "@effect/experimental/Reactivity"
 import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
+import * as PgClient from "@effect/sql-pg/PgClient"
 import { Cause, Duration, Effect, Predicate, Redacted } from "effect"
 import type { Scope } from "effect"
-import * as PgHeldWrites from "./PgHeldWrites.js"
-import * as PgPool from "./PgPool.js"
-import { PreparedStatements, transactions } from "./PgTransactions.js"
-import { alone, commitFailuresAsErrors, insideTransaction, isPostgres, misuse } from "./Store.js"
+import { alone, commitFailuresAsErrors, isolated, isPostgres } from "./Store.js"
 import type { Migrations, OpenError, Store } from "./Store.js"
 
 export { TransactionMisuse } from "./Store.js"
@@ -41,11 +40,9 @@ export interface PgStoreOptions {
    */
   readonly time?: "process" | "database" | undefined
   /**
-   * Whether the store's statements run as named prepared statements, parsed and planned once per
-   * connection (default `true`). Set `false` behind a pooler in transaction mode that does not
-   * carry prepared statements from one server connection to another (PgBouncer before 1.21, or
-   * with `max_prepared_statements = 0`): each statement is then parsed where it runs, at some
-   * cost in the server's CPU. See docs/postgres.md, "Behind a connection pooler".
+   * Accepted for stores opened by earlier versions' options, and without effect: the store's
+   * statements are never named prepared statements, so any pooler mode carries them (see
+   * docs/postgres.md, "Behind a connection pooler"). Must be a boolean when given.
    */
   readonly preparedStatements?: boolean | undefined
 }
@@ -58,10 +55,10 @@ export interface PgStore extends Store {
    * new row, a deadlock, a serialization failure.
    */
   readonly rowLockedWrite: Store["write"]
-  /** Runs statements as the store's `preparedStatements` says (what `write` and `read` do around theirs). */
-  readonly statements: Statements
   /** How long a write waits for a lock (`lockTimeout`), in milliseconds. */
   readonly lockTimeoutMillis: number
+  /** Whether the store is on the application's own client (`fromClient`). */
+  readonly onClient: boolean
 }
 
 const retryableCodes = new Set(["23505", "40P01", "40001"])
@@ -73,11 +70,8 @@ const isRetryable = (error: unknown): boolean => {
 }
 
 /** The server's clock in epoch milliseconds (`clock_timestamp()`: the time of the call, not of the transaction's start). */
-const serverTime = (sql: SqlClient.SqlClient, exec: PgHeldWrites.HeldWrites["exec"]): Effect.Effect<number, SqlError> =>
-  Effect.map(
-    exec(sql<{ readonly now: unknown }>`SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint AS now`),
-    (rows) => Number(rows[0]!.now)
-  )
+const serverTime = (sql: SqlClient.SqlClient): Effect.Effect<number, SqlError> =>
+  Effect.map(sql<{ readonly now: unknown }>`SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint AS now`, (rows) => Number(rows[0]!.now))
 
 /** How a store connects, checked (`checkConnection`). */
 interface Connection {
@@ -112,18 +106,23 @@ const checkConnection = (options: PgStoreOptions, operation: string): Effect.Eff
  * A pooled client, once its options are checked (`checkConnection`); a connection that fails
  * (server down, database missing) is a `SqlError` with the server's reason as its cause.
  */
-const connect = (options: PgStoreOptions): Effect.Effect<PgPool.Pool, InvalidInput | SqlError, Scope.Scope> =>
+const connect = (options: PgStoreOptions): Effect.Effect<SqlClient.SqlClient, InvalidInput | SqlError, Scope.Scope> =>
   Effect.flatMap(checkConnection(options, "open"), (connection) =>
-    PgPool.make({ ...connection, applicationName: "fair-relay" }).pipe(
+    PgClient.make({ ...connection, applicationName: "fair-relay" }).pipe(
+      Effect.provide(Reactivity.layer),
       Effect.catchAllDefect((defect) =>
         Effect.fail(new SqlError({ cause: Cause.squash(Cause.die(defect)), message: "cannot open PostgreSQL store" })))
     ))
 
+/**
+ * Transactions of the store's own on `sql` (`@effect/sql`'s), each opened by `first` (its settings
+ * and locks), outside any transaction of the caller's on another client (`isolated`).
+ */
+const transactions = (sql: SqlClient.SqlClient, first: string) => <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  isolated(commitFailuresAsErrors(sql.withTransaction(Effect.zipRight(sql.unsafe(first), effect))))
+
 /** A read transaction: one consistent snapshot, refused writes. */
-const readTransaction = ({ reserver, sql }: PgPool.Pool, statements: Statements) => {
-  const transaction = transactions(sql, ["BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"], { reserver })
-  return <A, E, R>(effect: Effect.Effect<A, E, R>) => statements(commitFailuresAsErrors(transaction(effect)))
-}
+const readTransaction = (sql: SqlClient.SqlClient) => transactions(sql, "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
 
 /** A SQL string literal. */
 const quote = (text: string) => `'${text.replace(/'/g, "''")}'`
@@ -140,7 +139,7 @@ export const open = (
 ): Effect.Effect<PgStore, OpenError, Scope.Scope> =>
   Effect.gen(function*() {
     const checked = yield* checkOptions(options, "open")
-    return yield* openOn(yield* connect(options), checked, migrations, migrationsTable, lockName)
+    return yield* openOn(yield* connect(options), checked, migrations, migrationsTable, lockName, false)
   })
 
 /** The options of a store on a client that is already open (the application's own). */
@@ -152,12 +151,8 @@ export const clientStoreKeys: KeysOf<PgClientStoreOptions> = { lockTimeout: true
 /** The keys of `PgStoreOptions`, for a layer's check of its own options (`Options.keysOnly`). */
 export const storeKeys: KeysOf<PgStoreOptions> = { ...clientStoreKeys, url: true, maxConnections: true, connectTimeout: true }
 
-/** Runs a transaction's statements as the store's options say (`preparedStatements`). */
-type Statements = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
-
 /** A store's options, checked: what its transactions and clock are made from. */
 interface Checked {
-  readonly statements: Statements
   readonly lockTimeoutMillis: number
   readonly serverTime: boolean
 }
@@ -188,9 +183,6 @@ const checkOptions = (options: PgClientStoreOptions, operation: string): Effect.
   const lockTimeoutMillis = millisOf("lockTimeout", options.lockTimeout, Duration.seconds(30))
   if (typeof lockTimeoutMillis === "string") return invalid(lockTimeoutMillis)
   return Effect.succeed({
-    statements: preparedStatements === false
-      ? <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.provideService(effect, PreparedStatements, false)
-      : <A, E, R>(effect: Effect.Effect<A, E, R>) => effect,
     lockTimeoutMillis,
     serverTime: time === "database"
   })
@@ -198,57 +190,38 @@ const checkOptions = (options: PgClientStoreOptions, operation: string): Effect.
 
 /** Opens a store on an open client: its transactions, and its migrations applied under its lock. */
 const openOn = (
-  pooled: PgPool.Pool,
-  { lockTimeoutMillis, serverTime: onServerTime, statements }: Checked,
+  sql: SqlClient.SqlClient,
+  { lockTimeoutMillis, serverTime: onServerTime }: Checked,
   migrations: Migrations,
   migrationsTable: string,
-  lockName: string
+  lockName: string,
+  onClient: boolean
 ): Effect.Effect<PgStore, OpenError> =>
   Effect.gen(function*() {
-    const { reserver, sql } = pooled
-    // The lock key is per schema and store kind: two stores of one database in different schemas
-    // do not wait for each other.
-    // BEGIN, the transaction's settings and the store's lock: sent with the first statements.
-    // The store's statements are prepared (`PgTransactions`) and every one of them is planned for
-    // its indexes; with the server's default choice (`plan_cache_mode = auto`) the bulk writes
-    // (rows as JSON, `LIMIT <count>`) were planned afresh on every call — their generic plan
-    // looked costlier than a custom one for one row, and planning afresh was a large part of the
-    // server's CPU per single-step event. A generic plan is made once per connection and made again
-    // when the tables' statistics change. `SET LOCAL`: only the store's own transactions, never
-    // the application's (an outbox enqueue runs in the application's transaction as it is).
-    // Both settings in one statement (`set_config(…, true)` is `SET LOCAL`), and the store's lock
-    // in the same one, taken once they hold (the settings are a subquery's row, made before the
-    // lock's row reads it): a write transaction opens with two statements where it took four.
-    const settings = `SELECT set_config('lock_timeout', '${lockTimeoutMillis}', true) AS lock_timeout, ` +
-      "set_config('plan_cache_mode', 'force_generic_plan', true) AS plan_cache_mode"
-    // Both hold the statements whose answers wait (`PgHeldWrites`), sent at the latest with COMMIT.
-    const locked = transactions(sql, [
-      "BEGIN",
-      `SELECT pg_advisory_xact_lock(hashtext(current_schema() || ${quote(`/${lockName}`)})) FROM (${settings} OFFSET 0) AS settings`
-    ], { holds: true, reserver })
-    const write = <A, E, R>(effect: Effect.Effect<A, E, R>) => statements(commitFailuresAsErrors(locked(effect)))
+    // The transaction's lock timeout (`set_config(…, true)` is `SET LOCAL`: only the store's own
+    // transactions, never the application's) and, for a write, the store's lock in the same
+    // statement, taken once it holds (the setting is a subquery's row, made before the lock's row
+    // reads it). The lock key is per schema and store kind: two stores of one database in
+    // different schemas do not wait for each other.
+    const settings = `SELECT set_config('lock_timeout', '${lockTimeoutMillis}', true) AS lock_timeout`
+    const write = transactions(sql, `SELECT pg_advisory_xact_lock(hashtext(current_schema() || ${quote(`/${lockName}`)})) FROM (${settings} OFFSET 0) AS settings`)
     // Without the store's lock: the statements lock the rows they change (parallel claims).
-    const rowLocked = transactions(sql, ["BEGIN", settings], { holds: true, reserver })
-    // Retried from the start up to five times; `Effect.retry`'s schedule and driver (not free on
-    // every call) only once a race was lost, as it rarely is.
+    const rowLocked = transactions(sql, settings)
+    // Retried from the start up to five times; `Effect.retry`'s schedule and driver only once a race was lost, as it rarely is.
     const rowLockedWrite = <A, E, R>(effect: Effect.Effect<A, E, R>) => {
-      const once = statements(commitFailuresAsErrors(rowLocked(effect)))
+      const once = rowLocked(effect)
       return Effect.catchIf(once, isRetryable, () => Effect.retry(once, { times: 4, while: isRetryable }))
     }
-    const read = readTransaction(pooled, statements)
-    const { exec, execLater, execWrite } = PgHeldWrites.make()
     const store: PgStore = {
       sql,
       client: sql,
       write,
       rowLockedWrite,
-      statements,
       lockTimeoutMillis,
-      read,
-      exec,
-      execWrite,
-      execLater,
-      now: onServerTime ? serverTime(sql, exec) : undefined
+      onClient,
+      read: readTransaction(sql),
+      exec: (statement) => statement,
+      now: onServerTime ? serverTime(sql) : undefined
     }
     yield* write(
       Effect.gen(function*() {
@@ -269,8 +242,7 @@ const openOn = (
 /**
  * A store on the application's own PostgreSQL client: its tables live next to the application's
  * (in the client's search path), with their own migrations table, migrated here. Its own
- * transactions refuse to start inside the application's (`TransactionMisuse`); `joinAmbient` makes
- * the `join` an enqueue runs in.
+ * transactions refuse to start inside the application's (`TransactionMisuse`).
  */
 export const fromClient = (
   sql: SqlClient.SqlClient,
@@ -284,7 +256,7 @@ export const fromClient = (
       return yield* new InvalidInput({ operation: "layerClient", message: "the SqlClient in context is not a PostgreSQL client" })
     }
     const checked = yield* checkOptions(options, "open")
-    const store = yield* openOn({ sql }, checked, migrations, migrationsTable, lockName)
+    const store = yield* openOn(sql, checked, migrations, migrationsTable, lockName, true)
     return {
       ...store,
       write: alone(store.write, "write"),
@@ -292,28 +264,6 @@ export const fromClient = (
       read: alone(store.read, "read")
     }
   })
-
-/**
- * The `join` of a store on the application's client: inside the application's transaction, the
- * enqueue runs there when the store claims in parallel (it locks only its own flows' rows);
- * with exact claims it would hold the store-wide lock until the application commits, and is
- * refused. Outside, it runs in a transaction of its own (`own`).
- */
-export const joinAmbient = (store: PgStore, parallel: boolean): Store["write"] => {
-  const own = parallel ? store.rowLockedWrite : store.write
-  // Inside, the enqueue's held writes are sent before it returns to the application.
-  return (effect) =>
-    Effect.flatMap(insideTransaction, (inside) =>
-      !inside
-        ? own(effect)
-        : parallel
-        ? store.statements(PgHeldWrites.holding(effect))
-        : misuse(
-          "enqueue",
-          "an enqueue inside the application's transaction needs a store with parallel claims (claims: \"parallel\"); " +
-            "with exact claims it would hold the store-wide lock until the application commits"
-        ))
-}
 
 /**
  * Opens an existing PostgreSQL store read-only: nothing is created or migrated; reads run in
@@ -328,12 +278,10 @@ export const openReadonly = (
 ): Effect.Effect<Store, OpenError, Scope.Scope> =>
   Effect.gen(function*() {
     const checked = yield* checkOptions(options, "open")
-    const { statements } = checked
-    const pooled = yield* connect(options)
-    const { sql } = pooled
+    const sql = yield* connect(options)
     const label = `the PostgreSQL ${lockName} store`
     const latest = StoreCheck.latestMigration(migrations)
-    const contents = yield* readTransaction(pooled, statements)(StoreCheck.inspect(sql, migrationsTable)).pipe(
+    const contents = yield* readTransaction(sql)(StoreCheck.inspect(sql, migrationsTable)).pipe(
       Effect.flatMap(StoreCheck.refuse(label, migrationsTable, latest, { foreign: "allow" }))
     )
     if (contents._tag !== "Version" || contents.version !== latest) {
@@ -344,13 +292,12 @@ export const openReadonly = (
           : `${label} does not exist in this database's current schema (no ${migrationsTable} table)`
       })
     }
-    const { exec } = PgHeldWrites.make()
     return {
       sql,
       client: sql,
-      read: readTransaction(pooled, statements),
+      read: readTransaction(sql),
       write: StoreCheck.refuseWrite(label),
-      exec,
-      now: checked.serverTime ? serverTime(sql, exec) : undefined
+      exec: (statement) => statement,
+      now: checked.serverTime ? serverTime(sql) : undefined
     } satisfies Store
   })

@@ -139,17 +139,13 @@ const service = (store: Store, business: InboxBusiness, retention: InboxRetentio
     const ids = [...new Set(batch.map((d) => d.delivery.eventId))]
     const flows = [...new Set(batch.map((d) => d.delivery.flowId))]
     const receipts = sql`SELECT event_id, flow_id, seq, body FROM inbox_receipt WHERE event_id IN ${sql.in(ids)}`
-    // Where the backend holds a read (PostgreSQL), the receipts travel with the progress read: one round trip for both.
-    const later = store.execLater === undefined
-      ? undefined
-      : yield* store.execLater(receipts, (rows) => Effect.flatMap(rows, inboxRows.receipt.decode))
     const progressOf = yield* query(
       store,
       sql`SELECT flow_id, last_seq, pruned_through FROM inbox_progress WHERE flow_id IN ${sql.in(flows)}`,
       inboxRows.progress.decode
     )
     const stored = new Map(
-      (later === undefined ? yield* query(store, receipts, inboxRows.receipt.decode) : yield* later)
+      (yield* query(store, receipts, inboxRows.receipt.decode))
         .map((r): [string, Receipt] => [r.event_id, { eventId: r.event_id, flowId: r.flow_id, seq: r.seq, bodyText: r.body }])
     )
     const last = new Map(progressOf.map((r): [string, number] => [r.flow_id, r.last_seq]))

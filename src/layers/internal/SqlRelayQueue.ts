@@ -331,20 +331,9 @@ export const writes = (store: Store, options: { readonly lockGroups?: boolean } 
             rowsTable(sql, "relay_flow", ["flow_id", "head_seq", "eligible_at"], heads.map((h) => ({ flow_id: h.flowId, head_seq: h.headSeq, eligible_at: h.eligibleAt })))
           } WHERE relay_flow.flow_id = v.flow_id ${returning}`
       }
-      // Flows of no group: their heads alone. A backend that holds writes sends the update and
-      // its groups' refresh with what follows (the groups found in SQL: nothing to wait for); any
-      // other reads each flow's group back from the update, and refreshes those groups only.
+      // Flows of no group: their heads alone. Any other: each flow's group read back from the
+      // update, and those groups refreshed only.
       if (ungrouped) return bulk(heads, 3, (heads) => execWrite(store, update(heads, sql.literal(""))))
-      if (store.execWrite !== undefined) {
-        return Effect.zipRight(
-          bulk(heads, 3, (heads) => execWrite(store, update(heads, sql.literal("")))),
-          refreshGroupsWhere(
-            store,
-            sql`group_id IN (SELECT group_id FROM relay_flow WHERE flow_id IN ${sql.in(heads.map((h) => h.flowId))} AND group_id IS NOT NULL)`,
-            lockGroups
-          )
-        )
-      }
       const grouped: Array<string | null> = []
       return Effect.flatMap(
         bulk(heads, 3, (heads) =>

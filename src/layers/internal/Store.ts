@@ -19,7 +19,7 @@ export type Migrations = Record<string, Effect.Effect<void, SqlError, SqlClient.
 
 /** A SQL store opened by one backend. */
 export interface Store {
-  /** What the store's own statements are built with (on SQLite, each text compiled once: `CompiledOnce`). */
+  /** What the store's own statements are built with. */
   readonly sql: SqlClient.SqlClient
   /** The client itself: what a receiver's business step and a read's body are handed. */
   readonly client: SqlClient.SqlClient
@@ -45,20 +45,6 @@ export interface Store {
     statement: Statement.Statement<A>,
     then: (rows: ReadonlyArray<A>) => Effect.Effect<B, E>
   ) => Effect.Effect<B, E | SqlError>
-  /**
-   * Runs a write whose result nobody reads: a backend may hold it and send it with its
-   * transaction's next statement (PostgreSQL does, one round trip fewer). Absent: `exec`.
-   */
-  readonly execWrite?: ((statement: Statement.Statement<object>) => Effect.Effect<void, SqlError>) | undefined
-  /**
-   * Starts a read whose rows are needed later: a backend may hold it and send it with its
-   * transaction's next statement (PostgreSQL does); answers `then` of the effect that answers its
-   * rows, in the same runtime step (an `Effect.map` of it would add steps). Absent: the read runs
-   * when its rows are asked for.
-   */
-  readonly execLater?:
-    | (<A extends object, B>(statement: Statement.Statement<A>, then: (rows: Effect.Effect<ReadonlyArray<A>, SqlError>) => B) => Effect.Effect<B>)
-    | undefined
 }
 
 /**
@@ -81,9 +67,8 @@ const done = () => Exit.void
 export const rowsOf = <A extends object>(_statement: Statement.Statement<A>, rows: ReadonlyArray<object>): ReadonlyArray<A> =>
   rows as ReadonlyArray<A>
 
-/** `store.execWrite`, or the statement run at once. */
-export const execWrite = (store: Store, statement: Statement.Statement<object>): Effect.Effect<void, SqlError> =>
-  store.execWrite === undefined ? query(store, statement, done) : store.execWrite(statement)
+/** Runs a write whose result nobody reads. */
+export const execWrite = (store: Store, statement: Statement.Statement<object>): Effect.Effect<void, SqlError> => query(store, statement, done)
 
 /**
  * Why a store on the application's client refused to run: an enqueue inside a transaction that
@@ -115,15 +100,11 @@ export const alone = (run: Store["write"], operation: string): Store["write"] =>
     inside ? misuse(operation, "this operation runs in a transaction of its own; call it outside the application's transaction") : run(effect))
 
 /**
- * Where the store's own statements are reported, for query-plan tests and benchmarks (they run
- * without `sql.execute` spans): each statement (`record`), and on PostgreSQL the statements each
- * round trip carried, BEGIN and COMMIT included (`roundTrip`). Nothing by default.
+ * Where the SQLite store's own statements are reported, for query-plan tests and benchmarks (they
+ * run without `sql.execute` spans). Nothing by default.
  */
 export class StatementLog extends Context.Reference<StatementLog>()("fair-relay/StatementLog", {
-  defaultValue: (): {
-    readonly record: ((text: string) => void) | undefined
-    readonly roundTrip?: ((texts: ReadonlyArray<string>) => void) | undefined
-  } => ({ record: undefined })
+  defaultValue: (): { readonly record: ((text: string) => void) | undefined } => ({ record: undefined })
 }) {}
 
 /** Reports `text` to the `StatementLog` of `context`, if one listens (for code that holds its fiber's context). */
@@ -151,20 +132,6 @@ export const execOnConnection = <A extends object>(statement: Statement.Statemen
     const rows: Effect.Effect<ReadonlyArray<A>, SqlError> = transaction.value[0].execute(text, params, undefined)
     return Effect.zipRight(logStatement(text), rows)
   })
-
-/**
- * `Effect.locally(effect, ref, value)` for a hot path (a store runs it per transaction): `ref` set
- * for `effect` and put back on every way out of it, in fewer runtime steps than
- * `Effect.locally`'s acquire/use/release.
- */
-export const locally = <V>(ref: FiberRef.FiberRef<V>, value: V) => <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-  Effect.uninterruptibleMask((restore) =>
-    Effect.flatMap(FiberRef.get(ref), (outer) =>
-      Effect.zipRight(
-        FiberRef.set(ref, value),
-        Effect.flatMap(Effect.exit(restore(effect)), (exit) => Effect.zipRight(FiberRef.set(ref, outer), exit))
-      ))
-  )
 
 /**
  * The exit of `effect` run with `service` as `tag` on top of the fiber's context, the context put

@@ -1,7 +1,9 @@
 /**
- * What a storage backend gives the queue: records in, records out, inside transactions. A backend
- * holds no protocol logic — `RelayQueue.make` reads through it, decides with `Operations`, and
- * writes back through it — so every backend (SQLite, PostgreSQL, memory) behaves the same.
+ * What a storage backend gives the queue: records in, records out, inside transactions. `RelayQueue.make`
+ * reads through it, decides with `Operations`, and writes back through it, so every backend
+ * behaves the same. A backend may also run the hot operations whole (`operations`), deciding them
+ * as `Operations` and `Protocol` specify — PostgreSQL does, in server functions, one round trip
+ * each; the contract suite and the model test hold it to the same outcomes.
  */
 import type { SqlError } from "@effect/sql/SqlError"
 import type { Effect } from "effect"

@@ -4,7 +4,7 @@
  * by the server as it returns. With a `beforeCommit` (fault points), the call runs in a
  * transaction of the store's instead, that runs it before COMMIT.
  */
-import { SqlError } from "@effect/sql/SqlError"
+import type { SqlError } from "@effect/sql/SqlError"
 import { Clock, Effect, Either, Predicate, Schema } from "effect"
 import { ClockRegressed, GroupConflict } from "../../domain/Errors.js"
 import type { EnqueueConflict } from "../../domain/Errors.js"
@@ -15,6 +15,7 @@ import type { Claimed } from "../../domain/Outcomes.js"
 import type { RelayPolicy } from "../../domain/Policy.js"
 import { enqueueConflict } from "../../domain/Protocol.js"
 import type { Operations, Stepped } from "../../services/QueueBackend.js"
+import { isRetryable } from "./PgStore.js"
 import type { PgStore } from "./PgStore.js"
 import * as Rows from "./QueueRows.js"
 import { alone, insideTransaction, isolated, misuse } from "./Store.js"
@@ -53,14 +54,9 @@ const answerOf = <A extends object>(decode: (text: unknown) => Either.Either<A |
   return Effect.succeed("regressed" in answer ? Either.left(new ClockRegressed(answer.regressed)) : Either.right(answer))
 }
 
-const retryableCodes = new Set(["23505", "40P01", "40001"])
-
 /** The SQLSTATE of a failed statement, if the driver gave one. */
 const codeOf = (error: SqlError): string | undefined =>
   Predicate.hasProperty(error.cause, "code") && typeof error.cause.code === "string" ? error.cause.code : undefined
-
-/** Whether a failed call lost a race (parallel claims) and can run again. */
-export const isRetryable = (error: unknown): boolean => error instanceof SqlError && retryableCodes.has(codeOf(error) ?? "")
 
 /** The message of a failed statement: what the enqueue function puts in a conflict it raises. */
 const messageOf = (error: SqlError): string =>
@@ -143,7 +139,7 @@ export const make = (store: PgStore, parallel: boolean): Operations => {
         answerOf(decodeEnqueue)
       )
     ).pipe(Effect.catchTag("SqlError", (error) => conflictOf(error, commands)))
-    const answered = !store.onClient ? run(call, undefined) : Effect.flatMap(insideTransaction, (inside) =>
+    return !store.onClient ? run(call, undefined) : Effect.flatMap(insideTransaction, (inside) =>
       !inside
         ? isolated(retried(call))
         : parallel
@@ -154,7 +150,6 @@ export const make = (store: PgStore, parallel: boolean): Operations => {
           "an enqueue inside the application's transaction needs a store with parallel claims (claims: \"parallel\"); " +
             "with exact claims it would hold the store-wide lock until the application commits"
         ))
-    return answered
   }
   return { step, enqueue }
 }

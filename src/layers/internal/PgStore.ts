@@ -1,8 +1,10 @@
 /**
- * Opening a PostgreSQL store. Every write transaction first takes a transaction-scoped advisory
- * lock for the store, so writes to one store are serialized exactly as SQLite's single writer
- * serializes them: a claim sees every committed claim before it, the `(served, flow_id)` order is
- * global, and no two workers can claim the same head.
+ * Opening a PostgreSQL store, on `@effect/sql-pg`'s client: its transactions (the store's own,
+ * opened by their lock timeout and locks) and its migrations. Every `write` transaction first
+ * takes a transaction-scoped advisory lock for the store, as the hot operations' server functions
+ * do in exact mode (`PgFunctions`), so writes to one store are serialized exactly as SQLite's
+ * single writer serializes them: a claim sees every committed claim before it, the
+ * `(served, flow_id)` order is global, and no two workers can claim the same head.
  */
 import * as Reactivity from "@effect/experimental/Reactivity"
 import * as Migrator from "@effect/sql/Migrator"
@@ -63,8 +65,8 @@ export interface PgStore extends Store {
 
 const retryableCodes = new Set(["23505", "40P01", "40001"])
 
-/** Whether a failed transaction lost a race and can run again from the start. */
-const isRetryable = (error: unknown): boolean => {
+/** Whether a failed transaction (or call) lost a race and can run again from the start. */
+export const isRetryable = (error: unknown): boolean => {
   if (!(error instanceof SqlError)) return false
   return Predicate.hasProperty(error.cause, "code") && typeof error.cause.code === "string" && retryableCodes.has(error.cause.code)
 }

@@ -47,6 +47,20 @@ const Decided = 2 ** 52
 /** The next ticket: the store's counter (exact), or its sequence (parallel). */
 const nextTicket = "v_ticket := CASE WHEN p_parallel THEN nextval('relay_ticket') ELSE v_ticket + 1 END;"
 
+/**
+ * `select` (a `SELECT … INTO …` up to the LIMIT of the rows it takes, then `after`) as each mode
+ * runs it: in parallel mode it locks the rows it takes and skips those another transaction holds.
+ */
+const taking = (select: string, after = "") => `IF p_parallel THEN
+      ${select} FOR UPDATE SKIP LOCKED${after};
+    ELSE
+      ${select}${after};
+    END IF;`
+
+/** The `eligible_at` of the group `id`: the least of its flows' that have a head and are not paused. */
+const groupEligibleAt = (id: string) =>
+  `(SELECT MIN(x.eligible_at) FROM relay_flow x WHERE x.group_id = ${id} AND x.head_seq IS NOT NULL AND x.eligible_at IS NOT NULL AND x.paused = 0)`
+
 /** The functions, made (or replaced) by a migration. */
 export const functions = `
 CREATE OR REPLACE FUNCTION relay_refresh_groups(p_groups TEXT[]) RETURNS void LANGUAGE plpgsql AS $fn$
@@ -54,9 +68,7 @@ BEGIN
   IF cardinality(p_groups) = 0 THEN RETURN; END IF;
   -- Locked first: the update's snapshot then sees every flow change of a writer that refreshed them before.
   PERFORM 1 FROM relay_group WHERE group_id = ANY(p_groups) ORDER BY group_id FOR UPDATE;
-  UPDATE relay_group g SET eligible_at = (SELECT MIN(f.eligible_at) FROM relay_flow f
-      WHERE f.group_id = g.group_id AND f.head_seq IS NOT NULL AND f.eligible_at IS NOT NULL AND f.paused = 0)
-    WHERE g.group_id = ANY(p_groups);
+  UPDATE relay_group g SET eligible_at = ${groupEligibleAt("g.group_id")} WHERE g.group_id = ANY(p_groups);
 END $fn$;
 
 CREATE OR REPLACE FUNCTION relay_step(
@@ -143,15 +155,12 @@ BEGIN
   IF p_limit > 1 AND NOT EXISTS (SELECT 1 FROM relay_group WHERE eligible_at IS NOT NULL AND eligible_at <= v_now AND paused = 0) THEN
     -- A batch with no group to take turns with: the first flows in turn order, one ticket each in
     -- that order (what claims of one in a row take), in one statement.
-    IF p_parallel THEN
-      SELECT array_agg(flow_id ORDER BY served, flow_id) INTO v_pick FROM (SELECT flow_id, served FROM relay_flow
+    ${taking(`SELECT array_agg(flow_id ORDER BY served, flow_id) INTO v_pick FROM (SELECT flow_id, served FROM relay_flow
         WHERE eligible_at IS NOT NULL AND group_id IS NULL AND +eligible_at <= v_now AND paused = 0
-        ORDER BY served, flow_id LIMIT p_limit FOR UPDATE SKIP LOCKED) AS due;
+        ORDER BY served, flow_id LIMIT p_limit`, ") AS due")}
+    IF p_parallel THEN
       SELECT array_agg(n ORDER BY n) INTO v_tickets FROM (SELECT nextval('relay_ticket') AS n FROM generate_series(1, coalesce(cardinality(v_pick), 0))) AS drawn;
     ELSE
-      SELECT array_agg(flow_id ORDER BY served, flow_id) INTO v_pick FROM (SELECT flow_id, served FROM relay_flow
-        WHERE eligible_at IS NOT NULL AND group_id IS NULL AND +eligible_at <= v_now AND paused = 0
-        ORDER BY served, flow_id LIMIT p_limit) AS due;
       v_tickets := ARRAY(SELECT v_ticket + k FROM generate_series(1, coalesce(cardinality(v_pick), 0)) AS k);
       v_ticket := v_ticket + coalesce(cardinality(v_pick), 0);
     END IF;
@@ -180,27 +189,15 @@ BEGIN
   LOOP
     EXIT WHEN v_count >= v_limit;
     EXIT WHEN NOT coalesce((SELECT MIN(eligible_at) FROM relay_flow WHERE eligible_at IS NOT NULL) <= v_now, false);
-    IF p_parallel THEN
-      SELECT * INTO f FROM relay_flow WHERE eligible_at IS NOT NULL AND group_id IS NULL AND +eligible_at <= v_now AND paused = 0
-        ORDER BY served, flow_id LIMIT 1 FOR UPDATE SKIP LOCKED;
-      SELECT * INTO g FROM relay_group WHERE eligible_at IS NOT NULL AND +eligible_at <= v_now AND paused = 0 AND group_id <> ALL(v_skip)
-        ORDER BY served, group_id LIMIT 1 FOR UPDATE SKIP LOCKED;
-    ELSE
-      SELECT * INTO f FROM relay_flow WHERE eligible_at IS NOT NULL AND group_id IS NULL AND +eligible_at <= v_now AND paused = 0
-        ORDER BY served, flow_id LIMIT 1;
-      SELECT * INTO g FROM relay_group WHERE eligible_at IS NOT NULL AND +eligible_at <= v_now AND paused = 0 AND group_id <> ALL(v_skip)
-        ORDER BY served, group_id LIMIT 1;
-    END IF;
+    ${taking(`SELECT * INTO f FROM relay_flow WHERE eligible_at IS NOT NULL AND group_id IS NULL AND +eligible_at <= v_now AND paused = 0
+        ORDER BY served, flow_id LIMIT 1`)}
+    ${taking(`SELECT * INTO g FROM relay_group WHERE eligible_at IS NOT NULL AND +eligible_at <= v_now AND paused = 0 AND group_id <> ALL(v_skip)
+        ORDER BY served, group_id LIMIT 1`)}
     -- The least (served, id) place; a flow of no group before a group of the same id.
     v_grouped := g.group_id IS NOT NULL AND (f.flow_id IS NULL OR g.served < f.served OR (g.served = f.served AND g.group_id < f.flow_id));
     IF v_grouped THEN
-      IF p_parallel THEN
-        SELECT * INTO f FROM relay_flow WHERE group_id = g.group_id AND eligible_at IS NOT NULL AND +eligible_at <= v_now AND paused = 0
-          ORDER BY served, flow_id LIMIT 1 FOR UPDATE SKIP LOCKED;
-      ELSE
-        SELECT * INTO f FROM relay_flow WHERE group_id = g.group_id AND eligible_at IS NOT NULL AND +eligible_at <= v_now AND paused = 0
-          ORDER BY served, flow_id LIMIT 1;
-      END IF;
+      ${taking(`SELECT * INTO f FROM relay_flow WHERE group_id = g.group_id AND eligible_at IS NOT NULL AND +eligible_at <= v_now AND paused = 0
+          ORDER BY served, flow_id LIMIT 1`)}
       IF NOT FOUND THEN
         v_skip := v_skip || g.group_id;
         CONTINUE;
@@ -221,8 +218,7 @@ BEGIN
     IF v_grouped THEN
       v_fresh := g.burst + 1 >= g.weight;
       UPDATE relay_group SET served = CASE WHEN v_fresh THEN v_ticket ELSE served END, burst = CASE WHEN v_fresh THEN 0 ELSE burst + 1 END,
-          eligible_at = (SELECT MIN(x.eligible_at) FROM relay_flow x
-            WHERE x.group_id = g.group_id AND x.head_seq IS NOT NULL AND x.eligible_at IS NOT NULL AND x.paused = 0)
+          eligible_at = ${groupEligibleAt("g.group_id")}
         WHERE group_id = g.group_id;
     END IF;
     v_claims := v_claims || jsonb_build_object('event', to_jsonb(e), 'group', g.group_id,
@@ -252,6 +248,7 @@ DECLARE
   c RECORD; x RECORD; f relay_flow%ROWTYPE; g relay_group%ROWTYPE; v_active BOOLEAN;
   v_exists BOOLEAN; v_joins TEXT; v_seq BIGINT; v_served BIGINT; v_burst BIGINT; v_weight BIGINT; v_head BIGINT; v_eligible BIGINT;
   v_results JSONB := '[]'; v_groups TEXT[] := '{}'; v_drawn BIGINT[];
+  v_flows TEXT[] := ARRAY(SELECT DISTINCT i->>'f' FROM jsonb_array_elements(p_commands) AS i);
 BEGIN
   ${begin}
   IF p_parallel THEN
@@ -259,11 +256,11 @@ BEGIN
     v_ticket := ${Decided};
     -- Each flow's row locked, in one order; a new flow's placeholder (served -1: never a candidate) is what two enqueues queue on.
     INSERT INTO relay_flow (flow_id, seq, served, head_seq, eligible_at, weight, burst)
-      SELECT DISTINCT i->>'f' COLLATE "C", 0, -1, NULL::bigint, NULL::bigint, 1, 0 FROM jsonb_array_elements(p_commands) AS i
+      SELECT id COLLATE "C", 0, -1, NULL::bigint, NULL::bigint, 1, 0 FROM unnest(v_flows) AS id
       ORDER BY 1 ON CONFLICT (flow_id) DO NOTHING;
-    PERFORM 1 FROM relay_flow WHERE flow_id IN (SELECT i->>'f' FROM jsonb_array_elements(p_commands) AS i) ORDER BY flow_id FOR UPDATE;
+    PERFORM 1 FROM relay_flow WHERE flow_id = ANY(v_flows) ORDER BY flow_id FOR UPDATE;
     PERFORM 1 FROM relay_group WHERE group_id IN (SELECT i->>'g' FROM jsonb_array_elements(p_commands) AS i
-        UNION SELECT group_id FROM relay_flow WHERE flow_id IN (SELECT i->>'f' FROM jsonb_array_elements(p_commands) AS i))
+        UNION SELECT group_id FROM relay_flow WHERE flow_id = ANY(v_flows))
       ORDER BY group_id FOR UPDATE;
   END IF;
   FOR c IN SELECT * FROM ROWS FROM (jsonb_to_recordset(p_commands) AS (e TEXT, f TEXT, b TEXT, w BIGINT, g TEXT)) WITH ORDINALITY AS i(e, f, b, w, g, k)
@@ -333,7 +330,7 @@ BEGIN
     -- The k-th turn decided takes the k-th ticket drawn: tickets a failed enqueue never drew are not lost.
     SELECT array_agg(n ORDER BY n) INTO v_drawn FROM (SELECT nextval('relay_ticket') AS n FROM generate_series(1, v_ticket - ${Decided})) AS drawn;
     UPDATE relay_flow SET served = v_drawn[(served - ${Decided})::int]
-      WHERE served > ${Decided} AND flow_id IN (SELECT i->>'f' FROM jsonb_array_elements(p_commands) AS i);
+      WHERE served > ${Decided} AND flow_id = ANY(v_flows);
     UPDATE relay_group SET served = v_drawn[(served - ${Decided})::int] WHERE served > ${Decided} AND group_id = ANY(v_groups);
   END IF;
   PERFORM relay_refresh_groups(v_groups);

@@ -15,7 +15,7 @@ import type { Claimed } from "../../domain/Outcomes.js"
 import type { RelayPolicy } from "../../domain/Policy.js"
 import { enqueueConflict } from "../../domain/Protocol.js"
 import type { Operations, Stepped } from "../../services/QueueBackend.js"
-import { isRetryable } from "./PgStore.js"
+import { codeOf, isRetryable } from "./PgStore.js"
 import type { PgStore } from "./PgStore.js"
 import * as Rows from "./QueueRows.js"
 import { alone, insideTransaction, isolated, misuse } from "./Store.js"
@@ -53,10 +53,6 @@ const answerOf = <A extends object>(decode: (text: unknown) => Either.Either<A |
   const answer = decoded.right
   return Effect.succeed("regressed" in answer ? Either.left(new ClockRegressed(answer.regressed)) : Either.right(answer))
 }
-
-/** The SQLSTATE of a failed statement, if the driver gave one. */
-const codeOf = (error: SqlError): string | undefined =>
-  Predicate.hasProperty(error.cause, "code") && typeof error.cause.code === "string" ? error.cause.code : undefined
 
 /** The message of a failed statement: what the enqueue function puts in a conflict it raises. */
 const messageOf = (error: SqlError): string =>

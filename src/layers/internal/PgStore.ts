@@ -66,10 +66,11 @@ export interface PgStore extends Store {
 const retryableCodes = new Set(["23505", "40P01", "40001"])
 
 /** Whether a failed transaction (or call) lost a race and can run again from the start. */
-export const isRetryable = (error: unknown): boolean => {
-  if (!(error instanceof SqlError)) return false
-  return Predicate.hasProperty(error.cause, "code") && typeof error.cause.code === "string" && retryableCodes.has(error.cause.code)
-}
+export const isRetryable = (error: unknown): boolean => error instanceof SqlError && retryableCodes.has(codeOf(error) ?? "")
+
+/** The SQLSTATE of a failed statement, if the driver gave one. */
+export const codeOf = (error: SqlError): string | undefined =>
+  Predicate.hasProperty(error.cause, "code") && typeof error.cause.code === "string" ? error.cause.code : undefined
 
 /** The server's clock in epoch milliseconds (`clock_timestamp()`: the time of the call, not of the transaction's start). */
 const serverTime = (sql: SqlClient.SqlClient): Effect.Effect<number, SqlError> =>

@@ -1,11 +1,13 @@
 /**
- * The SQLite store's own transactions (run on the better-sqlite3 handle): a COMMIT that fails is
+ * The SQLite store's own transactions: a COMMIT that fails is
  * a typed `SqlError`, its transaction is rolled back, and the store keeps working; a failed or
  * interrupted body is rolled back; writes take turns on the one connection, and a writer interrupted
  * while it waits for it leaves the others their turns; the caller's context is back after every
  * way out of a transaction.
  */
+import * as Reactivity from "@effect/experimental/Reactivity"
 import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import { SqlError } from "@effect/sql/SqlError"
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect, Exit, Fiber, Option } from "effect"
@@ -28,6 +30,13 @@ const openStore = Effect.gen(function*() {
   // A deferred foreign key is checked at COMMIT: the way to make a COMMIT fail on demand.
   yield* store.sql.unsafe("PRAGMA foreign_keys = ON")
   return store
+})
+
+// A store next to the application's tables, on the application's own client.
+const openOnClient = Effect.gen(function*() {
+  const dir = yield* tempDir
+  const sql = yield* SqliteClient.make({ filename: path.join(dir, "app.db") }).pipe(Effect.provide(Reactivity.layer))
+  return yield* SqliteStore.fromClient(sql, migrations, "test_migrations")
 })
 
 const count = (store: Store, table: string) =>
@@ -80,9 +89,11 @@ describe("SQLite store transactions", () => {
       expect(yield* count(store, "parent")).toBe(20)
     }))
 
-  it.scoped("a writer interrupted while it waits for the connection leaves the others their turns", () =>
+  it.scoped.each([["its own file", openStore], ["the application's client", openOnClient]] as const)(
+    "a writer interrupted while it waits for the connection leaves the others their turns (a store on %s)",
+    ([, open]) =>
     Effect.gen(function*() {
-      const store = yield* openStore
+      const store = yield* open
       const holding = yield* Deferred.make<void>()
       const release = yield* Deferred.make<void>()
       const holder = yield* Effect.fork(store.write(Effect.zipRight(Deferred.succeed(holding, undefined), Deferred.await(release))))

@@ -1,14 +1,13 @@
 /**
- * Opening a SQLite store: one connection per store (each store owns its client), WAL (the
- * client's default journal mode) with `synchronous=FULL`, a busy timeout, and `BEGIN IMMEDIATE`
- * write transactions.
+ * Opening a SQLite store: `@effect/sql-sqlite-node`'s client, one connection per store (each store
+ * owns its client), WAL (the client's default journal mode) with `synchronous=FULL`, a busy
+ * timeout, and `BEGIN IMMEDIATE` write transactions.
  */
 import * as Reactivity from "@effect/experimental/Reactivity"
 import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
 import type { Connection } from "@effect/sql/SqlConnection"
-import type * as Statement from "@effect/sql/Statement"
 import Database from "better-sqlite3"
 import * as fs from "node:fs"
 import { IncompatibleStore, InvalidInput } from "../../domain/Errors.js"
@@ -16,8 +15,7 @@ import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import { Cause, Clock, Context, Duration, Effect, Exit, Predicate, Schedule } from "effect"
 import type { Scope } from "effect"
 import * as StoreCheck from "./StoreCheck.js"
-import * as SqliteConnection from "./SqliteConnection.js"
-import { alone, execOnConnection, insideTransaction, isolated, isSqlite, exitProviding, misuse, recordStatement, rowsOf } from "./Store.js"
+import { alone, execOnConnection, insideTransaction, isolated, isSqlite, misuse } from "./Store.js"
 import type { Migrations, OpenError, Store } from "./Store.js"
 
 export { TransactionMisuse } from "./Store.js"
@@ -120,7 +118,7 @@ const transaction = (client: SqlClient.SqlClient, begin: string, busyTimeoutMill
       Effect.uninterruptibleMask((restore) =>
         Effect.scoped(
           Effect.gen(function*() {
-            const conn = yield* client.reserve
+            const conn = yield* restore(client.reserve)
             yield* restore(start(conn))
             const exit = yield* Effect.exit(restore(Effect.provideService(effect, SqlClient.TransactionConnection, [conn, 0])))
             if (Exit.isSuccess(exit)) {
@@ -134,86 +132,6 @@ const transaction = (client: SqlClient.SqlClient, begin: string, busyTimeoutMill
       )
     )
 }
-
-/**
- * `transaction` for a store that owns its connection, on the better-sqlite3 handle itself: the
- * connection's lock, BEGIN, the body (with the connection as its `TransactionConnection`, as
- * above), COMMIT — no scope, no span and no effect per statement around the body; the context
- * swapped by `exitProviding` and the lock given back by hand rather than by `provideService` and
- * `ensuring` (work paid on every transaction, and the queue runs three transactions a step). Our
- * `TransactionConnection` replaces any the caller's context holds, so the ambient
- * transaction of another client is never borrowed. A BEGIN that finds another process's write
- * lock falls back to the same non-blocking retries; a COMMIT that fails is rolled back and fails
- * typed, a failed body rolled back, exactly as above.
- */
-const handleTransaction = (connection: SqliteConnection.SqliteConnection, begin: string, busyTimeoutMillis: number) => {
-  const { lock, run } = connection
-  const attempt = (statement: string): SqlError | undefined => {
-    try {
-      run(statement, [])
-      return undefined
-    } catch (cause) {
-      return new SqlError({ cause, message: "Failed to execute statement" })
-    }
-  }
-  const beginAgain = retryBusy(busyTimeoutMillis)(Effect.suspend(() => {
-    const error = attempt(begin)
-    return error === undefined ? Effect.void : Effect.fail(error)
-  }))
-  // BEGIN, run at once by whoever took the lock: the body as it is, or after the retries.
-  const started = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> => {
-    const error = attempt(begin)
-    return error === undefined ? effect : isBusy(error) ? Effect.zipRight(beginAgain, effect) : Effect.fail(error)
-  }
-  // A COMMIT that fails leaves SQLite's transaction open on our only connection; roll it back
-  // so the next operation does not find itself inside a dead transaction. SQLite may already have
-  // rolled back (some errors do, and a BEGIN that failed began nothing); that ROLLBACK's
-  // complaint must not replace the real error.
-  const finish = <A, E>(exit: Exit.Exit<A, E>): Exit.Exit<A, E | SqlError> => {
-    if (Exit.isSuccess(exit)) {
-      const error = attempt("COMMIT")
-      if (error === undefined) return exit
-      attempt("ROLLBACK")
-      return Exit.fail(error)
-    }
-    const error = attempt("ROLLBACK")
-    return error === undefined || noTransaction(error) ? exit : Exit.fail(error)
-  }
-  // Our `TransactionConnection` replaces any the caller's context holds.
-  const onConnection = exitProviding(SqlClient.TransactionConnection, [connection.connection, 0] as const)
-  // Every way out of the body (success, failure, defect, interruption) comes through `finish`.
-  const end = <A, E>(exit: Exit.Exit<A, E>) => {
-    const done = finish(exit)
-    lock.unsafeRelease()
-    return done
-  }
-  return <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
-    Effect.uninterruptibleMask((restore) => {
-      const held = () => Effect.flatMap(onConnection(restore, started(effect)), end)
-      // The lock is nearly always free: taken at once, without the wait's effects.
-      return Effect.suspend(() => (lock.unsafeTryTake() ? held() : Effect.zipRight(lock.take(restore), Effect.suspend(held))))
-    })
-}
-
-/**
- * Runs the store's own statements synchronously on the connection's handle (see
- * `SqliteConnection`), as one runtime step: compiled, reported to the `StatementLog`, run, and
- * its rows handed to `then` (`Store.query`; `exec` answers them).
- */
-const queryOnHandle = (connection: SqliteConnection.SqliteConnection) =>
-<A extends object, B, E>(statement: Statement.Statement<A>, then: (rows: ReadonlyArray<A>) => Effect.Effect<B, E>): Effect.Effect<B, E | SqlError> =>
-  Effect.withFiberRuntime((fiber) => {
-    const [text, params] = statement.compile()
-    recordStatement(fiber.currentContext, text)
-    let rows: ReadonlyArray<A>
-    try {
-      rows = rowsOf(statement, connection.run(text, params))
-    } catch (cause) {
-      return Exit.fail(new SqlError({ cause, message: "Failed to execute statement" }))
-    }
-    // Outside the try: what `then` throws is a defect, not the statement's failure.
-    return then(rows)
-  })
 
 /**
  * Reads a SQLite file's contents through its own short read-only connection, before any client
@@ -242,6 +160,13 @@ export const inspectFile = (filename: string, migrationsTable: string): Effect.E
 
 const openFailed = (filename: string) => (cause: Cause.Cause<never>) =>
   Effect.fail(new SqlError({ cause: Cause.squash(cause), message: `cannot open SQLite store ${JSON.stringify(filename)}` }))
+
+/** `@effect/sql-sqlite-node`'s client on one connection to the file (WAL unless disabled). */
+const client = (config: SqliteClient.SqliteClientConfig) =>
+  SqliteClient.make(config).pipe(
+    Effect.provide(Reactivity.layer),
+    Effect.catchAllDefect((defect) => openFailed(config.filename)(Cause.die(defect)))
+  )
 
 // SQLite's file header: byte 18 is 2 for a database in WAL mode.
 const isWalFile = (filename: string): boolean => {
@@ -291,20 +216,15 @@ export const open = (
     const busy = yield* checkOptions(options)
     const latest = StoreCheck.latestMigration(migrations)
     yield* precheck(options.filename, migrationsTable, latest)
-    const connection = yield* SqliteConnection.make(options.filename).pipe(
-      Effect.catchAllDefect((defect) => openFailed(options.filename)(Cause.die(defect)))
-    )
-    const { sql } = connection
-    const query = queryOnHandle(connection)
+    const sql = yield* client({ filename: options.filename })
     yield* sql.unsafe(`PRAGMA busy_timeout = ${Math.min(busy, NativeBusyMillis)}`)
     yield* sql.unsafe(`PRAGMA synchronous = ${options.synchronous === "normal" ? "NORMAL" : "FULL"}`)
     const store: Store = {
       sql,
       client: sql,
-      write: handleTransaction(connection, "BEGIN IMMEDIATE", busy),
-      read: handleTransaction(connection, "BEGIN", busy),
-      exec: (statement) => query(statement, Exit.succeed),
-      query
+      write: transaction(sql, "BEGIN IMMEDIATE", busy),
+      read: transaction(sql, "BEGIN", busy),
+      exec: execOnConnection
     }
     yield* store.write(
       Effect.zipRight(
@@ -349,10 +269,7 @@ export const openReadonly = (
     }
     const latest = StoreCheck.latestMigration(migrations)
     // WAL is the store's own mode; a read-only connection must not try to set it.
-    const sql = yield* SqliteClient.make({ filename: options.filename, readonly: true, disableWAL: true }).pipe(
-      Effect.provide(Reactivity.layer),
-      Effect.catchAllDefect((defect) => openFailed(options.filename)(Cause.die(defect)))
-    )
+    const sql = yield* client({ filename: options.filename, readonly: true, disableWAL: true })
     yield* sql.unsafe(`PRAGMA busy_timeout = ${Math.min(busy, NativeBusyMillis)}`)
     yield* StoreCheck.inspect(sql, migrationsTable).pipe(
       Effect.flatMap(StoreCheck.refuse(options.filename, migrationsTable, latest)),

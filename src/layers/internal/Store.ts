@@ -37,35 +37,16 @@ export interface Store {
   readonly now?: Effect.Effect<number, SqlError> | undefined
   /** Runs one of the store's own statements inside `write` or `read`, by the cheapest path the backend has. */
   readonly exec: <A extends object>(statement: Statement.Statement<A>) => Effect.Effect<ReadonlyArray<A>, SqlError>
-  /**
-   * `exec`, continued with `then` of its rows in the same runtime step, where the backend runs
-   * statements synchronously (SQLite). Absent: `Effect.flatMap` (see `query`).
-   */
-  readonly query?: <A extends object, B, E>(
-    statement: Statement.Statement<A>,
-    then: (rows: ReadonlyArray<A>) => Effect.Effect<B, E>
-  ) => Effect.Effect<B, E | SqlError>
 }
 
-/**
- * One of the store's own statements, then `then` of its rows: a read and its decoding (an `Exit`,
- * `decodeRows`) are one runtime step on a backend that runs statements synchronously, a few otherwise.
- */
+/** One of the store's own statements, then `then` of its rows (an `Exit` from `decodeRows`, say). */
 export const query = <A extends object, B, E>(
   store: Store,
   statement: Statement.Statement<A>,
   then: (rows: ReadonlyArray<A>) => Effect.Effect<B, E>
-): Effect.Effect<B, E | SqlError> => (store.query === undefined ? Effect.flatMap(store.exec(statement), then) : store.query(statement, then))
+): Effect.Effect<B, E | SqlError> => Effect.flatMap(store.exec(statement), then)
 
 const done = () => Exit.void
-
-/**
- * `rows`, answered by a backend for `statement`, as the row type the statement declares
- * (`sql<Row>`): the one place where a driver's rows meet that type, which nothing checks at run
- * time — rows whose types matter are decoded (`decodeRows`).
- */
-export const rowsOf = <A extends object>(_statement: Statement.Statement<A>, rows: ReadonlyArray<object>): ReadonlyArray<A> =>
-  rows as ReadonlyArray<A>
 
 /** Runs a write whose result nobody reads. */
 export const execWrite = (store: Store, statement: Statement.Statement<object>): Effect.Effect<void, SqlError> => query(store, statement, done)
@@ -107,19 +88,6 @@ export class StatementLog extends Context.Reference<StatementLog>()("fair-relay/
   defaultValue: (): { readonly record: ((text: string) => void) | undefined } => ({ record: undefined })
 }) {}
 
-/** Reports `text` to the `StatementLog` of `context`, if one listens (for code that holds its fiber's context). */
-export const recordStatement = (context: Context.Context<never>, text: string): void => {
-  const { record } = Context.get(context, StatementLog)
-  if (record !== undefined) record(text)
-}
-
-/** Reports `text` to the `StatementLog`, if one listens. */
-export const logStatement = (text: string): Effect.Effect<void> =>
-  Effect.withFiberRuntime((fiber) => {
-    recordStatement(fiber.currentContext, text)
-    return Effect.void
-  })
-
 /**
  * Runs a statement on the transaction's connection directly: no span and no scope per statement
  * (the operation has its span), which makes a statement several times cheaper. Outside a
@@ -129,26 +97,11 @@ export const execOnConnection = <A extends object>(statement: Statement.Statemen
   Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (transaction) => {
     if (Option.isNone(transaction)) return statement
     const [text, params] = statement.compile()
-    const rows: Effect.Effect<ReadonlyArray<A>, SqlError> = transaction.value[0].execute(text, params, undefined)
-    return Effect.zipRight(logStatement(text), rows)
+    return Effect.flatMap(StatementLog, ({ record }) => {
+      if (record !== undefined) record(text)
+      return transaction.value[0].execute(text, params, undefined)
+    })
   })
-
-/**
- * The exit of `effect` run with `service` as `tag` on top of the fiber's context, the context put
- * back however it ends. For a transaction, inside its own `Effect.uninterruptibleMask`: `restore`
- * is the mask's (the identity keeps `effect` uninterruptible), and sharing the mask makes this a
- * few runtime steps where `Effect.provideService` takes many.
- */
-export const exitProviding = <I, S>(tag: Context.Tag<I, S>, service: S) =>
-<A, E, R>(
-  restore: <X, Y, Z>(effect: Effect.Effect<X, Y, Z>) => Effect.Effect<X, Y, Z>,
-  effect: Effect.Effect<A, E, R>
-): Effect.Effect<Exit.Exit<A, E>, never, Exclude<R, I>> =>
-  Effect.flatMap(
-    FiberRef.getAndUpdate(FiberRef.currentContext, (outer): Context.Context<never> => Context.add(outer, tag, service)),
-    (outer) =>
-      Effect.flatMap(Effect.exit(restore(effect as Effect.Effect<A, E>)), (exit) => FiberRef.modify(FiberRef.currentContext, () => [exit, outer]))
-  )
 
 /**
  * The ambient transaction of another client (say, the application's own database) must never be

@@ -94,13 +94,12 @@ export class StatementLog extends Context.Reference<StatementLog>()("fair-relay/
  * transaction it runs as usual.
  */
 export const execOnConnection = <A extends object>(statement: Statement.Statement<A>): Effect.Effect<ReadonlyArray<A>, SqlError> =>
-  Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (transaction) => {
+  Effect.withFiberRuntime((fiber) => {
+    const transaction = Context.getOption(fiber.currentContext, SqlClient.TransactionConnection)
     if (Option.isNone(transaction)) return statement
     const [text, params] = statement.compile()
-    return Effect.flatMap(StatementLog, ({ record }) => {
-      if (record !== undefined) record(text)
-      return transaction.value[0].execute(text, params, undefined)
-    })
+    Context.get(fiber.currentContext, StatementLog).record?.(text)
+    return transaction.value[0].execute(text, params, undefined)
   })
 
 /**

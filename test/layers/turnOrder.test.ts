@@ -1,7 +1,6 @@
 /**
  * Turn order has one definition, `Protocol.compareTurn` (ascending `(served, flowId)`, ids by code
- * point): the SQL backend's `ORDER BY served, flow_id` and the memory backend (which calls
- * `compareTurn`) must agree with it on every store — random served values with
+ * point): the SQL backend's `ORDER BY served, flow_id` must agree with it on every store — random served values with
  * ties, non-ASCII flow ids (astral and high-BMP characters, where UTF-16 order disagrees), and
  * flows that are due, not yet due, quarantined or drained.
  */
@@ -11,7 +10,6 @@ import { EventId, FlowId } from "../../src/domain/Ids.js"
 import type { NewEvent } from "../../src/domain/Operations.js"
 import { compareTurn } from "../../src/domain/Protocol.js"
 import type { EventRecord, FlowRecord } from "../../src/domain/Records.js"
-import * as MemoryBackend from "../../src/layers/internal/MemoryRelayQueue.js"
 import * as SqliteStore from "../../src/layers/internal/SqliteStore.js"
 import * as QueueSchema from "../../src/layers/internal/QueueSchema.js"
 import * as SqlRelayQueue from "../../src/layers/internal/SqlRelayQueue.js"
@@ -90,7 +88,7 @@ const ids = (rows: ReadonlyArray<{ readonly flow: FlowRecord } | FlowRecord>) =>
 
 describe("turn order", () => {
   it.scoped.prop(
-    "SQLite's candidates and flows in turn order are the flows sorted by Protocol.compareTurn; memory agrees",
+    "SQLite's candidates and flows in turn order are the flows sorted by Protocol.compareTurn",
     [flowsArb, fc.integer({ min: 1, max: 30 })],
     ([specs, limit]) =>
       Effect.gen(function*() {
@@ -100,10 +98,7 @@ describe("turn order", () => {
         const sql = yield* orders(yield* sqlite, specs, limit)
         expect(ids(sql.candidates)).toEqual(ids(due.slice(0, limit)))
         expect(ids(sql.all)).toEqual(ids(sorted))
-        const memory = yield* orders(yield* MemoryBackend.backend, specs, limit)
-        expect(ids(memory.candidates)).toEqual(ids(sql.candidates))
-        expect(ids(memory.all)).toEqual(ids(sorted))
-        expect((yield* orders(yield* MemoryBackend.backend, specs, 1)).candidates.map((c) => c.flow.flowId)).toEqual(ids(due.slice(0, 1)))
+        expect(ids((yield* orders(yield* sqlite, specs, 1)).candidates)).toEqual(ids(due.slice(0, 1)))
       }),
     { fastCheck: { numRuns: 200 } }
   )

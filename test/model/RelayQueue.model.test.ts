@@ -15,7 +15,7 @@
  * A failure prints the chunk's seed, the counterexample path and the exact command to replay it.
  * Also: FAIR_RELAY_MODEL_PG_RUNS (sequences on PostgreSQL), FAIR_RELAY_MODEL_CHUNK (sequences per
  * test, default 500), FAIR_RELAY_MODEL_SEED without a path (the base seed the chunks' seeds are
- * derived from), FAIR_RELAY_MODEL_BACKEND=sqlite|postgres|memory (run one backend only),
+ * derived from), FAIR_RELAY_MODEL_BACKEND=sqlite|postgres (run one backend only),
  * FAIR_RELAY_MODEL_MAX_COMMANDS (longest sequence, default 40), FAIR_RELAY_MODEL_COVERAGE=1
  * (print how often each outcome and error was reached).
  */

@@ -2,8 +2,7 @@
  * The backends the model-based test runs against. A backend gives each chunk of sequences an
  * opener of fresh queue stores: SQLite opens a new `:memory:` database per sequence; PostgreSQL
  * uses one fresh schema per chunk, put back to the freshly migrated state before each sequence
- * (TRUNCATE … RESTART IDENTITY and the migrations' rows) instead of being migrated again; memory
- * opens a new, empty in-memory queue per sequence.
+ * (TRUNCATE … RESTART IDENTITY and the migrations' rows) instead of being migrated again.
  */
 import { Effect } from "effect"
 import type { Scope } from "effect"
@@ -11,7 +10,6 @@ import type { PolicyInput } from "../../src/domain/Policy.js"
 import * as PgFunctions from "../../src/layers/internal/PgFunctions.js"
 import * as PgStore from "../../src/layers/internal/PgStore.js"
 import * as QueueSchema from "../../src/layers/internal/QueueSchema.js"
-import * as MemoryRelayQueue from "../../src/layers/MemoryRelayQueue.js"
 import * as PgRelayQueue from "../../src/layers/PgRelayQueue.js"
 import * as SqliteRelayQueue from "../../src/layers/SqliteRelayQueue.js"
 import type { RelayQueueService } from "../../src/services/RelayQueue.js"
@@ -22,7 +20,7 @@ export type OpenQueue = (policy: PolicyInput) => Effect.Effect<RelayQueueService
 
 /** One backend of the model-based test. */
 export interface ModelBackend {
-  readonly name: "sqlite" | "postgres" | "postgres-parallel" | "memory"
+  readonly name: "sqlite" | "postgres" | "postgres-parallel"
   /** What one chunk of sequences opens its stores with (resources live as long as the scope). */
   readonly chunk: Effect.Effect<OpenQueue, unknown, Scope.Scope>
 }
@@ -33,8 +31,6 @@ export const sqliteMemory: OpenQueue = (policy) => SqliteRelayQueue.make({ filen
 /** SQLite: a new in-memory database per sequence. */
 export const sqlite: ModelBackend = { name: "sqlite", chunk: Effect.succeed(sqliteMemory) }
 
-/** Memory: a new, empty in-memory queue per sequence. */
-export const memory: ModelBackend = { name: "memory", chunk: Effect.succeed((policy) => MemoryRelayQueue.make({ policy })) }
 
 /**
  * A PostgreSQL schema holding only the queue store's migrations (not opened by a queue, so no

@@ -54,8 +54,7 @@ export const articlePolicy = {
 const files = {
   sqlite: "test/model/RelayQueue.model.test.ts",
   postgres: "test/model/RelayQueue.model.pg.test.ts",
-  "postgres-parallel": "test/model/RelayQueue.model.pg-parallel.test.ts",
-  memory: "test/model/RelayQueue.model.memory.test.ts"
+  "postgres-parallel": "test/model/RelayQueue.model.pg-parallel.test.ts"
 } as const
 
 const replayCommand = (backend: ModelBackend["name"], s: number, path: string) =>
@@ -144,7 +143,7 @@ const runChunk = async (backend: ModelBackend, seed: number, numRuns: number, co
  * Milliseconds one sequence may take on each backend, for the per-test timeout: generous, as a
  * machine shared with other test runs was seen ~10× slower than a quiet one.
  */
-const perSequenceMillis = { sqlite: 1_000, postgres: 6_000, "postgres-parallel": 6_000, memory: 1_000 } as const
+const perSequenceMillis = { sqlite: 1_000, postgres: 6_000, "postgres-parallel": 6_000 } as const
 
 /**
  * Defines the model-based test of `backend`: `total` sequences in chunks, or, with

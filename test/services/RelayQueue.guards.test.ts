@@ -179,8 +179,7 @@ const suite = (backend: Backend) => {
 
   const sqlFailure = { _tag: "Failure", cause: { _tag: "Fail", error: { _tag: "SqlError" } } }
 
-  // Skipped on memory (`noTriggers`): its copy-on-commit atomicity is tested in test/layers/memoryQueue.test.ts.
-  describe.skipIf(backend.name === "memory")("scenarios 19-21: atomicity under database failures", () => {
+  describe("scenarios 19-21: atomicity under database failures", () => {
     it.scoped("atomic_enqueue: a rejected event insert leaves the flow seq unchanged", () =>
       Effect.gen(function*() {
         const w = yield* makeWorld()

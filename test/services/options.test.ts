@@ -84,7 +84,7 @@ describe("careless options on SQLite stores", () => {
       expectRefused(yield* Effect.flip(SqliteInbox.make(null as never)), "options must be an object")
     }))
 
-  it.effect("an in-memory queue refuses a null policy and a misspelt option", () =>
+  it.scoped("an in-memory queue refuses a null policy and a misspelt option", () =>
     Effect.gen(function*() {
       expectRefused(yield* Effect.flip(MemoryRelayQueue.make({ policy: null } as never)), "policy must be an object")
       expectRefused(yield* Effect.flip(MemoryRelayQueue.make({ polciy: {} } as never)), "polciy")

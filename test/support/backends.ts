@@ -1,6 +1,5 @@
 /**
- * The backends the contract suite runs against: SQLite and memory (the queue in memory, the
- * receiver on SQLite) always; PostgreSQL, with exact and with parallel claims, when
+ * The backends the contract suite runs against: SQLite always; PostgreSQL, with exact and with parallel claims, when
  * FAIR_RELAY_PG_URL names a database (`.ci/run` sets it). Each world gets fresh stores: temp
  * files for SQLite, fresh schemas for PostgreSQL.
  */
@@ -13,9 +12,7 @@ import type { Scope } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as PgInbox from "../../src/layers/PgInbox.js"
-import * as MemoryRelayQueue from "../../src/layers/MemoryRelayQueue.js"
 import * as PgRelayQueue from "../../src/layers/PgRelayQueue.js"
-import * as SqliteInbox from "../../src/layers/SqliteInbox.js"
 import { makeWorld, sqliteStores } from "../../scenarios/World.js"
 import type { World, WorldOptions } from "../../scenarios/World.js"
 import { testTmpDir } from "./tmp.js"
@@ -55,25 +52,6 @@ const sqlite: Backend = {
         })
       return { ...world, rejectInserts }
     })
-}
-
-/** Why a test that injects a database failure (a trigger) cannot run on the memory backend. */
-export const noTriggers = "the memory queue has no SQL tables to put a trigger on"
-
-/** The queue in memory, the receiver on an in-memory SQLite database. */
-const memory: Backend = {
-  name: "memory",
-  world: (options) =>
-    Effect.map(
-      makeWorld({
-        ...options,
-        stores: {
-          queue: (policy) => MemoryRelayQueue.make({ policy }),
-          inbox: (business) => SqliteInbox.make({ filename: ":memory:", business })
-        }
-      }),
-      (world) => ({ ...world, rejectInserts: () => Effect.dieMessage(noTriggers) })
-    )
 }
 
 /** The PostgreSQL test database, if configured. */
@@ -199,8 +177,8 @@ if (pgUrl === undefined) {
 
 /** Every backend configured here. */
 export const backends: ReadonlyArray<Backend> = pgUrl === undefined
-  ? [sqlite, memory]
-  : [sqlite, memory, postgres(pgUrl, "exact"), postgres(pgUrl, "parallel")]
+  ? [sqlite]
+  : [sqlite, postgres(pgUrl, "exact"), postgres(pgUrl, "parallel")]
 
 /** The PostgreSQL backends when FAIR_RELAY_PG_URL is not set: a world of one fails (their suites are only listed, skipped). */
 export const unconfiguredBackends: ReadonlyArray<Backend> = pgUrl === undefined
@@ -223,10 +201,9 @@ export const skippedBackends: ReadonlyArray<string> = pgUrl === undefined
   : []
 
 /**
- * The backends with distinct receiver stores, for tests of the receiver alone: the memory
- * backend's receiver is the SQLite inbox (in a `:memory:` database) and postgres-parallel's is
- * the same PgInbox as postgres's (claim modes are a queue setting), so the receiver runs once per
- * store: SQLite and PostgreSQL.
+ * The backends with distinct receiver stores, for tests of the receiver alone: postgres-parallel's
+ * is the same PgInbox as postgres's (claim modes are a queue setting), so the receiver runs once
+ * per store: SQLite and PostgreSQL.
  */
 export const receiverBackends: ReadonlyArray<Backend> = backends.filter((backend) =>
   backend.name === "sqlite" || backend.name === "postgres"

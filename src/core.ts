@@ -1,6 +1,5 @@
 /**
- * fair-relay's core: the services, the in-memory queue (SQLite in memory), the protocol, errors
- * and schemas — no store on disk, no HTTP. `fair-relay/sqlite` and `fair-relay/postgres` add a backend to it;
+ * fair-relay's core: the services, the protocol, errors and schemas — no store layer, no HTTP. `fair-relay/sqlite` and `fair-relay/postgres` add a backend to it;
  * `fair-relay/http` and `fair-relay/dashboard` are added on their own; `fair-relay` is all of it.
  *
  * @module
@@ -56,9 +55,6 @@ export type { InboxPruneResult, InboxRetention } from "./services/Inbox.js"
 export * as Faults from "./services/Faults.js"
 /** A logical clock for deterministic runs. */
 export * as TickClock from "./services/TickClock.js"
-
-/** The queue in memory (SQLite on `:memory:`: no file, no persistence): for tests of code that uses `RelayQueue`. */
-export * as MemoryRelayQueue from "./layers/MemoryRelayQueue.js"
 
 /** Typed errors. */
 export {

@@ -7,8 +7,8 @@
  * @module
  */
 export * from "./core.js"
-/** The queue and the receiver on SQLite. */
-export { SqliteInbox, SqliteRelayQueue } from "./sqlite.js"
+/** The queue and the receiver on SQLite, and the queue in memory (SQLite on `:memory:`). */
+export { MemoryRelayQueue, SqliteInbox, SqliteRelayQueue } from "./sqlite.js"
 /** The queue and the receiver on PostgreSQL. */
 export { PgInbox, PgRelayQueue } from "./postgres.js"
 /** Delivery over HTTP, and the receiver's HTTP handler. */

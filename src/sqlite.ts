@@ -9,3 +9,5 @@ export * from "./core.js"
 export * as SqliteRelayQueue from "./layers/SqliteRelayQueue.js"
 /** The receiver on SQLite. */
 export * as SqliteInbox from "./layers/SqliteInbox.js"
+/** The queue in memory (SQLite on `:memory:`: no file, no persistence): for tests of code that uses `RelayQueue`. */
+export * as MemoryRelayQueue from "./layers/MemoryRelayQueue.js"

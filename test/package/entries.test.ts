@@ -112,7 +112,7 @@ describe("package entry points", () => {
     for (const backend of [sqlite, postgres] as ReadonlyArray<Record<string, unknown>>) {
       for (const name of Object.keys(core)) expect(backend[name], name).toBe((core as Record<string, unknown>)[name])
     }
-    expect(Object.keys(sqlite).filter((name) => !(name in core)).sort()).toEqual(["SqliteInbox", "SqliteRelayQueue"])
+    expect(Object.keys(sqlite).filter((name) => !(name in core)).sort()).toEqual(["MemoryRelayQueue", "SqliteInbox", "SqliteRelayQueue"])
     expect(Object.keys(postgres).filter((name) => !(name in core)).sort()).toEqual(["PgInbox", "PgRelayQueue"])
   })
 })

@@ -88,14 +88,14 @@ cat example.out
 step "the entry points: each subpath typechecks and loads, the same values as the main entry's"
 cat >entries.ts <<'EOF'
 import * as All from "fair-relay"
-import { MemoryRelayQueue, Relay, RelayQueue } from "fair-relay/core"
+import { Relay, RelayQueue } from "fair-relay/core"
 import { Dashboard } from "fair-relay/dashboard"
 import { HttpInbox, HttpTransport } from "fair-relay/http"
 import { PgInbox, PgRelayQueue, Relay as PgRelay } from "fair-relay/postgres"
-import { SqliteInbox, SqliteRelayQueue, Relay as SqliteRelay } from "fair-relay/sqlite"
+import { MemoryRelayQueue, SqliteInbox, SqliteRelayQueue, Relay as SqliteRelay } from "fair-relay/sqlite"
 const same: Record<string, boolean> = {
-  core: All.Relay === Relay && All.RelayQueue === RelayQueue && All.MemoryRelayQueue.layer === MemoryRelayQueue.layer,
-  sqlite: All.SqliteRelayQueue.layer === SqliteRelayQueue.layer && All.SqliteInbox.layer === SqliteInbox.layer && SqliteRelay === Relay,
+  core: All.Relay === Relay && All.RelayQueue === RelayQueue,
+  sqlite: All.MemoryRelayQueue.layer === MemoryRelayQueue.layer && All.SqliteRelayQueue.layer === SqliteRelayQueue.layer && All.SqliteInbox.layer === SqliteInbox.layer && SqliteRelay === Relay,
   postgres: All.PgRelayQueue.layer === PgRelayQueue.layer && All.PgInbox.layer === PgInbox.layer && PgRelay === Relay,
   http: All.HttpTransport.layer === HttpTransport.layer && All.HttpInbox.makeHandler === HttpInbox.makeHandler,
   dashboard: All.Dashboard.layer === Dashboard.layer

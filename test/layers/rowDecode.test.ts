@@ -1,13 +1,13 @@
 /**
- * Hot row shapes decode by plain checks (`QueueRows.checks`, the inbox's `SqlInbox.inboxRows`) instead of per-row Schema decoding:
- * on every row the checks accept they give what the schema gives, and a malformed row still ends
- * in the schema's own error (a defect carrying the same ParseError).
+ * Hot row shapes decode by plain checks read off their schemas (`Store.columnsOf`) instead of
+ * per-row Schema decoding: on every row the checks accept they give what the schema gives, and a
+ * malformed row still ends in the schema's own error (a defect carrying the same ParseError).
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Cause, Effect, Either, Exit, Schema } from "effect"
 import * as Rows from "../../src/layers/internal/QueueRows.js"
 import { inboxRows } from "../../src/layers/internal/SqlInbox.js"
-import { rowCheck } from "../../src/layers/internal/Store.js"
+import { columnsOf, decodeRows, rowCheck, SqlInt } from "../../src/layers/internal/Store.js"
 import type { ColumnKind } from "../../src/layers/internal/Store.js"
 
 const shapes = {
@@ -31,14 +31,14 @@ const cases: ReadonlyArray<{
   ...Object.entries(shapes).map(([name, schema]) => ({
     name,
     schema,
-    columns: Rows.checks[name as keyof typeof shapes],
+    columns: columnsOf(schema) ?? [],
     decode: Rows.decode[name as keyof typeof shapes] as (rows: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<unknown>>
   })),
-  ...Object.entries(inboxRows).map(([name, shape]) => ({
+  ...Object.entries(inboxRows).map(([name, schema]) => ({
     name: `inbox ${name}`,
-    schema: shape.schema as Schema.Schema<any, any>,
-    columns: shape.columns,
-    decode: shape.decode as (rows: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<unknown>>
+    schema: schema as Schema.Schema<any, any>,
+    columns: columnsOf(schema) ?? [],
+    decode: decodeRows(schema as Schema.Schema<any, any>) as (rows: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<unknown>>
   }))
 ]
 
@@ -126,10 +126,32 @@ describe("row decoding by plain checks", () => {
     })
   }
 
-  it("every column of each checked schema is checked, and nothing else", () => {
+  it("every column of each hot schema is checked, and nothing else", () => {
     for (const { columns, name, schema } of cases) {
       const declared = Object.keys((schema as unknown as Schema.Struct<Schema.Struct.Fields>).fields)
       expect(columns.map(([column]) => column), name).toEqual(declared)
     }
+  })
+
+  it("each column's check is read off its schema: strings and brands, SqlInt, nullable, optional, string literals", () => {
+    expect(columnsOf(Rows.IdentityRow)).toEqual([
+      ["event_id", "string"],
+      ["flow_id", "string"],
+      ["seq", "int"],
+      ["body", "string?"],
+      ["body_hash", "optional string?"]
+    ])
+    expect(columnsOf(Rows.AggregateRow)).toEqual([["at", "int?"], ["n", "optional int"]])
+    expect(columnsOf(Rows.EventRow)?.find(([name]) => name === "state")).toEqual(["state", new Set(["ready", "inflight", "acked", "quarantined", "discarded"])])
+  })
+
+  it("a schema with a column no plain check can read is decoded by the schema alone", () => {
+    expect(columnsOf(Schema.Struct({ id: Schema.NonEmptyString }))).toBeUndefined()
+    expect(columnsOf(Schema.Struct({ at: Schema.optional(Schema.NullOr(SqlInt)) }))).toBeUndefined()
+    expect(columnsOf(Schema.Struct({ flag: Schema.Boolean }))).toBeUndefined()
+    expect(columnsOf(Schema.Array(Schema.String))).toBeUndefined()
+    const decode = decodeRows(Schema.Struct({ id: Schema.NonEmptyString }))
+    expect(Exit.isFailure(decode([{ id: "" }]))).toBe(true)
+    expect(decode([{ id: "a" }])).toStrictEqual(Exit.succeed([{ id: "a" }]))
   })
 })

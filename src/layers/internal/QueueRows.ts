@@ -9,8 +9,7 @@ import type { DedupRecord, NewEvent, PruneCandidate, StoredGroup } from "../../d
 import { EventState } from "../../domain/Records.js"
 import type { AuditRecord, EventRecord, FlowRecord, GroupRecord } from "../../domain/Records.js"
 import type { FlowView, GroupView } from "../../services/QueueBackend.js"
-import { decodeRows, rowCheck, SqlInt } from "./Store.js"
-import type { ColumnKind } from "./Store.js"
+import { decodeRows, SqlInt } from "./Store.js"
 
 // Ids this library stored were validated when they came in: rows only check they are strings.
 const StoredEventId = Schema.String.pipe(Schema.brand("fair-relay/EventId"))
@@ -229,79 +228,21 @@ export const toAudit = (row: typeof AuditRow.Type): AuditRecord => ({
   target: row.target
 })
 
-type Columns = ReadonlyArray<readonly [string, ColumnKind]>
-const state: ColumnKind = new Set(EventState.literals)
-const eventColumns: Columns = [
-  ["event_id", "string"],
-  ["flow_id", "string"],
-  ["seq", "int"],
-  ["body", "string"],
-  ["state", state],
-  ["next_at", "int"],
-  ["lease_until", "int?"],
-  ["generation", "int"],
-  ["attempts", "int"],
-  ["lifetime_attempts", "int"],
-  ["reason", "string?"]
-]
-const flowColumns: Columns = [
-  ["flow_id", "string"],
-  ["seq", "int"],
-  ["served", "int"],
-  ["head_seq", "int?"],
-  ["eligible_at", "int?"],
-  ["weight", "int"],
-  ["burst", "int"],
-  ["group_id", "string?"],
-  ["resume_seq", "int?"],
-  ["resume_after", "int?"]
-]
-const groupColumns: Columns = [["group_id", "string"], ["served", "int"], ["weight", "int"], ["burst", "int"]]
-
-/**
- * The plain checks of the hot row shapes, column for column as their schemas above (the test
- * `rowDecode.test.ts` holds them to it): a row the check accepts decodes to what the schema gives.
- */
-export const checks = {
-  events: eventColumns,
-  flows: flowColumns,
-  groups: groupColumns,
-  storedGroups: [...groupColumns, ["active", "int"]],
-  candidates: [
-    ...flowColumns,
-    ["g_served", "int?"],
-    ["g_weight", "int?"],
-    ["g_burst", "int?"],
-    ["h_event_id", "string"],
-    ["h_body", "string"],
-    ["h_state", state],
-    ["h_next_at", "int"],
-    ["h_lease_until", "int?"],
-    ["h_generation", "int"],
-    ["h_attempts", "int"],
-    ["h_lifetime_attempts", "int"],
-    ["h_reason", "string?"]
-  ],
-  identities: [["event_id", "string"], ["flow_id", "string"], ["seq", "int"], ["body", "string?"], ["body_hash", "optional string?"]],
-  clock: [["tick", "int"], ["ticket", "int"]],
-  aggregate: [["at", "int?"], ["n", "optional int"]]
-} satisfies Record<string, Columns>
-
-/** Decoders of each row shape (a row that does not decode is a defect: the store is not ours). */
+/** Decoders of each row shape (a row that does not decode is a defect: the store is not ours; see `Store.decodeRows`). */
 export const decode = {
-  events: decodeRows(EventRow, rowCheck(checks.events)),
-  flows: decodeRows(FlowRow, rowCheck(checks.flows)),
-  groups: decodeRows(GroupRow, rowCheck(checks.groups)),
-  storedGroups: decodeRows(StoredGroupRow, rowCheck(checks.storedGroups)),
+  events: decodeRows(EventRow),
+  flows: decodeRows(FlowRow),
+  groups: decodeRows(GroupRow),
+  storedGroups: decodeRows(StoredGroupRow),
   groupViews: decodeRows(GroupViewRow),
   flowViews: decodeRows(FlowViewRow),
-  candidates: decodeRows(CandidateRow, rowCheck(checks.candidates)),
+  candidates: decodeRows(CandidateRow),
   audit: decodeRows(AuditRow),
-  identities: decodeRows(IdentityRow, rowCheck(checks.identities)),
+  identities: decodeRows(IdentityRow),
   pruneCandidates: decodeRows(PruneCandidateRow),
-  clock: decodeRows(ClockRow, rowCheck(checks.clock)),
+  clock: decodeRows(ClockRow),
   counts: decodeRows(StateCountRow),
-  aggregate: decodeRows(AggregateRow, rowCheck(checks.aggregate))
+  aggregate: decodeRows(AggregateRow)
 }
 
 /** Rows decoded to the domain's records (an `Exit`: composed without the runtime, see `Store.decodeRows`). */

@@ -20,8 +20,8 @@ import type { ApplyResult, InboxBusiness, InboxPruneResult, InboxRetention, Inbo
 import * as Metrics from "../../services/Metrics.js"
 import { decodePruneOptions, PruneBatchSize } from "../../services/Retention.js"
 import type { PruneOptions } from "../../services/Retention.js"
-import { chunks, decodeRows, execWrite, idType, insertRows, isolated, limitTo, query, rowCheck, rowsTable, SqlInt } from "./Store.js"
-import type { ColumnKind, Store } from "./Store.js"
+import { chunks, decodeRows, execWrite, idType, insertRows, isolated, limitTo, query, rowsTable, SqlInt } from "./Store.js"
+import type { Store } from "./Store.js"
 
 
 /** Embedded migrations of the inbox store. */
@@ -51,32 +51,19 @@ export const migrations: Record<string, Effect.Effect<void, SqlError, SqlClient>
 /** Name of the inbox store's migrations table. */
 export const migrationsTable = "inbox_migrations"
 
-/** A row shape the inbox reads: its schema, and the plain checks that decode the rows they accept without it (`Store.rowCheck`). */
-const shape = <A, I>(schema: Schema.Schema<A, I>, columns: ReadonlyArray<readonly [string, ColumnKind]>) => ({
-  schema,
-  columns,
-  decode: decodeRows(schema, rowCheck<A>(columns))
-})
-
 /** The inbox's row shapes (a receive reads a receipt and a progress row per delivery). */
 export const inboxRows = {
-  receipt: shape(Schema.Struct({ event_id: Schema.String, flow_id: Schema.String, seq: SqlInt, body: Schema.String }), [
-    ["event_id", "string"],
-    ["flow_id", "string"],
-    ["seq", "int"],
-    ["body", "string"]
-  ]),
-  progress: shape(Schema.Struct({ flow_id: Schema.String, last_seq: SqlInt, pruned_through: SqlInt }), [
-    ["flow_id", "string"],
-    ["last_seq", "int"],
-    ["pruned_through", "int"]
-  ]),
-  due: shape(Schema.Struct({ event_id: Schema.String, flow_id: Schema.String, seq: SqlInt }), [
-    ["event_id", "string"],
-    ["flow_id", "string"],
-    ["seq", "int"]
-  ]),
-  count: shape(Schema.Struct({ n: SqlInt }), [["n", "int"]])
+  receipt: Schema.Struct({ event_id: Schema.String, flow_id: Schema.String, seq: SqlInt, body: Schema.String }),
+  progress: Schema.Struct({ flow_id: Schema.String, last_seq: SqlInt, pruned_through: SqlInt }),
+  due: Schema.Struct({ event_id: Schema.String, flow_id: Schema.String, seq: SqlInt }),
+  count: Schema.Struct({ n: SqlInt })
+}
+
+const decodeInbox = {
+  receipt: decodeRows(inboxRows.receipt),
+  progress: decodeRows(inboxRows.progress),
+  due: decodeRows(inboxRows.due),
+  count: decodeRows(inboxRows.count)
 }
 
 // A refusal must roll back whatever the business step wrote before refusing.
@@ -142,10 +129,10 @@ const service = (store: Store, business: InboxBusiness, retention: InboxRetentio
     const progressOf = yield* query(
       store,
       sql`SELECT flow_id, last_seq, pruned_through FROM inbox_progress WHERE flow_id IN ${sql.in(flows)}`,
-      inboxRows.progress.decode
+      decodeInbox.progress
     )
     const stored = new Map(
-      (yield* query(store, receipts, inboxRows.receipt.decode))
+      (yield* query(store, receipts, decodeInbox.receipt))
         .map((r): [string, Receipt] => [r.event_id, { eventId: r.event_id, flowId: r.flow_id, seq: r.seq, bodyText: r.body }])
     )
     const last = new Map(progressOf.map((r): [string, number] => [r.flow_id, r.last_seq]))
@@ -225,13 +212,13 @@ const service = (store: Store, business: InboxBusiness, retention: InboxRetentio
 
   const receiptsRead = store.read(
     query(store, sql`SELECT * FROM inbox_receipt ORDER BY flow_id, seq`, (rows) =>
-      Exit.map(inboxRows.receipt.decode(rows), (decoded) =>
+      Exit.map(decodeInbox.receipt(rows), (decoded) =>
         decoded.map((row) => ({ eventId: row.event_id, flowId: row.flow_id, seq: row.seq, body: parseStored(row.body) }))))
   )
 
   const progress = store.read(
     query(store, sql`SELECT flow_id, last_seq, pruned_through FROM inbox_progress ORDER BY flow_id`, (rows) =>
-      Exit.map(inboxRows.progress.decode(rows), (decoded) => new Map(decoded.map((row) => [row.flow_id, row.last_seq]))))
+      Exit.map(decodeInbox.progress(rows), (decoded) => new Map(decoded.map((row) => [row.flow_id, row.last_seq]))))
   )
 
   const read = <A, E>(body: (sql: SqlClient) => Effect.Effect<A, E>) => store.read(body(client))
@@ -245,7 +232,7 @@ const service = (store: Store, business: InboxBusiness, retention: InboxRetentio
       const due = yield* query(
         store,
         sql`SELECT event_id, flow_id, seq FROM inbox_receipt WHERE received_at <= ${cutoff} ORDER BY received_at ${limitTo(sql, size)}`,
-        inboxRows.due.decode
+        decodeInbox.due
       )
       if (due.length === 0) return 0
       const through = new Map<string, number>()
@@ -272,7 +259,7 @@ const service = (store: Store, business: InboxBusiness, retention: InboxRetentio
           const [row] = yield* store.read(query(
             store,
             sql`SELECT COUNT(*) AS n FROM (SELECT 1 AS one FROM inbox_receipt WHERE received_at <= ${cutoff} ${limitTo(sql, limit)}) AS due`,
-            inboxRows.count.decode
+            decodeInbox.count
           ))
           return { receipts: row?.n ?? 0, dryRun }
         }

@@ -8,7 +8,7 @@ import type { MigrationError } from "@effect/sql/Migrator"
 import type * as Statement from "@effect/sql/Statement"
 import { unsafeFragment } from "@effect/sql/Statement"
 import type { Fragment } from "@effect/sql/Statement"
-import { Context, Effect, Exit, FiberRef, Option, Predicate, Schema } from "effect"
+import { Context, Effect, Exit, FiberRef, Option, Predicate, Schema, SchemaAST } from "effect"
 import type { IncompatibleStore, InvalidInput } from "../../domain/Errors.js"
 
 /** Why a store could not be opened. */
@@ -235,14 +235,16 @@ export const SqlInt = Schema.transform(Schema.Union(Schema.Number, Schema.String
  * defect). The answer is an `Exit` — an effect that is already done: callers map and combine it
  * with `Exit`'s functions, at no runtime steps, where `Effect.map` would add some.
  */
-export const decodeRows = <A, I>(schema: Schema.Schema<A, I>, check?: (row: unknown) => A | undefined) => {
+export const decodeRows = <A, I>(schema: Schema.Schema<A, I>) => {
   // Rows decode synchronously: the Effect-returning decoder costs a fiber's worth of steps per call.
   const decode = Schema.decodeUnknownEither(Schema.Array(schema))
   const slow = (rows: ReadonlyArray<unknown>): Exit.Exit<ReadonlyArray<A>> => {
     const decoded = decode(rows)
     return decoded._tag === "Right" ? Exit.succeed(decoded.right) : Exit.die(decoded.left)
   }
-  if (check === undefined) return slow
+  const columns = columnsOf(schema)
+  if (columns === undefined) return slow
+  const check = rowCheck<A>(columns)
   // `check` answers what the schema would for the rows it accepts; anything else (a malformed
   // row) goes to the schema, so the error is the schema's own.
   return (rows: ReadonlyArray<unknown>): Exit.Exit<ReadonlyArray<A>> => {
@@ -256,7 +258,7 @@ export const decodeRows = <A, I>(schema: Schema.Schema<A, I>, check?: (row: unkn
   }
 }
 
-/** How a column of a row is checked by `rowCheck`: the plain-JavaScript reading of its schema. */
+/** How a column of a row is checked by `rowCheck`: the plain-JavaScript reading of its schema (`columnsOf`). */
 export type ColumnKind =
   | "string" // Schema.String (and string brands)
   | "string?" // Schema.NullOr(Schema.String)
@@ -287,6 +289,40 @@ const readColumn = (kind: ColumnKind, value: unknown): unknown => {
     default:
       return typeof value === "string" && kind.has(value) ? value : invalid
   }
+}
+
+/** The members of a union, nested unions flattened (`Schema.optional` wraps one in another). */
+const members = (ast: SchemaAST.AST): ReadonlyArray<SchemaAST.AST> => (SchemaAST.isUnion(ast) ? ast.types.flatMap(members) : [ast])
+
+/** The plain check of a column of type `ast` (optional or not), or undefined where only the schema can tell. */
+const kindOf = (ast: SchemaAST.AST, optional: boolean): ColumnKind | undefined => {
+  const types = members(ast).filter((type) => !SchemaAST.isUndefinedKeyword(type))
+  const values = types.filter((type) => !(SchemaAST.isLiteral(type) && type.literal === null))
+  const nullable = values.length < types.length
+  const literals = values.flatMap((type) => (SchemaAST.isLiteral(type) && typeof type.literal === "string" ? [type.literal] : []))
+  if (!nullable && !optional && values.length > 1 && literals.length === values.length) return new Set(literals)
+  const [only] = values
+  const base = values.length !== 1 || only === undefined ? undefined : only === SqlInt.ast ? "int" : SchemaAST.isStringKeyword(only) ? "string" : undefined
+  if (base === undefined) return undefined
+  if (!optional) return nullable ? `${base}?` : base
+  return base === "int" && !nullable ? "optional int" : base === "string" && nullable ? "optional string?" : undefined
+}
+
+/**
+ * The plain checks of a row schema's columns, read off its AST: a `Schema.Struct` whose every
+ * column is a string (brands too), a `SqlInt`, one of them nullable or optional, or a string
+ * literal; undefined for any other schema (its rows are decoded by the schema alone).
+ */
+export const columnsOf = (schema: Schema.Schema.Any): ReadonlyArray<readonly [string, ColumnKind]> | undefined => {
+  const { ast } = schema
+  if (!SchemaAST.isTypeLiteral(ast) || ast.indexSignatures.length > 0) return undefined
+  const columns: Array<readonly [string, ColumnKind]> = []
+  for (const { isOptional, name, type } of ast.propertySignatures) {
+    const kind = kindOf(type, isOptional)
+    if (kind === undefined || typeof name !== "string") return undefined
+    columns.push([name, kind])
+  }
+  return columns
 }
 
 /**

@@ -15,7 +15,7 @@ import type { Claimed } from "../../domain/Outcomes.js"
 import type { RelayPolicy } from "../../domain/Policy.js"
 import { enqueueConflict } from "../../domain/Protocol.js"
 import type { Operations, Stepped } from "../../services/QueueBackend.js"
-import { codeOf, isRetryable } from "./PgStore.js"
+import { codeOf, retryRaces } from "./PgStore.js"
 import type { PgStore } from "./PgStore.js"
 import * as Rows from "./QueueRows.js"
 import { alone, insideTransaction, isolated, misuse } from "./Store.js"
@@ -86,8 +86,7 @@ export const make = (store: PgStore, parallel: boolean): Operations => {
     const once = Effect.flatMap(time, call)
     return Effect.flatMap(once, (first) => (Either.isRight(first) ? Effect.succeed(first.right) : Effect.flatMap(once, (again) => again)))
   }
-  const retried = <A, E>(call: Effect.Effect<A, E | SqlError>) =>
-    parallel ? Effect.catchIf(call, isRetryable, () => Effect.retry(call, { times: 4, while: isRetryable })) : call
+  const retried = <A, E>(call: Effect.Effect<A, E | SqlError>) => (parallel ? retryRaces(call) : call)
   /**
    * Outside the caller's transactions, or with `beforeCommit`, in a transaction of the store's; on
    * the application's client, refused inside the application's transaction (`TransactionMisuse`).

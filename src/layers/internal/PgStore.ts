@@ -17,7 +17,7 @@ import { alone, commitFailuresAsErrors, isolated, isPostgres } from "./Store.js"
 import type { Migrations, OpenError, Store } from "./Store.js"
 
 export { TransactionMisuse } from "./Store.js"
-import { IncompatibleStore, InvalidInput } from "../../domain/Errors.js"
+import { InvalidInput } from "../../domain/Errors.js"
 import type { KeysOf } from "../../domain/Options.js"
 import * as StoreCheck from "./StoreCheck.js"
 
@@ -67,6 +67,10 @@ const retryableCodes = new Set(["23505", "40P01", "40001"])
 
 /** Whether a failed transaction (or call) lost a race and can run again from the start. */
 export const isRetryable = (error: unknown): boolean => error instanceof SqlError && retryableCodes.has(codeOf(error) ?? "")
+
+/** `effect` run again from the start, up to four more times, while it fails having lost a race (`isRetryable`, as it rarely does). */
+export const retryRaces = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.catchIf(effect, isRetryable, () => Effect.retry(effect, { times: 4, while: isRetryable }))
 
 /** The SQLSTATE of a failed statement, if the driver gave one. */
 export const codeOf = (error: SqlError): string | undefined =>
@@ -210,11 +214,7 @@ const openOn = (
     const write = transactions(sql, `SELECT pg_advisory_xact_lock(hashtext(current_schema() || ${quote(`/${lockName}`)})) FROM (${settings} OFFSET 0) AS settings`)
     // Without the store's lock: the statements lock the rows they change (parallel claims).
     const rowLocked = transactions(sql, settings)
-    // Retried from the start up to five times; `Effect.retry`'s schedule and driver only once a race was lost, as it rarely is.
-    const rowLockedWrite = <A, E, R>(effect: Effect.Effect<A, E, R>) => {
-      const once = rowLocked(effect)
-      return Effect.catchIf(once, isRetryable, () => Effect.retry(once, { times: 4, while: isRetryable }))
-    }
+    const rowLockedWrite = <A, E, R>(effect: Effect.Effect<A, E, R>) => retryRaces(rowLocked(effect))
     const store: PgStore = {
       sql,
       client: sql,
@@ -284,17 +284,10 @@ export const openReadonly = (
     const sql = yield* connect(options)
     const label = `the PostgreSQL ${lockName} store`
     const latest = StoreCheck.latestMigration(migrations)
-    const contents = yield* readTransaction(sql)(StoreCheck.inspect(sql, migrationsTable)).pipe(
-      Effect.flatMap(StoreCheck.refuse(label, migrationsTable, latest, { foreign: "allow" }))
+    yield* readTransaction(sql)(StoreCheck.inspect(sql, migrationsTable)).pipe(
+      Effect.flatMap(StoreCheck.refuse(label, migrationsTable, latest, { foreign: "allow" })),
+      Effect.flatMap(StoreCheck.readable(label, latest, `${label} does not exist in this database's current schema (no ${migrationsTable} table)`))
     )
-    if (contents._tag !== "Version" || contents.version !== latest) {
-      return yield* new IncompatibleStore({
-        store: label,
-        message: contents._tag === "Version"
-          ? `${label} has an older schema (${contents.version}; this version of fair-relay writes ${latest}): open it for writing once to upgrade it`
-          : `${label} does not exist in this database's current schema (no ${migrationsTable} table)`
-      })
-    }
     return {
       sql,
       client: sql,

@@ -140,39 +140,29 @@ const service = (store: Store, business: InboxBusiness, retention: InboxRetentio
     const accepted: Array<Receipt> = []
     const replies: Array<DeliveryReply> = []
     const { applyBatch } = business
-    if (applyBatch !== undefined && ids.length === batch.length && flows.length === batch.length) {
-      const decisions = batch.map((d) =>
-        decideReceive(incoming(d), stored.get(d.delivery.eventId), last.get(d.delivery.flowId) ?? 0, pruned.get(d.delivery.flowId) ?? 0)
-      )
-      const toApply = batch.filter((_, i) => decisions[i]!._tag === "Apply")
-      const results = toApply.length === 0 ? [] : yield* applyBatch(toApply.map(({ body, delivery }) => ({ ...delivery, body: body.value })), client)
-      let next = 0
-      batch.forEach((d, i) => {
-        const decision = decisions[i]!
-        if (decision._tag === "Reply") return replies.push(decision.reply)
-        const result = results[next++]!
-        if (result._tag === "Refused") return replies.push({ _tag: "Rejected", code: result.code })
-        accepted.push(incoming(d))
-        replies.push({ _tag: "Accepted" })
-      })
-    } else {
-      for (const d of batch) {
-        const receipt = incoming(d)
-        const decision = decideReceive(receipt, stored.get(receipt.eventId), last.get(receipt.flowId) ?? 0, pruned.get(receipt.flowId) ?? 0)
-        if (decision._tag === "Reply") {
-          replies.push(decision.reply)
-          continue
-        }
-        const result = yield* applyOne(d)
-        if (result._tag === "Refused") {
-          replies.push({ _tag: "Rejected", code: result.code })
-          continue
-        }
-        stored.set(receipt.eventId, receipt)
-        last.set(receipt.flowId, receipt.seq)
-        accepted.push(receipt)
-        replies.push({ _tag: "Accepted" })
+    const together = applyBatch !== undefined && ids.length === batch.length && flows.length === batch.length
+    const decide = (receipt: Receipt) =>
+      decideReceive(receipt, stored.get(receipt.eventId), last.get(receipt.flowId) ?? 0, pruned.get(receipt.flowId) ?? 0)
+    const decisions = together ? batch.map((d) => decide(incoming(d))) : []
+    const toApply = batch.filter((_, i) => decisions[i]?._tag === "Apply")
+    const results = together && toApply.length > 0 ? yield* applyBatch(toApply.map(({ body, delivery }) => ({ ...delivery, body: body.value })), client) : []
+    let next = 0
+    for (const [i, d] of batch.entries()) {
+      const receipt = incoming(d)
+      const decision = decisions[i] ?? decide(receipt)
+      if (decision._tag === "Reply") {
+        replies.push(decision.reply)
+        continue
       }
+      const result = together ? results[next++]! : yield* applyOne(d)
+      if (result._tag === "Refused") {
+        replies.push({ _tag: "Rejected", code: result.code })
+        continue
+      }
+      stored.set(receipt.eventId, receipt)
+      last.set(receipt.flowId, receipt.seq)
+      accepted.push(receipt)
+      replies.push({ _tag: "Accepted" })
     }
     if (accepted.length > 0) {
       const receivedAt = yield* Clock.currentTimeMillis

@@ -10,7 +10,7 @@ import { SqlError } from "@effect/sql/SqlError"
 import type { Connection } from "@effect/sql/SqlConnection"
 import Database from "better-sqlite3"
 import * as fs from "node:fs"
-import { IncompatibleStore, InvalidInput } from "../../domain/Errors.js"
+import { InvalidInput } from "../../domain/Errors.js"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import { Cause, Clock, Context, Duration, Effect, Exit, Predicate, Schedule } from "effect"
 import type { Scope } from "effect"
@@ -204,9 +204,25 @@ const precheck = (filename: string, migrationsTable: string, latest: number) =>
   })
 
 /**
- * Opens a SQLite store and applies its migrations (recorded in `migrationsTable`) inside one
- * write transaction, so concurrent processes opening the same new file do not race.
+ * Refuses what this build must not open as a store (`StoreCheck.refuse`), then applies the
+ * migrations, in one write transaction (`write`): processes opening one new file do not race.
  */
+const migrate = (
+  write: Store["write"],
+  sql: SqlClient.SqlClient,
+  label: string,
+  migrations: Migrations,
+  migrationsTable: string,
+  options?: StoreCheck.RefuseOptions
+) =>
+  write(
+    Effect.zipRight(
+      Effect.flatMap(StoreCheck.inspect(sql, migrationsTable), StoreCheck.refuse(label, migrationsTable, StoreCheck.latestMigration(migrations), options)),
+      Migrator.make({})({ loader: Migrator.fromRecord(migrations), table: migrationsTable })
+    )
+  ).pipe(Effect.provideService(SqlClient.SqlClient, sql))
+
+/** Opens a SQLite store and applies its migrations (recorded in `migrationsTable`, `migrate`). */
 export const open = (
   options: SqliteStoreOptions,
   migrations: Migrations,
@@ -226,29 +242,8 @@ export const open = (
       read: transaction(sql, "BEGIN", busy),
       exec: execOnConnection
     }
-    yield* store.write(
-      Effect.zipRight(
-        Effect.flatMap(StoreCheck.inspect(sql, migrationsTable), StoreCheck.refuse(options.filename, migrationsTable, latest)),
-        Migrator.make({})({ loader: Migrator.fromRecord(migrations), table: migrationsTable })
-      )
-    ).pipe(Effect.provideService(SqlClient.SqlClient, sql))
+    yield* migrate(store.write, sql, options.filename, migrations, migrationsTable)
     return store
-  })
-
-/** Why a read-only open found no store to read: `Empty` (nothing yet) or an older schema. */
-const notReadable = (filename: string, latest: number) => (contents: StoreCheck.Contents) =>
-  StoreCheck.Contents.$match(contents, {
-    Empty: () => Effect.fail(new IncompatibleStore({ store: filename, message: `${filename} holds no store yet` })),
-    Foreign: () => Effect.fail(new IncompatibleStore({ store: filename, message: `${filename} is not a store of this kind` })),
-    Version: ({ version }) =>
-      version === latest
-        ? Effect.void
-        : Effect.fail(
-          new IncompatibleStore({
-            store: filename,
-            message: `${filename} has an older schema (${version}; this version of fair-relay writes ${latest}): open it for writing once to upgrade it`
-          })
-        )
   })
 
 /**
@@ -273,7 +268,7 @@ export const openReadonly = (
     yield* sql.unsafe(`PRAGMA busy_timeout = ${Math.min(busy, NativeBusyMillis)}`)
     yield* StoreCheck.inspect(sql, migrationsTable).pipe(
       Effect.flatMap(StoreCheck.refuse(options.filename, migrationsTable, latest)),
-      Effect.flatMap(notReadable(options.filename, latest))
+      Effect.flatMap(StoreCheck.readable(options.filename, latest, `${options.filename} holds no store yet`))
     )
     return {
       sql,
@@ -342,14 +337,6 @@ export const fromClient = (
       exec: execOnConnection
     }
     // The application's tables are expected here; only a queue schema newer than this library is refused.
-    yield* own(
-      Effect.zipRight(
-        Effect.flatMap(
-          StoreCheck.inspect(sql, migrationsTable),
-          StoreCheck.refuse("the application's database", migrationsTable, StoreCheck.latestMigration(migrations), { foreign: "allow" })
-        ),
-        Migrator.make({})({ loader: Migrator.fromRecord(migrations), table: migrationsTable })
-      )
-    ).pipe(Effect.provideService(SqlClient.SqlClient, sql))
+    yield* migrate(own, sql, "the application's database", migrations, migrationsTable, { foreign: "allow" })
     return store
   })

@@ -91,6 +91,20 @@ export const refuse = (store: string, migrationsTable: string, latest: number, o
   })
 }
 
+/**
+ * Refuses contents a read-only open cannot read: anything but this kind of store at schema
+ * `latest` (`missing`: why there is none to read).
+ */
+export const readable = (store: string, latest: number, missing: string) => (contents: Contents): Effect.Effect<void, IncompatibleStore> =>
+  contents._tag === "Version" && contents.version === latest ? Effect.void : Effect.fail(
+    new IncompatibleStore({
+      store,
+      message: contents._tag === "Version"
+        ? `${store} has an older schema (${contents.version}; this version of fair-relay writes ${latest}): open it for writing once to upgrade it`
+        : missing
+    })
+  )
+
 /** Why a write was refused: the store was opened read-only (`SqliteStore.openReadonly`). */
 export class ReadonlyStore extends Schema.TaggedError<ReadonlyStore>()("ReadonlyStore", {
   store: Schema.String,

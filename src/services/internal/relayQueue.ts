@@ -22,7 +22,7 @@ import type { ClaimOutcome, DeliveryReply, EnqueueResult, SettleOutcome } from "
 import { makePolicy, protocolKeys, protocolOf, retentionKeys } from "../../domain/Policy.js"
 import type { PolicyKey, RelayPolicy } from "../../domain/Policy.js"
 import * as Protocol from "../../domain/Protocol.js"
-import type { ClockRecord, EventRecord, Snapshot, Token } from "../../domain/Records.js"
+import type { AuditRecord, ClockRecord, EventRecord, Snapshot, Token } from "../../domain/Records.js"
 import * as Faults from "../Faults.js"
 import * as Metrics from "../Metrics.js"
 import type { Operations as QueueOperations, QuarantinedHead, QueueBackend, QueueReads, QueueWrites, StoredProtocol } from "../QueueBackend.js"
@@ -73,6 +73,15 @@ const claimed = (claims: ClaimBatch["claims"], wakeAt: number | undefined, group
 const unique = <A>(values: ReadonlyArray<A>): ReadonlyArray<A> => [...new Set(values)]
 
 const byKey = <A, K>(rows: ReadonlyArray<A>, key: (row: A) => K): ReadonlyMap<K, A> => new Map(rows.map((row) => [key(row), row]))
+
+/** The audit row of an operator's action at `tick`: on an event (at its generation after it), or on `target` alone. */
+const auditRow = (
+  action: AuditRecord["action"],
+  tick: number,
+  request: { readonly reason: string; readonly actor?: string | null | undefined },
+  event: Pick<EventRecord, "eventId" | "generation"> | null,
+  target: string | null = null
+): AuditRecord => ({ eventId: event?.eventId ?? null, reason: request.reason, generation: event?.generation ?? null, tick, actor: request.actor ?? null, action, target })
 
 /**
  * Stores what an operation decided, in the operation's transaction. The clock goes first: a
@@ -403,15 +412,7 @@ export const make = (
           const [event] = yield* tx.events([request.eventId])
           const next = Protocol.redriveEvent(event, request, now)
           if (Either.isLeft(next)) return yield* Effect.fail(next.left)
-          yield* tx.appendAudit({
-            eventId: next.right.eventId,
-            reason: request.reason,
-            generation: next.right.generation,
-            tick: clock.tick,
-            actor: request.actor ?? null,
-            action: "redrive",
-            target: null
-          })
+          yield* tx.appendAudit(auditRow("redrive", clock.tick, request, next.right))
           const changes: Changes = { ...Operations.noChanges, events: [next.right], heads: [Operations.headAfter(next.right, undefined)], clock }
           return [next.right, changes] as const
         })
@@ -457,15 +458,7 @@ export const make = (
           if (Either.isLeft(next)) continue
           events.push(next.right)
           heads.push({ eventId: event.eventId, flowId: event.flowId, group, reason: event.reason, generation: next.right.generation })
-          yield* tx.appendAudit({
-            eventId: next.right.eventId,
-            reason: request.reason,
-            generation: next.right.generation,
-            tick: clock.tick,
-            actor: request.actor,
-            action: "redrive",
-            target: request.target
-          })
+          yield* tx.appendAudit(auditRow("redrive", clock.tick, request, next.right, request.target))
         }
         const changes: Changes = events.length === 0
           ? Operations.noChanges
@@ -535,15 +528,7 @@ export const make = (
           // The next event's delivery names the last seq before the discarded run (`Claimed.previousSeq`).
           const [flow] = yield* tx.flows([discarded.flowId])
           yield* tx.setResume(discarded.flowId, Operator.resumeAfterDiscard(flow?.resume, discarded.seq))
-          yield* tx.appendAudit({
-            eventId: discarded.eventId,
-            reason: request.reason,
-            generation: discarded.generation,
-            tick: clock.tick,
-            actor: request.actor ?? null,
-            action: "discard",
-            target: null
-          })
+          yield* tx.appendAudit(auditRow("discard", clock.tick, request, discarded))
           const changes: Changes = {
             ...Operations.noChanges,
             events: [discarded],
@@ -573,15 +558,7 @@ export const make = (
             : { kind: "flow" as const, id: request.flowId }
           const was = yield* tx.setPaused("group" in request ? { group: request.group } : { flowId: request.flowId }, paused)
           if (was === undefined) return yield* Effect.fail(new TargetNotFound(target))
-          yield* tx.appendAudit({
-            eventId: null,
-            reason: request.reason,
-            generation: null,
-            tick: clock.tick,
-            actor: request.actor ?? null,
-            action: operation,
-            target: `${target.kind}:${target.id}`
-          })
+          yield* tx.appendAudit(auditRow(operation, clock.tick, request, null, `${target.kind}:${target.id}`))
           const result: PauseResult = { _tag: paused ? "Paused" : "Resumed", target, changed: was !== paused }
           // The audit row is a write: the stored tick reaches the tick it records, so the audit stays in tick order.
           return [result, { ...Operations.noChanges, clock }] as const
@@ -633,15 +610,7 @@ export const make = (
           const valueOf = (key: PolicyKey) => key === "retention.acked" || key === "retention.dedup" ? windows[key][1] : settings[key]
           if (changed.length > 0) {
             yield* tx.setProtocol(next)
-            yield* tx.appendAudit({
-              eventId: null,
-              reason: request.reason,
-              generation: null,
-              tick: clock.tick,
-              actor: request.actor ?? null,
-              action: "policy",
-              target: JSON.stringify(Object.fromEntries(changed.map((key) => [key, valueOf(key)])))
-            })
+            yield* tx.appendAudit(auditRow("policy", clock.tick, request, null, JSON.stringify(Object.fromEntries(changed.map((key) => [key, valueOf(key)])))))
           }
           return [{ changed, policy: changed.length > 0 ? next : stored }, Operations.noChanges] as const
         })

@@ -689,6 +689,14 @@ export const make = (
         })
       )).pipe(Effect.withSpan("RelayQueue.inspect"))
 
+  /** A listing: its filter checked (none: every row, in pages), then read in one read transaction. */
+  const listing = <Q, A>(
+    name: string,
+    decode: (filter: unknown) => Effect.Effect<Q, InvalidInput>,
+    list: (tx: QueueReads) => (query: Q) => Effect.Effect<A, SqlError>
+  ) =>
+  (filter: unknown = {}) => Effect.flatMap(decode(filter), (query) => backend.read((tx) => list(tx)(query))).pipe(Effect.withSpan(`RelayQueue.${name}`))
+
   return {
     get policy() {
       return policy
@@ -737,23 +745,11 @@ export const make = (
     resetClock,
     snapshot,
     stats,
-    events: (filter = {}) =>
-      Effect.flatMap(Input.decodeEventFilter(filter), (query) => backend.read((tx) => tx.listEvents(query))).pipe(
-        Effect.withSpan("RelayQueue.events")
-      ),
-    flows: (filter = {}) =>
-      Effect.flatMap(Input.decodePageFilter(filter), (query) => backend.read((tx) => tx.listFlows(query))).pipe(
-        Effect.withSpan("RelayQueue.flows")
-      ),
-    groups: (filter = {}) =>
-      Effect.flatMap(Input.decodeGroupFilter(filter), (query) => backend.read((tx) => tx.listGroups(query))).pipe(
-        Effect.withSpan("RelayQueue.groups")
-      ),
+    events: listing("events", Input.decodeEventFilter, (tx) => tx.listEvents),
+    flows: listing("flows", Input.decodePageFilter, (tx) => tx.listFlows),
+    groups: listing("groups", Input.decodeGroupFilter, (tx) => tx.listGroups),
     inspect,
-    audit: (filter = {}) =>
-      Effect.flatMap(Input.decodeAuditFilter(filter), (query) => backend.read((tx) => tx.listAudit(query))).pipe(
-        Effect.withSpan("RelayQueue.audit")
-      ),
+    audit: listing("audit", Input.decodeAuditFilter, (tx) => tx.listAudit),
     awaitWork: wake.await,
     watchWork: wake.watch,
     changes: Stream.fromPubSub(notable),

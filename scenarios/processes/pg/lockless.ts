@@ -14,6 +14,7 @@ import * as PgClient from "@effect/sql-pg/PgClient"
 import { Effect, Either, Redacted } from "effect"
 import { makePolicy, PgRelayQueue, TickClock } from "../../../src/index.js"
 import * as SqlRelayQueue from "../../../src/layers/internal/SqlRelayQueue.js"
+import * as RelayQueue from "../../../src/services/RelayQueue.js"
 import { execOnConnection } from "../../../src/layers/internal/Store.js"
 import { runScript, scratchSchema } from "./scratch.js"
 
@@ -29,7 +30,7 @@ const program = Effect.gen(function*() {
     .pipe(TickClock.at(0))
   const policy = Either.getOrThrow(makePolicy({}))
   const lockless = Effect.map(PgClient.make({ url: Redacted.make(url), maxConnections: 1 }), (sql) =>
-    SqlRelayQueue.make({ sql, client: sql, write: sql.withTransaction, read: sql.withTransaction, exec: execOnConnection }, policy))
+    RelayQueue.make(SqlRelayQueue.backend({ sql, client: sql, write: sql.withTransaction, read: sql.withTransaction, exec: execOnConnection }), policy))
   const workers = yield* Effect.forEach(Array.from({ length: Workers }), () => lockless)
   const claims: Array<string> = []
   let died = 0

@@ -5,7 +5,7 @@
  * transaction of the store's instead, that runs it before COMMIT.
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Clock, Effect, Either, Predicate, Schema } from "effect"
+import { Clock, Effect, Either, Schema } from "effect"
 import { ClockRegressed, GroupConflict } from "../../domain/Errors.js"
 import type { EnqueueConflict } from "../../domain/Errors.js"
 import type { EnqueueCommand } from "../../domain/Operations.js"
@@ -15,10 +15,10 @@ import type { Claimed } from "../../domain/Outcomes.js"
 import type { RelayPolicy } from "../../domain/Policy.js"
 import { enqueueConflict } from "../../domain/Protocol.js"
 import type { Operations, Stepped } from "../../services/QueueBackend.js"
-import { codeOf, retryRaces } from "./PgStore.js"
+import { retryRaces } from "./PgStore.js"
 import type { PgStore } from "./PgStore.js"
 import * as Rows from "./QueueRows.js"
-import { alone, insideTransaction, isolated, misuse } from "./Store.js"
+import { alone, causeOf, insideTransaction, isolated, misuse } from "./Store.js"
 import type { Store } from "./Store.js"
 
 const Regressed = Schema.Struct({ regressed: Schema.Struct({ now: Schema.Number, tick: Schema.Number }) })
@@ -54,19 +54,15 @@ const answerOf = <A extends object>(decode: (text: unknown) => Either.Either<A |
   return Effect.succeed("regressed" in answer ? Either.left(new ClockRegressed(answer.regressed)) : Either.right(answer))
 }
 
-/** The message of a failed statement: what the enqueue function puts in a conflict it raises. */
-const messageOf = (error: SqlError): string =>
-  Predicate.hasProperty(error.cause, "message") && typeof error.cause.message === "string" ? error.cause.message : ""
-
 /** An enqueue's conflict raised by the server (`FR001`, `FR002`) as the domain's error; any other failure as it is. */
 const conflictOf = (error: SqlError, commands: ReadonlyArray<EnqueueCommand>): Effect.Effect<never, EnqueueConflict | GroupConflict | SqlError> => {
-  const code = codeOf(error)
+  const code = causeOf(error, "code")
   if (code === "FR001") {
-    const detail = Schema.decodeUnknownSync(ConflictDetail)(messageOf(error))
+    const detail = Schema.decodeUnknownSync(ConflictDetail)(causeOf(error, "message"))
     const command = commands.find((c) => c.eventId === detail.eventId)!
     return Effect.fail(enqueueConflict(command.eventId, command.flowId, { flowId: detail.storedFlowId, seq: detail.storedSeq }))
   }
-  if (code === "FR002") return Effect.fail(new GroupConflict(Schema.decodeUnknownSync(GroupDetail)(messageOf(error))))
+  if (code === "FR002") return Effect.fail(new GroupConflict(Schema.decodeUnknownSync(GroupDetail)(causeOf(error, "message"))))
   return Effect.fail(error)
 }
 

@@ -76,11 +76,9 @@ export const readClock = (store: Store) =>
     (rows) => Exit.map(Rows.decode.clock(rows), (decoded) => decoded[0]!)
   )
 
-/** The writes of one parallel transaction over `base` (which keeps every statement it does not replace). */
-export const writes = (store: Store, base: QueueWrites) => (): QueueWrites => transactionWrites(store, base)
-
 /**
- * The writes of one parallel transaction: the operator's and the weights' (the hot operations run
+ * The writes of one parallel transaction over `base` (which keeps every statement it does not
+ * replace): the operator's and the weights' (the hot operations run
  * whole on the server, `PgOperations`), none of which takes a ticket. The tick moves forward only
  * when no other transaction is moving it; after `lockStore` (a clock reset) it is written as
  * decided.
@@ -148,5 +146,5 @@ export const decodeMode = (value: unknown): Either.Either<ClaimMode | undefined,
 export const backend = (store: Store, rowLockedWrite: Store["write"] = store.write): QueueBackend => {
   const parallel: Store = { ...store, write: rowLockedWrite }
   const base: QueueWrites = { ...SqlRelayQueue.writes(parallel, { lockGroups: true }), clock: readClock(parallel) }
-  return SqlRelayQueue.backend(parallel, base, writes(parallel, base))
+  return SqlRelayQueue.backend(parallel, base, () => transactionWrites(parallel, base))
 }

@@ -11,9 +11,9 @@ import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
 import * as PgClient from "@effect/sql-pg/PgClient"
-import { Cause, Duration, Effect, Predicate, Redacted } from "effect"
+import { Cause, Duration, Effect, Redacted } from "effect"
 import type { Scope } from "effect"
-import { alone, commitFailuresAsErrors, isolated, isPostgres } from "./Store.js"
+import { alone, causeOf, commitFailuresAsErrors, isolated, isPostgres } from "./Store.js"
 import type { Migrations, OpenError, Store } from "./Store.js"
 
 export { TransactionMisuse } from "./Store.js"
@@ -66,15 +66,11 @@ export interface PgStore extends Store {
 const retryableCodes = new Set(["23505", "40P01", "40001"])
 
 /** Whether a failed transaction (or call) lost a race and can run again from the start. */
-export const isRetryable = (error: unknown): boolean => error instanceof SqlError && retryableCodes.has(codeOf(error) ?? "")
+export const isRetryable = (error: unknown): boolean => error instanceof SqlError && retryableCodes.has(causeOf(error, "code") ?? "")
 
 /** `effect` run again from the start, up to four more times, while it fails having lost a race (`isRetryable`, as it rarely does). */
 export const retryRaces = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
   Effect.catchIf(effect, isRetryable, () => Effect.retry(effect, { times: 4, while: isRetryable }))
-
-/** The SQLSTATE of a failed statement, if the driver gave one. */
-export const codeOf = (error: SqlError): string | undefined =>
-  Predicate.hasProperty(error.cause, "code") && typeof error.cause.code === "string" ? error.cause.code : undefined
 
 /** The server's clock in epoch milliseconds (`clock_timestamp()`: the time of the call, not of the transaction's start). */
 const serverTime = (sql: SqlClient.SqlClient): Effect.Effect<number, SqlError> =>

@@ -420,10 +420,6 @@ export const backend = (store: Store, tx: QueueWrites = writes(store), writeTx?:
   }
 }
 
-/** Builds the queue service over an opened store. */
-export const make = (store: Store, policy: RelayPolicy, retention?: Retention): RelayQueue.RelayQueueService =>
-  RelayQueue.make(backend(store), policy, retention)
-
 /**
  * Opens the queue on an opened store: the store's policy resolved against the caller's (a
  * read-only store is only read: its settings are adopted, never written).
@@ -435,4 +431,4 @@ export const open = (
   name: string,
   mode: "create" | "readonly" = "create",
   retention?: Retention
-) => Effect.map(resolvePolicy(store, requested, input, name, mode), (policy) => make(store, policy, retention))
+) => Effect.map(resolvePolicy(store, requested, input, name, mode), (policy) => RelayQueue.make(backend(store), policy, retention))

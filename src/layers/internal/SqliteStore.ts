@@ -12,10 +12,10 @@ import Database from "better-sqlite3"
 import * as fs from "node:fs"
 import { InvalidInput } from "../../domain/Errors.js"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
-import { Cause, Clock, Context, Duration, Effect, Exit, Predicate, Schedule } from "effect"
+import { Cause, Clock, Context, Duration, Effect, Exit, Schedule } from "effect"
 import type { Scope } from "effect"
 import * as StoreCheck from "./StoreCheck.js"
-import { alone, execOnConnection, insideTransaction, isolated, isSqlite, misuse } from "./Store.js"
+import { alone, causeOf, execOnConnection, insideTransaction, isolated, isSqlite, misuse } from "./Store.js"
 import type { Migrations, OpenError, Store } from "./Store.js"
 
 export { TransactionMisuse } from "./Store.js"
@@ -41,10 +41,7 @@ export const DefaultBusyTimeoutMillis = 5_000
 /** Wait SQLite itself spends on a lock before answering SQLITE_BUSY (it blocks the event loop). */
 const NativeBusyMillis = 10
 
-const isBusy = (error: SqlError): boolean => {
-  const code = Predicate.hasProperty(error.cause, "code") ? error.cause.code : undefined
-  return code === "SQLITE_BUSY" || code === "SQLITE_LOCKED"
-}
+const isBusy = (error: SqlError): boolean => ["SQLITE_BUSY", "SQLITE_LOCKED"].includes(causeOf(error, "code") ?? "")
 
 const live = Clock.make()
 
@@ -68,33 +65,23 @@ const retryBusy = (busyTimeoutMillis: number) => <A>(effect: Effect.Effect<A, Sq
     Effect.withClock(live)
   )
 
-/** The busy timeout a store was asked for, validated. */
-const busyTimeout = (options: Pick<SqliteStoreOptions, "busyTimeoutMillis">): Effect.Effect<number, InvalidInput> => {
-  const busy = options.busyTimeoutMillis ?? DefaultBusyTimeoutMillis
-  return Number.isSafeInteger(busy) && busy >= 0
-    ? Effect.succeed(busy)
-    : Effect.fail(
-      new InvalidInput({ operation: "open", message: `busyTimeoutMillis must be a whole number of milliseconds ≥ 0, got ${JSON.stringify(busy)}` })
-    )
-}
-
 /**
- * Checks a file store's options before anything touches the file: a value of the wrong kind is
- * an `InvalidInput` naming it. Answers the busy timeout.
+ * Checks a store's options before anything touches the file (a store on the application's client
+ * has no filename): a value of the wrong kind is an `InvalidInput` naming it. Answers the busy timeout.
  */
-const checkOptions = (options: SqliteStoreOptions): Effect.Effect<number, InvalidInput> => {
+const checkOptions = (options: Partial<SqliteStoreOptions>, file = true): Effect.Effect<number, InvalidInput> => {
   const invalid = (message: string) => Effect.fail(new InvalidInput({ operation: "open", message }))
-  if (typeof options.filename !== "string") {
-    return invalid(`filename must be a path or ":memory:", got ${JSON.stringify(options.filename)}`)
-  }
+  const busy = options.busyTimeoutMillis ?? DefaultBusyTimeoutMillis
+  if (file && typeof options.filename !== "string") return invalid(`filename must be a path or ":memory:", got ${JSON.stringify(options.filename)}`)
   if (options.synchronous !== undefined && options.synchronous !== "full" && options.synchronous !== "normal") {
     return invalid(`synchronous must be "full" or "normal", got ${JSON.stringify(options.synchronous)}`)
   }
-  return busyTimeout(options)
+  return Number.isSafeInteger(busy) && busy >= 0
+    ? Effect.succeed(busy)
+    : invalid(`busyTimeoutMillis must be a whole number of milliseconds ≥ 0, got ${JSON.stringify(busy)}`)
 }
 
-const noTransaction = (error: SqlError): boolean =>
-  /no transaction is active/.test(String(Predicate.hasProperty(error.cause, "message") ? error.cause.message : undefined))
+const noTransaction = (error: SqlError): boolean => /no transaction is active/.test(causeOf(error, "message") ?? "")
 
 /**
  * A transaction on the store's one connection, as lean as it can be (the operation above it has
@@ -314,7 +301,7 @@ export const fromClient = (
     if (!isSqlite(sql)) {
       return yield* Effect.fail(new InvalidInput({ operation: "layerClient", message: "the SqlClient in context is not a SQLite client" }))
     }
-    const busy = yield* busyTimeout(options)
+    const busy = yield* checkOptions(options, false)
     const own = transaction(sql, "BEGIN IMMEDIATE", busy)
     const ownRead = transaction(sql, "BEGIN", busy)
     const join = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>

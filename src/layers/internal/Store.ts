@@ -65,6 +65,10 @@ export class TransactionMisuse extends Schema.TaggedError<TransactionMisuse>()("
   message: Schema.String
 }) {}
 
+/** A text field of a failed statement's cause, as the driver gave it (`code`: its SQLSTATE or SQLite's code). */
+export const causeOf = (error: SqlError, field: "code" | "message"): string | undefined =>
+  Predicate.hasProperty(error.cause, field) && typeof error.cause[field] === "string" ? error.cause[field] : undefined
+
 /** A `SqlError` caused by `TransactionMisuse`. */
 export const misuse = (operation: string, message: string) =>
   Effect.fail(new SqlError({ cause: new TransactionMisuse({ operation, message }), message: `${operation}: ${message}` }))

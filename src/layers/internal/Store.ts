@@ -306,7 +306,8 @@ const kindOf = (ast: SchemaAST.AST, optional: boolean): ColumnKind | undefined =
   const literals = values.flatMap((type) => (SchemaAST.isLiteral(type) && typeof type.literal === "string" ? [type.literal] : []))
   if (!nullable && !optional && values.length > 1 && literals.length === values.length) return new Set(literals)
   const [only] = values
-  const base = values.length !== 1 || only === undefined ? undefined : only === SqlInt.ast ? "int" : SchemaAST.isStringKeyword(only) ? "string" : undefined
+  if (values.length !== 1 || only === undefined) return undefined
+  const base = only === SqlInt.ast ? "int" : SchemaAST.isStringKeyword(only) ? "string" : undefined
   if (base === undefined) return undefined
   if (!optional) return nullable ? `${base}?` : base
   return base === "int" && !nullable ? "optional int" : base === "string" && nullable ? "optional string?" : undefined
